@@ -1,0 +1,5 @@
+import sys
+
+from paradnn.cli import main
+
+sys.exit(main())

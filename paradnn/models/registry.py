@@ -1,0 +1,46 @@
+"""One registry of real models: name -> factory(spec: Real, dtype: str) -> ModelDef.
+
+Zoo modules register themselves with :func:`register`; the CLI, sweeps and tests iterate over
+:func:`names`. Importing this module imports no model code until a name is looked up.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Callable
+
+# Zoo modules under paradnn.models.zoo; each calls register() at import time.
+_ZOO_MODULES: tuple[str, ...] = ()
+
+_REGISTRY: dict[str, "Entry"] = {}
+
+
+@dataclass(frozen=True)
+class Entry:
+    name: str
+    factory: Callable  # (spec: Real, dtype: str) -> ModelDef
+    default_batch: int
+    default_image: int = 0  # pixels, 0 when the model takes no image
+    default_length: int = 0  # tokens/frames, 0 when the model takes no sequence
+    description: str = ""
+
+
+def register(entry: Entry) -> None:
+    _REGISTRY[entry.name] = entry
+
+
+def _load() -> None:
+    for mod in _ZOO_MODULES:
+        importlib.import_module(f"paradnn.models.zoo.{mod}")
+
+
+def names() -> list[str]:
+    """Registered real-model names, sorted."""
+    _load()
+    return sorted(_REGISTRY)
+
+
+def get(name: str) -> Entry:
+    _load()
+    return _REGISTRY[name]
