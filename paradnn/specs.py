@@ -123,8 +123,6 @@ class RNN(_Spec):
 
     def _validate(self) -> None:
         object.__setattr__(self, "cell", _choice("cell", self.cell, RNN_CELLS))
-        if self.length < 2:
-            raise SpecError("length", self.length, "an integer >= 2 (next-token labels need 2)")
 
 
 @dataclass(frozen=True)
@@ -177,7 +175,7 @@ class Workload:
 
     ``batch`` is the global batch in examples, split evenly over ``devices`` data-parallel
     devices. ``dtype`` is the compute dtype (master weights and the loss stay float32).
-    ``optimizer`` None means the model's default (rmsprop for generated models).
+    ``optimizer`` None means the model's default (rmsprop for generated models), resolved here.
     """
 
     spec: ModelSpec
@@ -192,8 +190,10 @@ class Workload:
         object.__setattr__(self, "batch", _positive_int("batch", self.batch))
         object.__setattr__(self, "devices", _positive_int("devices", self.devices))
         object.__setattr__(self, "dtype", _choice("dtype", self.dtype, DTYPES))
-        if self.optimizer is not None:
-            object.__setattr__(self, "optimizer", _choice("optimizer", self.optimizer, OPTIMIZERS))
+        if self.optimizer is None:
+            # Resolve the model's default here so that the key names what actually runs.
+            object.__setattr__(self, "optimizer", _default_optimizer(self.spec, self.dtype))
+        object.__setattr__(self, "optimizer", _choice("optimizer", self.optimizer, OPTIMIZERS))
         if self.batch % self.devices:
             raise SpecError("batch", self.batch, f"a multiple of devices={self.devices}")
 
@@ -215,6 +215,15 @@ class Workload:
     def key(self) -> str:
         """Stable 16-hex-digit identity of the computation (same spec and settings, same key)."""
         return stable_hash(self.to_dict())
+
+
+def _default_optimizer(spec: ModelSpec, dtype: str) -> str:
+    """rmsprop (ParaDnn's) for generated models; a real model's own default otherwise."""
+    if isinstance(spec, Real):
+        from paradnn.models import build  # builds a module description only: no init, no compile
+
+        return build(spec, dtype).default_optimizer
+    return "rmsprop"
 
 
 def stable_hash(obj: Any) -> str:

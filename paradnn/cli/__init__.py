@@ -13,7 +13,7 @@ import sys
 
 from paradnn.errors import ParadnnError
 
-_COMMAND_MODULES = ("run",)
+_COMMAND_MODULES = ("run", "sweep", "report")
 
 
 class _Parser(argparse.ArgumentParser):

@@ -11,7 +11,10 @@ from dataclasses import dataclass
 from typing import Callable
 
 # Zoo modules under paradnn.models.zoo; each calls register() at import time.
-_ZOO_MODULES: tuple[str, ...] = ()
+_ZOO_MODULES: tuple[str, ...] = (
+    "resnet", "vgg", "alexnet", "squeezenet", "mobilenet", "densenet", "inception", "retinanet",
+    "transformer", "bert", "lstm_lm", "deepspeech2",
+)
 
 _REGISTRY: dict[str, "Entry"] = {}
 

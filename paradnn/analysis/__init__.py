@@ -1,0 +1,25 @@
+"""The ParaDnn analyses: pure functions from a results DataFrame (``paradnn.load``) to a
+DataFrame. Plots of each are in :mod:`paradnn.plots`; :func:`paradnn.report.write_report` runs
+every analysis a store supports.
+
+>>> import paradnn
+>>> df = paradnn.load("results.db")
+>>> hm = paradnn.analysis.heatmap(df[df.family == "fc"], "batch", "nodes", "flops_utilization")
+>>> w = paradnn.analysis.sensitivity(df[df.family == "fc"], "flops_utilization",
+...                                  ["layers", "nodes", "batch"])
+>>> rf = paradnn.analysis.roofline(df)
+"""
+
+from paradnn.analysis.heatmap import heatmap
+from paradnn.analysis.oplevel import categorize, op_breakdown, op_roofline, top_ops
+from paradnn.analysis.params_range import family_ranges, params_range
+from paradnn.analysis.roofline import roofline
+from paradnn.analysis.saturation import saturation, saturation_summary
+from paradnn.analysis.sensitivity import sensitivity
+from paradnn.analysis.speedup import Comparison, comparisons, geometric_mean, speedup, speedup_of
+
+__all__ = [
+    "Comparison", "categorize", "comparisons", "family_ranges", "geometric_mean", "heatmap",
+    "op_breakdown", "op_roofline", "params_range", "roofline", "saturation",
+    "saturation_summary", "sensitivity", "speedup", "speedup_of", "top_ops",
+]

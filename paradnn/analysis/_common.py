@@ -1,0 +1,143 @@
+"""Shared vocabulary of the analyses: which columns name a workload, a platform, a software stack,
+and the units of every column a figure or table shows. Pure data and small pure helpers."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Iterable
+
+import pandas as pd
+
+from paradnn.errors import ParadnnError
+from paradnn.record import METRICS
+from paradnn.specs import SPEC_TYPES
+
+# Hyperparameters of each family, in the order of the spec dataclasses.
+FAMILY_FIELDS: dict[str, tuple[str, ...]] = {
+    family: tuple(f.name for f in dataclasses.fields(cls)) for family, cls in SPEC_TYPES.items()
+}
+SPEC_FIELDS: tuple[str, ...] = tuple(dict.fromkeys(f for fs in FAMILY_FIELDS.values() for f in fs))
+# Everything that determines the computation (Workload.to_dict()).
+WORKLOAD_FIELDS: tuple[str, ...] = ("family", *SPEC_FIELDS, "batch", "dtype", "optimizer", "devices")
+PLATFORM_KEY: tuple[str, ...] = ("backend", "device_kind", "device_count")
+SOFTWARE_KEY: tuple[str, ...] = ("jax_version", "jaxlib_version", "tf_version", "xla_flags")
+# Two rows with equal values here are repeats of one configuration.
+CONFIG_FIELDS: tuple[str, ...] = (*WORKLOAD_FIELDS, *PLATFORM_KEY, *SOFTWARE_KEY)
+
+# Units of the hyperparameters, for axis labels.
+HYPER_UNITS: dict[str, str] = {
+    "layers": "layers", "nodes": "units/layer", "input": "features", "output": "classes",
+    "blocks": "blocks/group", "filters": "channels", "image": "pixels", "embed": "units",
+    "length": "tokens", "vocab": "tokens", "batch": "examples", "devices": "devices",
+    "params": "parameters",
+}
+# Readable names of metrics for labels; the unit comes from record.METRICS.
+METRIC_NAMES: dict[str, str] = {
+    "examples_per_sec": "throughput",
+    "flops_utilization": "FLOPS utilization",
+    "model_flops_utilization": "model FLOPS utilization",
+    "flops_per_sec": "achieved FLOPS",
+    "arithmetic_intensity": "arithmetic intensity",
+    "step_time_s": "step time",
+    "params": "trainable parameters",
+    "speedup": "speedup",
+}
+
+
+def unit(column: str) -> str:
+    """The unit of a column: metrics from record.METRICS, hyperparameters from HYPER_UNITS."""
+    if column in METRICS:
+        u = METRICS[column][0]
+        return "fraction of peak" if column.endswith("utilization") else ("count" if u == "1" else u)
+    if column == "speedup":
+        return "x"
+    return HYPER_UNITS.get(column, "")
+
+
+def label(column: str) -> str:
+    """``name (unit)`` for an axis or a colour bar."""
+    name = METRIC_NAMES.get(column, column)
+    u = unit(column)
+    return f"{name} ({u})" if u and u != name else name
+
+
+def require_columns(df: pd.DataFrame, columns: Iterable[str], what: str) -> None:
+    missing = [c for c in columns if c not in df.columns]
+    if missing:
+        raise ParadnnError(
+            f"{what}: column {missing[0]!r} is missing; the DataFrame has {sorted(map(str, df.columns))}"
+        )
+
+
+def ok_rows(df: pd.DataFrame) -> pd.DataFrame:
+    """Rows that were measured (status ok); a frame without ``status`` is taken as all ok."""
+    if "status" not in df.columns:
+        return df
+    return df[df["status"] == "ok"]
+
+
+def present(df: pd.DataFrame, columns: Iterable[str]) -> list[str]:
+    """The columns of ``columns`` that exist in ``df`` and hold at least one value."""
+    return [c for c in columns if c in df.columns and df[c].notna().any()]
+
+
+def varying(df: pd.DataFrame, columns: Iterable[str]) -> list[str]:
+    """The columns that take more than one distinct (non-null) value."""
+    return [c for c in present(df, columns) if df[c].dropna().nunique() > 1]
+
+
+def hyperparameters(df: pd.DataFrame, family: str | None = None) -> list[str]:
+    """Numeric hyperparameters (spec fields and batch) that vary in ``df``."""
+    fields = FAMILY_FIELDS.get(family, SPEC_FIELDS) if family else SPEC_FIELDS
+    out = []
+    for c in varying(df, (*fields, "batch")):
+        if pd.api.types.is_numeric_dtype(pd.to_numeric(df[c].dropna(), errors="coerce")) and \
+                pd.to_numeric(df[c].dropna(), errors="coerce").notna().all():
+            out.append(c)
+    return out
+
+
+def fmt(v: Any) -> str:
+    """A value as a user reads it: integral floats (from columns with gaps) without ``.0``."""
+    if isinstance(v, float) and v.is_integer():
+        return str(int(v))
+    return str(v)
+
+
+def workload_label(row: pd.Series | dict) -> str:
+    """A short readable name of a workload row, e.g. ``fc layers=4 nodes=256 ... float32``."""
+    get = row.get
+    family = get("family")
+    if get("kind") == "real" or family == "real":
+        name = str(get("model"))
+    else:
+        fields = FAMILY_FIELDS.get(family, ())
+        parts = [f"{f}={fmt(get(f))}" for f in fields if f in row and pd.notna(get(f))]
+        name = " ".join([str(family), *parts])
+    dtype = get("dtype")
+    return f"{name} {dtype}" if isinstance(dtype, str) and dtype != "float32" else name
+
+
+def platform_label(row: pd.Series | dict) -> str:
+    """``device_kind x count (backend)`` for one row."""
+    kind = row.get("device_kind") or row.get("backend") or "unknown device"
+    count = row.get("devices") if pd.notna(row.get("devices", None)) else row.get("device_count")
+    backend = row.get("backend")
+    text = str(kind)
+    if pd.notna(count) and int(count) > 1:
+        text += f" x{int(count)}"
+    if isinstance(backend, str) and backend and backend != kind:
+        text += f" ({backend})"
+    return text
+
+
+def software_label(row: pd.Series | dict) -> str:
+    parts = [f"{c.replace('_version', '')} {row.get(c)}" for c in ("jax_version", "tf_version")
+             if isinstance(row.get(c), str) and row.get(c)]
+    return ", ".join(parts) or "unknown software"
+
+
+def group_columns(df: pd.DataFrame, exclude: Iterable[str] = ()) -> list[str]:
+    """Configuration columns present in ``df`` (minus ``exclude``), for grouping repeats."""
+    exclude = set(exclude)
+    return [c for c in CONFIG_FIELDS if c in df.columns and c not in exclude]

@@ -1,0 +1,68 @@
+"""Ranges of a value per model family, real models as points (ParaDnn Fig 1 and Fig 11)."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from paradnn.analysis._common import ok_rows, require_columns, unit
+
+# A family is split by its structural choice, as in the paper's Fig 11 and 12.
+_VARIANT = {"cnn": "block", "rnn": "cell"}
+
+
+def _group_label(row: pd.Series) -> str:
+    family = str(row.get("family", "?"))
+    variant = _VARIANT.get(family)
+    if variant and isinstance(row.get(variant), str):
+        return f"{family.upper()} {row[variant]}"
+    return family.upper()
+
+
+def family_ranges(df: pd.DataFrame, value: str, by: str | None = None) -> pd.DataFrame:
+    """Summary of ``value`` per family (generated models) and per real model.
+
+    Generated models (``kind`` != ``real``) are grouped by family and its variant (CNN block,
+    RNN cell); each real model is its own group. Uses the rows that hold the value (ok rows
+    when there is a ``status`` column). ``by`` adds a grouping column (e.g. ``device_kind``).
+
+    Returns ``DataFrame[by?, label, kind, n, min, p10, median, p90, max]``; ``kind`` is
+    ``generated`` or ``real``. ``attrs``: ``value``, ``unit``.
+    """
+    require_columns(df, (value,), "family_ranges")
+    rows = ok_rows(df)
+    rows = rows.assign(_v=pd.to_numeric(rows[value], errors="coerce"))
+    rows = rows[rows["_v"].notna()]
+    if by is not None:
+        require_columns(rows, (by,), "family_ranges by")
+    kind = rows["kind"] if "kind" in rows.columns else pd.Series("generated", index=rows.index)
+    real = (kind == "real") | (rows.get("family", pd.Series(index=rows.index, dtype=object)) == "real")
+    labels = pd.Series(
+        [str(r.get("model")) if is_real else _group_label(r)
+         for (_, r), is_real in zip(rows.iterrows(), real)],
+        index=rows.index, dtype=object,
+    )
+    rows = rows.assign(_label=labels, _kind=real.map({True: "real", False: "generated"}))
+    keys = ([by] if by else []) + ["_kind", "_label"]
+    out = []
+    for key, g in rows.groupby(keys, sort=True):
+        key = key if isinstance(key, tuple) else (key,)
+        v = g["_v"]
+        rec = dict(zip(([by] if by else []) + ["kind", "label"], key))
+        rec.update(n=len(v), min=v.min(), p10=v.quantile(0.1), median=v.median(),
+                   p90=v.quantile(0.9), max=v.max())
+        out.append(rec)
+    cols = ([by] if by else []) + ["label", "kind", "n", "min", "p10", "median", "p90", "max"]
+    result = pd.DataFrame(out, columns=cols)
+    # Generated families first, then real models by size, as the paper orders Fig 1.
+    result = result.sort_values(["kind", "median"], key=lambda s: s.map({"generated": 0, "real": 1})
+                                if s.name == "kind" else s).reset_index(drop=True)
+    result.attrs.update(value=value, unit=unit(value), by=by)
+    return result
+
+
+def params_range(df: pd.DataFrame) -> pd.DataFrame:
+    """Trainable parameters per family (range) and per real model (point), ParaDnn Fig 1.
+
+    A model's parameter count does not depend on batch or platform, so every ok row counts.
+    """
+    return family_ranges(df, "params")

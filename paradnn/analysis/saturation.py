@@ -1,0 +1,78 @@
+"""Batch-size saturation (TBD study, papers/003): the smallest batch that reaches a fraction of
+the best throughput a model achieves at any batch."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from paradnn.analysis._common import (
+    group_columns, ok_rows, platform_label, require_columns, software_label, workload_label,
+)
+from paradnn.errors import ParadnnError
+
+
+def saturation(
+    df: pd.DataFrame, metric: str = "examples_per_sec", threshold: float = 0.9
+) -> pd.DataFrame:
+    """Throughput against batch per model, with the saturation batch of each model.
+
+    A *model* is one configuration without its batch (same spec, dtype, optimizer, devices,
+    platform and software). Only ok rows count; models measured at fewer than two batch sizes
+    are left out. Repeats of a (model, batch) give their median.
+
+    Returns one row per (model, batch): ``model`` (a label), ``batch`` (examples),
+    ``value`` (``metric``), ``fraction_of_best`` (value / the model's best, 1),
+    ``best_batch``, ``best_value``, ``saturation_batch`` (the smallest batch with
+    ``value >= threshold * best``) and ``saturation_value``. ``attrs``: ``metric``,
+    ``threshold``.
+    """
+    if not 0 < threshold <= 1:
+        raise ParadnnError(f"saturation: threshold={threshold!r}; allowed: a fraction in (0, 1]")
+    require_columns(df, (metric, "batch"), "saturation")
+    rows = ok_rows(df)
+    rows = rows.assign(_v=pd.to_numeric(rows[metric], errors="coerce"))
+    rows = rows[rows["_v"].notna() & rows["batch"].notna()]
+    keys = [c for c in group_columns(rows, exclude=("batch",)) if rows[c].notna().any()]
+    groups = []
+    for _, g in (rows.groupby(keys, dropna=False, sort=True) if keys else [((), rows)]):
+        curve = g.groupby("batch")["_v"].median().sort_index()
+        if len(curve) >= 2:
+            groups.append((g, curve))
+    names = _unique_names([g.iloc[0].drop(labels=["batch"]) for g, _ in groups])
+    out = []
+    for (g, curve), name in zip(groups, names):
+        best_batch = curve.idxmax()
+        best = curve.max()
+        reached = curve[curve >= threshold * best]
+        sat_batch = reached.index.min()
+        for batch, v in curve.items():
+            out.append({
+                "model": name, "batch": batch, "value": v, "fraction_of_best": v / best,
+                "best_batch": best_batch, "best_value": best,
+                "saturation_batch": sat_batch, "saturation_value": curve[sat_batch],
+                **{k: g.iloc[0][k] for k in ("family", "kind") if k in g.columns},
+            })
+    result = pd.DataFrame(out, columns=[
+        "model", "batch", "value", "fraction_of_best", "best_batch", "best_value",
+        "saturation_batch", "saturation_value", "family", "kind",
+    ])
+    result.attrs.update(metric=metric, threshold=threshold)
+    return result
+
+
+def _unique_names(firsts: list[pd.Series]) -> list[str]:
+    # A workload measured on two platforms (or software stacks) is two models here.
+    names = [workload_label(r) for r in firsts]
+    for extra in (platform_label, software_label):
+        dup = {n for n in names if names.count(n) > 1}
+        names = [f"{n} on {extra(r)}" if n in dup else n for n, r in zip(names, firsts)]
+    return names
+
+
+def saturation_summary(curves: pd.DataFrame) -> pd.DataFrame:
+    """One row per model of :func:`saturation`'s output: best and saturation batch and value."""
+    cols = ["model", "best_batch", "best_value", "saturation_batch", "saturation_value"]
+    out = curves.groupby("model", sort=True)[cols[1:]].first().reset_index()
+    out["batches_measured"] = curves.groupby("model", sort=True)["batch"].count().to_numpy()
+    out.attrs.update(curves.attrs)
+    return out

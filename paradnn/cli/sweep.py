@@ -1,0 +1,92 @@
+"""``paradnn sweep``, ``paradnn status``, ``paradnn merge`` and ``paradnn export``."""
+
+from __future__ import annotations
+
+import argparse
+
+from paradnn.errors import ParadnnError
+
+
+def _sweep(args: argparse.Namespace) -> int:
+    from paradnn.grids import parse_bytes
+    from paradnn.sweep import DEFAULT_CACHE, sweep
+
+    if args.no_cache and args.cache_dir:
+        raise ParadnnError("--cache-dir and --no-cache exclude each other")
+    df = sweep(
+        args.file, store=args.store, executor=args.executor, repeat=args.repeat,
+        memory_limit_bytes=None if args.memory_limit is None else parse_bytes(args.memory_limit),
+        timeout_s=args.timeout, address=args.address,
+        cache_dir=None if args.no_cache else (args.cache_dir or DEFAULT_CACHE),
+        progress=not args.quiet)
+    counts = df["status"].value_counts().to_dict() if len(df) else {}
+    summary = ", ".join(f"{s} {n}" for s, n in sorted(counts.items()))
+    print(f"{args.store}: {len(df)} rows for this sweep ({summary or 'none'})")
+    return 0
+
+
+def _status(args: argparse.Namespace) -> int:
+    from paradnn.store import load, status_counts
+
+    tables = status_counts(args.store)
+    n = len(load(args.store))
+    print(f"{', '.join(args.store)}: {n} rows")
+    for title, table in (("by status", tables["status"]), ("by family", tables["family"]),
+                         ("by platform (backend/device kind)", tables["platform"])):
+        print(f"\n{title}:")
+        print(table.to_string() if len(table) else "  (none)")
+    return 0
+
+
+def _merge(args: argparse.Namespace) -> int:
+    from paradnn.store import merge
+
+    added, present = merge(args.stores, args.output)
+    print(f"{args.output}: {added} rows added, {present} already present (not duplicated)")
+    return 0
+
+
+def _export(args: argparse.Namespace) -> int:
+    from paradnn.store import export
+
+    n = export(args.store, args.output)
+    print(f"{args.output}: {n} rows")
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("sweep", help="run a sweep file into a results store (resumable)",
+                       description="Run every config of a YAML sweep file (docs/sweeps.md) into "
+                       "a store. Configs already in the store are skipped.")
+    p.add_argument("file", help="YAML sweep file, e.g. sweeps/smoke.yaml")
+    p.add_argument("--store", default="results.db", help="SQLite results store (default: "
+                   "results.db; created if missing)")
+    p.add_argument("--repeat", type=int, default=None,
+                   help="records wanted per config (default: the file's, else 1)")
+    p.add_argument("--executor", choices=("process", "inprocess", "ray"), default=None,
+                   help="where configs run (default: the file's, else process)")
+    p.add_argument("--address", default=None, help="Ray cluster HOST:PORT (with --executor ray)")
+    p.add_argument("--memory-limit", default=None,
+                   help="device memory for out-of-memory prediction, e.g. 2GB or 512MiB "
+                   "(default: the device's own where known)")
+    p.add_argument("--timeout", type=float, default=None,
+                   help="seconds per config, compile included (default: the file's, else 1800)")
+    p.add_argument("--cache-dir", default=None,
+                   help="persistent XLA compilation cache (default: ~/.cache/paradnn/xla)")
+    p.add_argument("--no-cache", action="store_true", help="disable the compilation cache")
+    p.add_argument("--quiet", action="store_true", help="no progress line on stderr")
+    p.set_defaults(func=_sweep)
+
+    p = sub.add_parser("status", help="counts of a store's rows by status, family, platform")
+    p.add_argument("store", nargs="+", help="one or more stores")
+    p.set_defaults(func=_status)
+
+    p = sub.add_parser("merge", help="combine stores without duplicates")
+    p.add_argument("stores", nargs="+", help="input stores")
+    p.add_argument("-o", "--output", required=True, help="output store (created or extended)")
+    p.set_defaults(func=_merge)
+
+    p = sub.add_parser("export", help="write a store's rows to CSV or Parquet")
+    p.add_argument("store", nargs="+", help="one or more stores")
+    p.add_argument("-o", "--output", required=True, help="file.csv or file.parquet")
+    p.set_defaults(func=_export)

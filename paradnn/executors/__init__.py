@@ -1,0 +1,155 @@
+"""Executors run sweep configs and hand back one Record per config.
+
+* ``inprocess``: in the calling process; no isolation (a crash ends the sweep, no timeout).
+* ``process`` (default): in a child Python process reused across configs; a config that kills
+  the process is recorded ``crashed``, one that exceeds the time limit ``timeout``, and a fresh
+  child continues with the next config.
+* ``ray``: one Ray task per config on a cluster; each task runs its config in a child process on
+  its worker node the same way, and results stream back to the driver, which writes the store.
+
+An executor never writes the store: the sweep driver does, one committed row per record, so a
+driver killed at any point loses at most the configs in flight.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from paradnn.errors import ParadnnError
+from paradnn.record import Record
+from paradnn.specs import Workload
+
+__all__ = ["Task", "Executor", "make_executor", "default_cache_dir", "configure_cache",
+           "run_config", "EXECUTORS"]
+
+EXECUTORS = ("process", "inprocess", "ray")
+
+#: ``run_fn(workload, settings, memory_limit_bytes) -> Record``; None means
+#: ``paradnn.runner.run_workload``. Must be a picklable top-level function for the process and
+#: Ray executors.
+RunFn = Callable[..., Record]
+
+
+@dataclass(frozen=True)
+class Task:
+    """One measurement to make: a workload, its settings, the key its record is expected to have,
+    and the store claim that reserves it."""
+
+    workload: Workload
+    settings: Any  # paradnn.measure.MeasureSettings
+    memory_limit_bytes: int | None
+    key: str
+    claim: int | None = None
+
+
+class Executor:
+    """Interface: ``context()`` gives (platform, software) of where configs run; ``execute``
+    yields ``(task, record)`` as configs finish, pulling tasks lazily from the iterator."""
+
+    name = "executor"
+
+    def context(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        raise NotImplementedError
+
+    def execute(self, tasks: Iterator[Task]) -> Iterator[tuple[Task, Record]]:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self) -> "Executor":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def default_cache_dir() -> Path:
+    """``$XDG_CACHE_HOME/paradnn/xla`` (default ``~/.cache/paradnn/xla``)."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "paradnn" / "xla"
+
+
+def configure_cache(cache_dir: str | os.PathLike | None) -> dict[str, Any]:
+    """Turn on JAX's persistent compilation cache in ``cache_dir`` (None: leave it off) for
+    every compile, however short; returns the previous settings (for :func:`restore_cache`)."""
+    import jax
+
+    names = ("jax_compilation_cache_dir", "jax_persistent_cache_min_compile_time_secs",
+             "jax_persistent_cache_min_entry_size_bytes")
+    previous = {n: getattr(jax.config, n) for n in names}
+    if cache_dir is not None:
+        Path(cache_dir).mkdir(parents=True, exist_ok=True)
+        jax.config.update("jax_compilation_cache_dir", str(cache_dir))
+        # Sweep configs compile in well under JAX's default 1 s threshold on small models, and
+        # a second run of a sweep is exactly when those compiles should be skipped.
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
+        jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
+    return previous
+
+
+def restore_cache(previous: dict[str, Any]) -> None:
+    import jax
+
+    for name, value in previous.items():
+        jax.config.update(name, value)
+
+
+def resolve_run_fn(run_fn: RunFn | None) -> RunFn:
+    if run_fn is not None:
+        return run_fn
+    from paradnn.runner import run_workload
+
+    return run_workload
+
+
+def local_context() -> tuple[dict[str, Any], dict[str, Any]]:
+    """(platform, software) of this process, as the runner records them."""
+    from paradnn import hardware
+
+    return hardware.platform_info(), hardware.software_info()
+
+
+def run_config(run_fn: RunFn | None, workload: Workload, settings: Any,
+               memory_limit_bytes: int | None,
+               context: tuple[dict[str, Any], dict[str, Any]]) -> Record:
+    """Run one config; an exception (a bug, or a SpecError such as too many devices for this
+    host) becomes an ``error`` record so that the sweep goes on."""
+    try:
+        record = resolve_run_fn(run_fn)(workload, settings, memory_limit_bytes)
+    except Exception as exc:  # noqa: BLE001 - every outcome is a row
+        platform, software = context
+        return Record.failed(workload, "error", f"{type(exc).__name__}: {exc}"[:4000],
+                             platform=dict(platform), software=dict(software),
+                             settings=settings.to_dict())
+    if not isinstance(record, Record):
+        platform, software = context
+        return Record.failed(workload, "error",
+                             f"run function returned {type(record).__name__}, not a Record",
+                             platform=dict(platform), software=dict(software),
+                             settings=settings.to_dict())
+    return record
+
+
+def make_executor(name: str, *, timeout_s: float, cache_dir: str | os.PathLike | None,
+                  run_fn: RunFn | None = None, address: str | None = None,
+                  resources: dict[str, Any] | None = None) -> Executor:
+    """An executor by name (``EXECUTORS``)."""
+    if name == "process":
+        from paradnn.executors.process import ProcessExecutor
+
+        return ProcessExecutor(timeout_s=timeout_s, cache_dir=cache_dir, run_fn=run_fn)
+    if name == "inprocess":
+        from paradnn.executors.inprocess import InProcessExecutor
+
+        return InProcessExecutor(cache_dir=cache_dir, run_fn=run_fn)
+    if name == "ray":
+        from paradnn.executors.ray import RayExecutor
+
+        return RayExecutor(timeout_s=timeout_s, cache_dir=cache_dir, run_fn=run_fn,
+                           address=address, resources=resources)
+    raise ParadnnError(f"invalid executor={name!r}: allowed one of {', '.join(EXECUTORS)}")

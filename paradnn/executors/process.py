@@ -1,0 +1,202 @@
+"""Run sweep configs in a child Python process with a time limit (the default executor).
+
+The child is reused across configs, so the Python and JAX start-up cost is paid once, not per
+config. A config that kills the child (a segfault, the kernel's out-of-memory killer, an abort in
+XLA) is recorded ``crashed``; one that runs past ``timeout_s`` has its child killed and is
+recorded ``timeout``. Either way a fresh child takes the next config. After an ``error`` or an
+out-of-memory failure that was not predicted, the child is also replaced, so no state left behind
+by a failure can leak into the next measurement.
+
+The child is started with ``subprocess`` running :mod:`paradnn.executors.child` rather than with
+``multiprocessing``: spawn would re-import the user's main script, which breaks scripts without
+an ``if __name__ == "__main__"`` guard.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from multiprocessing.connection import Connection
+from typing import Any
+
+from paradnn.errors import ParadnnError
+from paradnn.executors import Executor, RunFn, Task
+from paradnn.record import Record
+
+#: Seconds a new child may take to import JAX and report its platform.
+STARTUP_TIMEOUT_S = 300.0
+#: A child is replaced after this many configs, to bound what a long sweep accumulates.
+MAX_CONFIGS_PER_CHILD = 200
+
+
+def _describe_exit(code: int | None) -> str:
+    if code is None:
+        return "did not exit"
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        hint = " (the kernel's out-of-memory killer sends SIGKILL)" if -code == signal.SIGKILL \
+            else ""
+        return f"was killed by {name}{hint}"
+    return f"exited with status {code}"
+
+
+class _Child:
+    """One child process and its two pipes."""
+
+    def __init__(self, cache_dir: str | None, run_fn: RunFn | None):
+        try:
+            init = pickle.dumps(("init", cache_dir, run_fn))
+        except (pickle.PicklingError, AttributeError, TypeError) as exc:
+            raise ParadnnError(f"run_fn={run_fn!r} cannot be sent to a child process ({exc}); "
+                               "use a top-level function of an importable module") from None
+        to_child_r, to_child_w = os.pipe()
+        from_child_r, from_child_w = os.pipe()
+        env = dict(os.environ)
+        # The child must import what this process imports: paradnn, and the module of run_fn.
+        paths = [p or os.getcwd() for p in sys.path]
+        env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "paradnn.executors.child", str(to_child_r),
+                 str(from_child_w), str(os.getpid())],
+                pass_fds=(to_child_r, from_child_w), env=env,
+                # Own process group: a timeout kills the child and anything it started, and a
+                # Ctrl-C in the terminal reaches only the driver, which then stops the child.
+                start_new_session=True)
+        finally:
+            os.close(to_child_r)
+            os.close(from_child_w)
+        self.to_child = Connection(to_child_w, readable=False)
+        self.from_child = Connection(from_child_r, writable=False)
+        self.configs = 0
+        self.to_child.send_bytes(init)
+        reply = self.wait(STARTUP_TIMEOUT_S)
+        if reply is None or reply[0] != "ready":
+            code = self.kill()
+            raise ParadnnError(
+                "the sweep's child process did not start: it "
+                + ("took longer than {:.0f} s".format(STARTUP_TIMEOUT_S) if reply == "timeout"
+                   else _describe_exit(code))
+                + "; its error output is above")
+        _, self.platform, self.software = reply
+
+    def wait(self, timeout_s: float) -> Any:
+        """The next message; ``None`` if the child died, ``"timeout"`` if none came in time."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return "timeout"
+            try:
+                if self.from_child.poll(min(remaining, 1.0)):
+                    return self.from_child.recv()
+            except (EOFError, OSError):
+                return None
+            if self.proc.poll() is not None and not self.from_child.poll(0):
+                return None
+
+    def kill(self) -> int | None:
+        """Kill the child's process group; returns its exit code."""
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        try:
+            code = self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            code = None
+        self._close_pipes()
+        return code
+
+    def stop(self) -> None:
+        """Ask the child to exit; kill it if it does not."""
+        try:
+            self.to_child.send(("exit",))
+            self.proc.wait(timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+        self.kill()
+
+    def _close_pipes(self) -> None:
+        for conn in (self.to_child, self.from_child):
+            try:
+                conn.close()
+            except OSError:
+                pass
+
+
+class ProcessExecutor(Executor):
+    """Configs run one at a time in a child process, each with a time limit in seconds."""
+
+    name = "process"
+
+    def __init__(self, timeout_s: float, cache_dir: str | os.PathLike | None,
+                 run_fn: RunFn | None = None):
+        self.timeout_s = float(timeout_s)
+        self.cache_dir = None if cache_dir is None else str(cache_dir)
+        self.run_fn = run_fn
+        self._child: _Child | None = None
+        self._context: tuple[dict[str, Any], dict[str, Any]] | None = None
+
+    def _ensure_child(self) -> _Child:
+        if self._child is None:
+            self._child = _Child(self.cache_dir, self.run_fn)
+            self._context = (self._child.platform, self._child.software)
+        return self._child
+
+    def context(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        if self._context is None:
+            self._ensure_child()
+        assert self._context is not None
+        return self._context
+
+    def run_one(self, task: Task) -> Record:
+        """Run one config in the child; a dead or late child becomes a crashed/timeout record."""
+        child = self._ensure_child()
+        platform, software = self.context()
+        context = {"platform": dict(platform), "software": dict(software),
+                   "settings": task.settings.to_dict()}
+        t0 = time.monotonic()
+        try:
+            child.to_child.send(("run", task.workload, task.settings, task.memory_limit_bytes))
+            reply = child.wait(self.timeout_s)
+        except (BrokenPipeError, OSError):
+            reply = None
+        if reply == "timeout":
+            child.kill()
+            self._child = None
+            return Record.failed(task.workload, "timeout",
+                                 f"exceeded the time limit of {self.timeout_s:g} s (compile and "
+                                 "measurement); its child process was killed", **context)
+        if reply is None:
+            code = child.kill()
+            self._child = None
+            return Record.failed(task.workload, "crashed",
+                                 f"the child process running this config {_describe_exit(code)}"
+                                 f" after {time.monotonic() - t0:.1f} s", **context)
+        record: Record = reply[1]
+        child.configs += 1
+        dirty = record.status == "error" or (
+            record.status == "oom" and not (record.error or "").startswith("predicted"))
+        if dirty or child.configs >= MAX_CONFIGS_PER_CHILD:
+            child.stop()
+            self._child = None
+        return record
+
+    def execute(self, tasks: Iterator[Task]) -> Iterator[tuple[Task, Record]]:
+        for task in tasks:
+            yield task, self.run_one(task)
+
+    def close(self) -> None:
+        if self._child is not None:
+            self._child.stop()
+            self._child = None

@@ -1,0 +1,539 @@
+"""Grids of workloads: the paper's Table 2 as data, presets, and product/zip/filter helpers.
+
+A grid is a plain ``list[Workload]``. :func:`grid` builds the cartesian product of its axes; an
+axis is a single value, a list, or a ``range``. Model hyperparameters (``layers``, ``nodes``,
+...) and the training settings ``batch``, ``dtype``, ``optimizer`` and ``devices`` are all axes.
+
+>>> from paradnn.grids import grid, geometric, zipped, max_params
+>>> g = grid("fc", layers=[2, 4], nodes=geometric(32, 128, 2), input=64, output=10, batch=8)
+>>> len(g)
+6
+>>> len(grid("fc", zipped(nodes=[32, 64], batch=[8, 16]), layers=2, input=64, output=10))
+2
+>>> len(max_params(g, 10_000))  # drops FC models above 10k trainable parameters
+3
+
+``PAPER[family]`` holds the ranges of the ParaDnn paper's Table 2 (REFERENCE.md section 1),
+``PAPER_FIXED[family]`` the values the paper held fixed for its heat maps, and
+``preset(name, family)`` expands the ``smoke``, ``small`` and ``paper`` presets.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from paradnn.errors import ParadnnError, SpecError
+from paradnn.specs import SPEC_TYPES, Workload
+
+__all__ = [
+    "PAPER", "PAPER_FIXED", "PRESETS", "WORKLOAD_AXES", "Zipped", "axes_of", "concat", "filter_grid",
+    "geometric", "grid", "linear", "load_sweep_file", "max_params", "param_count", "parse_bytes",
+    "preset", "zipped", "SweepPlan",
+]
+
+#: Axes every family has besides its model hyperparameters (Workload fields).
+WORKLOAD_AXES = ("batch", "dtype", "optimizer", "devices")
+
+
+def geometric(start: int, stop: int, factor: int) -> list[int]:
+    """``start, start*factor, ...`` up to and including ``stop`` (Table 2's "x2" steps)."""
+    if not (isinstance(factor, int) and factor >= 2):
+        raise SpecError("factor", factor, "an integer >= 2")
+    if not (isinstance(start, int) and start > 0 and isinstance(stop, int) and stop >= start):
+        raise SpecError("range", (start, stop), "positive integers with start <= stop")
+    out, v = [], start
+    while v <= stop:
+        out.append(v)
+        v *= factor
+    return out
+
+
+def linear(start: int, stop: int, step: int) -> list[int]:
+    """``start, start+step, ...`` up to and including ``stop`` (Table 2's "+N" steps)."""
+    if not (isinstance(step, int) and step > 0):
+        raise SpecError("step", step, "a positive integer")
+    if not (isinstance(start, int) and isinstance(stop, int) and stop >= start):
+        raise SpecError("range", (start, stop), "integers with start <= stop")
+    return list(range(start, stop + 1, step))
+
+
+# Table 2 of the ParaDnn paper (REFERENCE.md section 1). Bounds are inclusive; a geometric range
+# stops at the last value not above the maximum (RNN vocab 2..1024 x4 ends at 512).
+PAPER: dict[str, dict[str, list[Any]]] = {
+    "fc": {
+        "layers": geometric(4, 128, 2),
+        "nodes": geometric(32, 8192, 2),
+        "input": linear(2000, 8000, 2000),
+        "output": linear(200, 1000, 200),
+        "batch": geometric(64, 16384, 2),
+    },
+    "cnn": {
+        "block": ["residual", "bottleneck"],
+        "blocks": linear(1, 8, 1),
+        "filters": geometric(16, 64, 2),
+        "image": linear(200, 300, 50),
+        "output": linear(500, 1500, 500),
+        "batch": geometric(64, 1024, 2),
+    },
+    "rnn": {
+        "cell": ["rnn", "lstm", "gru"],
+        "layers": linear(1, 13, 4),
+        "embed": linear(100, 900, 400),
+        "length": linear(10, 90, 40),
+        "vocab": geometric(2, 1024, 4),
+        "batch": geometric(16, 1024, 4),
+    },
+}
+
+#: Values the paper held fixed for its heat maps (Figure 7 instead fixes FC layers at 64).
+PAPER_FIXED: dict[str, dict[str, Any]] = {
+    "fc": {"layers": 32, "input": 2000, "output": 1000},
+    "cnn": {"blocks": 6, "image": 300, "output": 1000},
+    "rnn": {"layers": 9, "vocab": 32, "length": 50},
+}
+
+# Presets: family -> axes. "smoke" runs in seconds on a laptop CPU, "small" in minutes,
+# "paper" is the full Table 2 product (thousands of models, days on an accelerator).
+PRESETS: dict[str, dict[str, dict[str, Any]]] = {
+    "smoke": {
+        "fc": {"layers": 2, "nodes": [32, 64], "input": 64, "output": 10, "batch": 8},
+        "cnn": {"block": "residual", "blocks": 1, "filters": 4, "image": 32, "output": 10,
+                "batch": 2},
+        "rnn": {"cell": ["rnn", "lstm"], "layers": 1, "embed": 16, "length": 4, "vocab": 32,
+                "batch": 4},
+    },
+    "small": {
+        "fc": {"layers": [2, 4], "nodes": [64, 256], "input": 512, "output": 100,
+               "batch": [32, 128]},
+        "cnn": {"block": ["residual", "bottleneck"], "blocks": 1, "filters": [8, 16],
+                "image": 64, "output": 100, "batch": 8},
+        "rnn": {"cell": ["rnn", "lstm", "gru"], "layers": [1, 2], "embed": 64, "length": 16,
+                "vocab": 256, "batch": 16},
+    },
+    "paper": PAPER,
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Zipped:
+    """Axes that vary together (element i of each list forms one point), from :func:`zipped`."""
+
+    axes: dict[str, list[Any]]
+
+    def points(self) -> list[dict[str, Any]]:
+        names = list(self.axes)
+        return [dict(zip(names, values)) for values in zip(*self.axes.values())]
+
+
+def zipped(**axes: Any) -> Zipped:
+    """Axes that vary together instead of as a product; all must have the same length.
+
+    >>> zipped(nodes=[32, 64], batch=[8, 16]).points()
+    [{'nodes': 32, 'batch': 8}, {'nodes': 64, 'batch': 16}]
+    """
+    if not axes:
+        raise SpecError("zipped", axes, "at least one axis")
+    lists = {name: _values(name, v) for name, v in axes.items()}
+    lengths = {name: len(v) for name, v in lists.items()}
+    if len(set(lengths.values())) != 1:
+        raise SpecError("zipped", lengths, "axes of equal length")
+    return Zipped(lists)
+
+
+def axes_of(family: str) -> tuple[str, ...]:
+    """Every axis name a grid of ``family`` accepts: hyperparameters, then workload settings."""
+    if family not in SPEC_TYPES:
+        raise SpecError("family", family, "one of " + ", ".join(SPEC_TYPES))
+    return tuple(f.name for f in dataclasses.fields(SPEC_TYPES[family])) + WORKLOAD_AXES
+
+
+def _values(name: str, value: Any) -> list[Any]:
+    """An axis as a list: a scalar is one value; a list, tuple or range its elements."""
+    if isinstance(value, (list, tuple, range)):
+        values = list(value)
+        if not values:
+            raise SpecError(name, value, "a value or a non-empty list or range")
+        return values
+    if isinstance(value, (set, frozenset, dict)) or isinstance(value, Iterable) and not isinstance(
+            value, str):
+        # Sets have no order and generators are consumed once: ask for a list.
+        raise SpecError(name, value, "a value, a list or a range")
+    return [value]
+
+
+def grid(family: str, *zips: Zipped, **axes: Any) -> list[Workload]:
+    """The cartesian product of ``axes`` (and of each :class:`Zipped` group) as Workloads.
+
+    Every model hyperparameter of ``family`` must be given (a real model's ``image`` and
+    ``length`` default to the model's own). ``batch`` is required except for ``family="real"``,
+    where it defaults to the model's registered batch size. ``dtype`` defaults to float32,
+    ``optimizer`` to the model's default, ``devices`` to 1. Points are ordered like nested loops
+    over the axes in the order given (the last axis varies fastest). Duplicate points are kept
+    once.
+    """
+    names = axes_of(family)
+    groups: list[list[dict[str, Any]]] = []
+    seen: set[str] = set()
+    for z in zips:
+        if not isinstance(z, Zipped):
+            raise SpecError("grid positional argument", z, "zipped(...) groups; pass axes by name")
+        groups.append(z.points())
+        seen.update(z.axes)
+    for name, value in axes.items():
+        if name in seen:
+            raise SpecError(name, value, "each axis once (it is also in a zipped group)")
+        groups.append([{name: v} for v in _values(name, value)])
+        seen.add(name)
+    unknown = sorted(seen - set(names))
+    if unknown:
+        raise SpecError(unknown[0], axes.get(unknown[0]), f"axes of {family}: {', '.join(names)}")
+    spec_type = SPEC_TYPES[family]
+    spec_names = [f.name for f in dataclasses.fields(spec_type)]
+    required = [f.name for f in dataclasses.fields(spec_type)
+                if f.default is dataclasses.MISSING]
+    if family != "real":
+        required.append("batch")
+    missing = [n for n in required if n not in seen]
+    if missing:
+        raise SpecError(missing[0], None, f"a value or list (required axis of {family})")
+
+    out: list[Workload] = []
+    keys: set[str] = set()
+    for combo in itertools.product(*groups):
+        point: dict[str, Any] = {}
+        for part in combo:
+            point.update(part)
+        spec = spec_type(**{n: point[n] for n in spec_names if n in point})
+        batch = point.get("batch")
+        if batch is None and family == "real":
+            from paradnn.models import registry
+
+            batch = registry.get(spec.model).default_batch
+        w = Workload(spec, batch=batch, dtype=point.get("dtype", "float32"),
+                     optimizer=point.get("optimizer"), devices=point.get("devices", 1))
+        if w.key not in keys:
+            keys.add(w.key)
+            out.append(w)
+    return out
+
+
+def preset(name: str, family: str | None = None) -> list[Workload]:
+    """The workloads of preset ``name`` (smoke, small, paper) for one family or all three."""
+    if name not in PRESETS:
+        raise SpecError("preset", name, "one of " + ", ".join(PRESETS))
+    families = [family] if family is not None else list(PRESETS[name])
+    out: list[Workload] = []
+    for fam in families:
+        if fam not in PRESETS[name]:
+            raise SpecError("family", fam, "one of " + ", ".join(PRESETS[name]))
+        out.extend(grid(fam, **PRESETS[name][fam]))
+    return out
+
+
+def param_count(workload: Workload | Any) -> int:
+    """Trainable parameters of a workload's model (or of a bare spec), computed analytically.
+
+    FC: weights and biases, ``input*nodes + nodes + (layers-1)*(nodes^2 + nodes) +
+    nodes*output + output``. Other families use ``paradnn.models.param_count`` where the
+    models package provides it.
+    """
+    spec = workload.spec if isinstance(workload, Workload) else workload
+    if getattr(spec, "family", None) == "fc":
+        n = spec.nodes
+        return (spec.input * n + n + (spec.layers - 1) * (n * n + n) + n * spec.output
+                + spec.output)
+    try:
+        from paradnn.models import param_count as models_param_count  # type: ignore[attr-defined]
+    except ImportError:
+        raise ParadnnError(
+            f"parameter count of {type(spec).__name__} models is not available: "
+            "paradnn.models.param_count is missing (only FC has a local formula)") from None
+    return int(models_param_count(spec))
+
+
+def filter_grid(workloads: Iterable[Workload],
+                keep: Callable[[Workload], bool]) -> list[Workload]:
+    """The workloads for which ``keep(workload)`` is true, in order."""
+    return [w for w in workloads if keep(w)]
+
+
+def max_params(workloads: Iterable[Workload], limit: float) -> list[Workload]:
+    """Drop models with more than ``limit`` trainable parameters (see :func:`param_count`)."""
+    return [w for w in workloads if param_count(w) <= limit]
+
+
+def concat(*grids: Sequence[Workload]) -> list[Workload]:
+    """Several grids as one, each workload once (first occurrence kept)."""
+    out: list[Workload] = []
+    keys: set[str] = set()
+    for g in grids:
+        for w in g:
+            if w.key not in keys:
+                keys.add(w.key)
+                out.append(w)
+    return out
+
+
+# -- sweep files ----------------------------------------------------------------------------
+# A sweep file (YAML) names a family, fixed values and swept axes, filters, measurement settings
+# and run settings. The reference is docs/sweeps.md; every key is checked here.
+
+_GROUP_KEYS = ("family", "fixed", "axes", "zip", "dtypes", "max_params")
+_TOP_KEYS = ("description", "settings", "run", "parts") + _GROUP_KEYS
+#: Keys of a sweep file's ``run`` section and what each accepts.
+RUN_KEYS: dict[str, str] = {
+    "executor": "process, inprocess or ray",
+    "repeat": "a positive integer (records wanted per config)",
+    "timeout_s": "a positive number of seconds per config",
+    "memory_limit": "bytes, as an integer or a string such as 2GB or 512MiB",
+    "cache_dir": "a directory for the XLA compilation cache, or null to disable it",
+    "address": "a Ray cluster address HOST:PORT",
+    "resources": "Ray resources per task, e.g. {num_gpus: 1} or {resources: {TPU: 4}}",
+}
+_SETTINGS_KEYS = ("steps_per_call", "warmup_calls", "min_calls", "max_calls", "cv_target",
+                  "time_budget_s")
+
+
+@dataclasses.dataclass(frozen=True)
+class SweepPlan:
+    """A parsed sweep file: the workloads, measurement settings overrides and run settings."""
+
+    path: str
+    workloads: list[Workload]
+    settings: dict[str, Any]
+    run: dict[str, Any]
+    description: str = ""
+
+
+def _file_error(path: str, key: str, reason: str) -> ParadnnError:
+    return ParadnnError(f"sweep file {path}: key {key!r}: {reason}")
+
+
+def _yaml_axis(path: str, key: str, value: Any) -> Any:
+    """A YAML axis value: a scalar, a list, or a range mapping {from, to, times|step}."""
+    if isinstance(value, dict):
+        allowed = {"from", "to", "times", "step"}
+        unknown = sorted(set(value) - allowed)
+        if unknown:
+            raise _file_error(path, f"{key}.{unknown[0]}",
+                              "unknown key in a range (allowed: from, to, and times or step)")
+        if "from" not in value or "to" not in value or ("times" in value) == ("step" in value):
+            raise _file_error(path, key, "a range needs from, to, and exactly one of times, step")
+        try:
+            if "times" in value:
+                return geometric(value["from"], value["to"], value["times"])
+            return linear(value["from"], value["to"], value["step"])
+        except SpecError as exc:
+            raise _file_error(path, key, str(exc)) from None
+    if isinstance(value, list):
+        if not value:
+            raise _file_error(path, key, "an empty list sweeps nothing; give at least one value")
+        for v in value:
+            if isinstance(v, (list, dict)):
+                raise _file_error(path, key, f"list items must be plain values, got {v!r}")
+        return value
+    if value is None:
+        raise _file_error(path, key, "a value, a list or a range mapping, not null")
+    return value
+
+
+def _group_workloads(path: str, prefix: str, group: dict[str, Any]) -> list[Workload]:
+    family = group.get("family")
+    if family is None:
+        raise _file_error(path, prefix + "family", "required: one of " + ", ".join(SPEC_TYPES))
+    if family not in SPEC_TYPES:
+        raise _file_error(path, prefix + "family", f"{family!r} is not one of "
+                          + ", ".join(SPEC_TYPES))
+    names = axes_of(family)
+    where: dict[str, str] = {}  # axis -> key path that set it, for error messages
+    axes: dict[str, Any] = {}
+
+    def put(axis: str, keypath: str, value: Any) -> None:
+        if axis not in names:
+            raise _file_error(path, keypath, f"unknown key (axes of {family}: "
+                              + ", ".join(names) + f"; sections: {', '.join(_TOP_KEYS)})")
+        if axis in where:
+            raise _file_error(path, keypath, f"axis {axis!r} is already set by {where[axis]!r}")
+        where[axis] = keypath
+        axes[axis] = value
+
+    for section in ("fixed", "axes"):
+        part = group.get(section, {})
+        if not isinstance(part, dict):
+            raise _file_error(path, prefix + section, "a mapping of axis names to values")
+        for axis, value in part.items():
+            keypath = f"{prefix}{section}.{axis}"
+            if section == "fixed" and isinstance(value, (list, dict)):
+                raise _file_error(path, keypath, "fixed values are single values; "
+                                  "put lists and ranges under axes")
+            put(axis, keypath, _yaml_axis(path, keypath, value))
+    if "dtypes" in group:
+        dtypes = group["dtypes"]
+        if isinstance(dtypes, str):
+            dtypes = [dtypes]
+        if not isinstance(dtypes, list) or not dtypes:
+            raise _file_error(path, prefix + "dtypes", "a non-empty list of dtype names")
+        put("dtype", prefix + "dtypes", dtypes)
+    for name, value in group.items():
+        if name not in _TOP_KEYS:
+            put(name, prefix + name, _yaml_axis(path, prefix + name, value))
+    zips: list[Zipped] = []
+    zip_spec = group.get("zip", [])
+    if isinstance(zip_spec, dict):
+        zip_spec = [zip_spec]
+    if not isinstance(zip_spec, list):
+        raise _file_error(path, prefix + "zip", "a list of mappings of axis names to lists")
+    for i, z in enumerate(zip_spec):
+        keypath = f"{prefix}zip[{i}]"
+        if not isinstance(z, dict) or not z:
+            raise _file_error(path, keypath, "a mapping of axis names to equal-length lists")
+        lists: dict[str, list[Any]] = {}
+        for axis, value in z.items():
+            values = _yaml_axis(path, f"{keypath}.{axis}", value)
+            if axis not in names:
+                raise _file_error(path, f"{keypath}.{axis}", f"unknown axis of {family} "
+                                  f"(allowed: {', '.join(names)})")
+            if axis in where:
+                raise _file_error(path, f"{keypath}.{axis}",
+                                  f"axis {axis!r} is already set by {where[axis]!r}")
+            where[axis] = f"{keypath}.{axis}"
+            lists[axis] = values if isinstance(values, list) else [values]
+        lengths = {len(v) for v in lists.values()}
+        if len(lengths) != 1:
+            raise _file_error(path, keypath, "zipped axes must have equal lengths, got "
+                              + ", ".join(f"{a}: {len(v)}" for a, v in lists.items()))
+        zips.append(Zipped(lists))
+    try:
+        workloads = grid(family, *zips, **axes)
+    except SpecError as exc:
+        key = where.get(exc.parameter, prefix + exc.parameter)
+        raise _file_error(path, key, str(exc)) from None
+    if "max_params" in group:
+        limit = group["max_params"]
+        if isinstance(limit, bool) or not isinstance(limit, (int, float)) or limit <= 0:
+            raise _file_error(path, prefix + "max_params", f"{limit!r} is not a positive number")
+        workloads = max_params(workloads, limit)
+    return workloads
+
+
+def load_sweep_file(path: str | Any) -> SweepPlan:
+    """Parse and check a YAML sweep file (docs/sweeps.md); raises ParadnnError naming the file,
+    the key and the reason for anything it cannot use."""
+    import yaml
+
+    path = str(path)
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = yaml.safe_load(f)
+    except FileNotFoundError:
+        raise ParadnnError(f"sweep file {path}: no such file") from None
+    except OSError as exc:
+        raise ParadnnError(f"sweep file {path}: cannot be read: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise ParadnnError(f"sweep file {path}: not valid YAML{where}: {problem}") from None
+    if not isinstance(data, dict):
+        raise ParadnnError(f"sweep file {path}: the top level must be a mapping with a 'family' "
+                           f"key, got {type(data).__name__}")
+    for key in data:
+        if not isinstance(key, str):
+            raise _file_error(path, str(key), "keys must be strings")
+
+    workloads: list[Workload] = []
+    if "parts" in data:
+        stray = sorted(set(data) - {"description", "settings", "run", "parts"})
+        if stray:
+            raise _file_error(path, stray[0], "with 'parts', families and axes go inside each "
+                              "part; the top level holds only description, settings, run")
+        parts = data["parts"]
+        if not isinstance(parts, list) or not parts:
+            raise _file_error(path, "parts", "a non-empty list of mappings, each with a family")
+        for i, part in enumerate(parts):
+            if not isinstance(part, dict):
+                raise _file_error(path, f"parts[{i}]", "a mapping with a family")
+            for bad in ("settings", "run", "parts", "description"):
+                if bad in part:
+                    raise _file_error(path, f"parts[{i}].{bad}", "belongs at the top level")
+            workloads.extend(_group_workloads(path, f"parts[{i}].", part))
+    else:
+        workloads = _group_workloads(path, "", data)
+    workloads = concat(workloads)
+
+    settings = data.get("settings") or {}
+    if not isinstance(settings, dict):
+        raise _file_error(path, "settings", "a mapping of measurement settings")
+    for key, value in settings.items():
+        if key not in _SETTINGS_KEYS:
+            raise _file_error(path, f"settings.{key}",
+                              "unknown key (allowed: " + ", ".join(_SETTINGS_KEYS) + ")")
+    if settings:
+        try:
+            from paradnn.measure import MeasureSettings
+
+            MeasureSettings(**settings)
+        except SpecError as exc:
+            raise _file_error(path, f"settings.{exc.parameter}", str(exc)) from None
+
+    run = data.get("run") or {}
+    if not isinstance(run, dict):
+        raise _file_error(path, "run", "a mapping of run settings")
+    for key, value in run.items():
+        if key not in RUN_KEYS:
+            raise _file_error(path, f"run.{key}", "unknown key (allowed: "
+                              + ", ".join(RUN_KEYS) + ")")
+        reason = _check_run_value(key, value)
+        if reason:
+            raise _file_error(path, f"run.{key}", f"{value!r} is not {reason}")
+    description = data.get("description", "")
+    if not isinstance(description, str):
+        raise _file_error(path, "description", "a string")
+    return SweepPlan(path, workloads, dict(settings), dict(run), description)
+
+
+def _check_run_value(key: str, value: Any) -> str | None:
+    """None when ``value`` is acceptable for run setting ``key``, else what is allowed."""
+    if key == "executor":
+        return None if value in ("process", "inprocess", "ray") else RUN_KEYS[key]
+    if key == "repeat":
+        ok = isinstance(value, int) and not isinstance(value, bool) and value >= 1
+        return None if ok else RUN_KEYS[key]
+    if key == "timeout_s":
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
+        return None if ok else RUN_KEYS[key]
+    if key == "memory_limit":
+        try:
+            parse_bytes(value)
+        except ParadnnError:
+            return RUN_KEYS[key]
+        return None
+    if key == "cache_dir":
+        return None if value is None or isinstance(value, str) and value else RUN_KEYS[key]
+    if key == "address":
+        return None if isinstance(value, str) and value else RUN_KEYS[key]
+    if key == "resources":
+        return None if isinstance(value, dict) else RUN_KEYS[key]
+    return RUN_KEYS.get(key, "known")
+
+
+_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+          "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
+
+
+def parse_bytes(value: int | str) -> int:
+    """Bytes from an integer or a string with a unit: ``2GB`` (10^9), ``512MiB`` (2^20)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return value
+    if isinstance(value, str):
+        import re
+
+        m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]*)\s*", value)
+        if m and m.group(2).lower() in _UNITS:
+            n = float(m.group(1)) * _UNITS[m.group(2).lower()]
+            if n >= 1:
+                return int(n)
+    raise SpecError("memory limit", value, "a positive size such as 2000000000, 2GB or 512MiB")

@@ -1,0 +1,402 @@
+"""Operation-level capture of one training step (ParaDnn Fig 3b, 3d).
+
+:func:`capture` compiles a workload's training step, reads every operation of the *optimized*
+HLO (after fusion: the operations that actually run), counts its FLOPs and bytes from the
+instruction shapes, runs the step under ``jax.profiler.trace`` and joins the per-operation
+times of the trace to the HLO by instruction name.
+
+Counting rules (per execution of an operation):
+
+* FLOPs: ``dot`` 2 x output elements x contracted size; ``convolution`` 2 x output elements x
+  kernel elements per output feature (padding not excluded, so edge-heavy convolutions are
+  over-counted); elementwise arithmetic 1 per output element; ``reduce`` 1 per input
+  element; ``reduce-window`` 1 per output element and window element. A fusion sums its fused
+  computation. Transcendentals (exp, log, tanh, ...) are counted apart, as XLA does.
+* Bytes: the operands and the output of the top-level (fused) instruction, i.e. the memory
+  traffic of the operation if nothing stays in cache; layout-only operations (bitcast, tuple,
+  parameter, constant) move nothing.
+
+Where per-operation times are approximate it says so in ``attrs["note"]``: on CPU some
+operations run asynchronously and overlap (REFERENCE.md section 5), so times there are
+indicative and their sum can exceed the step time.
+"""
+
+from __future__ import annotations
+
+import glob
+import gzip
+import json
+import math
+import os
+import re
+import tempfile
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import pandas as pd
+
+from paradnn.analysis.oplevel import categorize
+from paradnn.errors import ParadnnError
+
+CPU_NOTE = ("per-operation times are approximate on CPU: some operations run asynchronously and "
+            "overlap, so the times are indicative and their sum can exceed the step time")
+
+_BYTES = {"pred": 1, "s4": 1, "u4": 1, "s8": 1, "u8": 1, "f8e4m3fn": 1, "f8e5m2": 1,
+          "bf16": 2, "f16": 2, "s16": 2, "u16": 2, "f32": 4, "s32": 4, "u32": 4,
+          "f64": 8, "s64": 8, "u64": 8, "c64": 8, "c128": 16, "token": 0}
+_ARRAY = re.compile(r"\b([a-z]+[0-9]*(?:e[0-9]m[0-9](?:fn|fnuz)?)?)\[([0-9,]*)\]")
+_ELEMENTWISE = {
+    "add", "subtract", "multiply", "divide", "maximum", "minimum", "negate", "abs", "compare",
+    "select", "clamp", "and", "or", "xor", "not", "remainder", "sign", "floor", "ceil",
+    "round-nearest-afz", "round-nearest-even", "shift-left", "shift-right-logical",
+    "shift-right-arithmetic", "is-finite", "real", "imag", "complex",
+}
+_TRANSCENDENTAL = {
+    "exponential", "exponential-minus-one", "log", "log-plus-one", "tanh", "logistic", "rsqrt",
+    "sqrt", "cbrt", "power", "sine", "cosine", "tan", "atan2", "erf",
+}
+_NO_TRAFFIC = {"parameter", "constant", "tuple", "get-tuple-element", "bitcast", "while",
+               "conditional", "call", "after-all", "partition-id", "replica-id",
+               "add-dependency", "opt-barrier", "optimization-barrier"}
+
+
+@dataclass
+class Instruction:
+    name: str
+    shape: str
+    opcode: str
+    operands: list[str]
+    attrs: str
+
+    def called(self, key: str) -> list[str]:
+        m = re.search(key + r"=\{?([^,}]*(?:,\s*%[^,}]*)*)\}?", self.attrs)
+        if not m:
+            return []
+        return [s.strip().lstrip("%") for s in m.group(1).split(",") if s.strip()]
+
+
+@dataclass
+class Computation:
+    name: str
+    instructions: list[Instruction] = field(default_factory=list)
+    shapes: dict[str, str] = field(default_factory=dict)
+
+
+def _arrays(shape: str) -> list[tuple[str, list[int]]]:
+    return [(t, [int(d) for d in dims.split(",") if d]) for t, dims in _ARRAY.findall(shape)]
+
+
+def _elements(shape: str) -> int:
+    return sum(math.prod(d) for _, d in _arrays(shape))
+
+
+def _nbytes(shape: str) -> int:
+    return sum(math.prod(d) * _BYTES.get(t, 4) for t, d in _arrays(shape))
+
+
+def _matching(text: str, start: int) -> int:
+    """Index just past the parenthesis group opening at ``text[start]``."""
+    depth = 0
+    for i in range(start, len(text)):
+        c = text[i]
+        if c in "({[":
+            depth += 1
+        elif c in ")}]":
+            depth -= 1
+            if depth == 0:
+                return i + 1
+    return len(text)
+
+
+def _split_top(text: str) -> list[str]:
+    out, depth, cur = [], 0, []
+    for c in text:
+        if c in "({[":
+            depth += 1
+        elif c in ")}]":
+            depth -= 1
+        if c == "," and depth == 0:
+            out.append("".join(cur))
+            cur = []
+        else:
+            cur.append(c)
+    if "".join(cur).strip():
+        out.append("".join(cur))
+    return out
+
+
+_HEADER = re.compile(r"^(ENTRY\s+)?%?([\w.\-]+)\s*\(.*\{\s*$")
+_INSTR = re.compile(r"^\s*(?:ROOT\s+)?%?([\w.\-]+)\s*=\s*")
+
+
+def parse_hlo(text: str) -> tuple[dict[str, Computation], str, str]:
+    """Parse optimized HLO text into computations; returns (computations, entry name, module
+    name)."""
+    text = re.sub(r"/\*.*?\*/", "", text)
+    comps: dict[str, Computation] = {}
+    entry, module, current = "", "", None
+    for line in text.splitlines():
+        if line.startswith("HloModule "):
+            module = line.split()[1].rstrip(",")
+            continue
+        h = _HEADER.match(line)
+        if h and not line.startswith(" "):
+            current = Computation(h.group(2))
+            comps[current.name] = current
+            if h.group(1):
+                entry = current.name
+            continue
+        if line.strip() == "}":
+            current = None
+            continue
+        m = _INSTR.match(line) if current is not None else None
+        if not m:
+            continue
+        rest = line[m.end():]
+        if rest.startswith("("):
+            end = _matching(rest, 0)
+        else:
+            end = rest.find(" ")
+        shape, rest = rest[:end], rest[end:].lstrip()
+        op_end = rest.find("(")
+        if op_end < 0:
+            continue
+        opcode = rest[:op_end].strip()
+        close = _matching(rest, op_end)
+        operands = []
+        for o in _split_top(rest[op_end + 1:close - 1]):
+            names = re.findall(r"%([\w.\-]+)", o)
+            if names:
+                operands.append(names[-1])
+        ins = Instruction(m.group(1), shape, opcode, operands, rest[close:])
+        current.instructions.append(ins)
+        current.shapes[ins.name] = shape
+    if not entry:
+        raise ParadnnError("profile: no ENTRY computation in the HLO text")
+    return comps, entry, module
+
+
+def _dims_attr(attrs: str, key: str) -> list[int]:
+    m = re.search(key + r"=\{([0-9,]*)\}", attrs)
+    return [int(x) for x in m.group(1).split(",") if x] if m else []
+
+
+def _flops(ins: Instruction, comp: Computation, comps: dict[str, Computation]) -> tuple[float, float, set[str]]:
+    """(FLOPs, transcendentals, opcodes inside) of one execution of ``ins``."""
+    op = ins.opcode
+    out = _elements(ins.shape)
+    if op == "fusion":
+        flops = trans = 0.0
+        inner: set[str] = set()
+        for callee in ins.called("calls"):
+            sub = comps.get(callee)
+            if sub is None:
+                continue
+            for i in sub.instructions:
+                f, t, o = _flops(i, sub, comps)
+                flops, trans = flops + f, trans + t
+                inner |= o | {i.opcode}
+        return flops, trans, inner
+    if op == "dot":
+        lhs = _arrays(comp.shapes.get(ins.operands[0], "")) if ins.operands else []
+        dims = lhs[0][1] if lhs else []
+        k = math.prod(dims[d] for d in _dims_attr(ins.attrs, "lhs_contracting_dims") if d < len(dims))
+        return 2.0 * out * k, 0.0, set()
+    if op == "convolution" or (op == "custom-call" and "conv" in ins.attrs.lower()):
+        rhs = _arrays(comp.shapes.get(ins.operands[1], "")) if len(ins.operands) > 1 else []
+        m = re.search(r"dim_labels=[^_]+_([^-]+)->", ins.attrs)
+        if rhs and m and "o" in m.group(1):
+            kdims = rhs[0][1]
+            o = kdims[m.group(1).index("o")]
+            out_arrays = _arrays(ins.shape)
+            out_el = math.prod(out_arrays[0][1]) if out_arrays else out
+            return 2.0 * out_el * math.prod(kdims) / max(o, 1), 0.0, set()
+        return 0.0, 0.0, set()
+    if op == "custom-call":
+        target = re.search(r'custom_call_target="([^"]+)"', ins.attrs)
+        if target and any(t in target.group(1).lower() for t in ("gemm", "matmul", "dot")):
+            shapes = [_arrays(comp.shapes.get(o, "")) for o in ins.operands[:2]]
+            if all(shapes):
+                lhs = shapes[0][0][1]
+                m = re.search(r'"lhs_contracting_dimensions":\[([^\]]*)\]', ins.attrs)
+                cdims = [int(x.strip('" ')) for x in m.group(1).split(",") if x.strip('" ')] if m else [len(lhs) - 1]
+                k = math.prod(lhs[d] for d in cdims if d < len(lhs))
+                out_el = math.prod(_arrays(ins.shape)[0][1])
+                return 2.0 * out_el * k, 0.0, set()
+        return 0.0, 0.0, set()
+    if op in _ELEMENTWISE:
+        return float(out), 0.0, set()
+    if op in _TRANSCENDENTAL:
+        return 0.0, float(out), set()
+    if op == "reduce":
+        src = comp.shapes.get(ins.operands[0], "") if ins.operands else ""
+        return float(_elements(src)), 0.0, set()
+    if op == "reduce-window":
+        m = re.search(r"size=([0-9x]+)", ins.attrs)
+        window = math.prod(int(x) for x in m.group(1).split("x")) if m else 1
+        return float(out * window), 0.0, set()
+    return 0.0, 0.0, set()
+
+
+def hlo_ops(text: str) -> pd.DataFrame:
+    """Every operation that runs in an optimized HLO module, with FLOPs and bytes per execution.
+
+    Operations of the entry computation and of the computations it runs through control flow
+    (while, conditional, call) are listed; fused computations are folded into their fusion.
+    Returns ``DataFrame[name, opcode, category, flops, transcendentals, bytes, computation]``
+    (FLOP and B per execution); ``attrs["module"]`` is the module name.
+    """
+    comps, entry, module = parse_hlo(text)
+    rows = []
+    seen: set[str] = set()
+    todo = [entry]
+    while todo:
+        cname = todo.pop()
+        if cname in seen or cname not in comps:
+            continue
+        seen.add(cname)
+        comp = comps[cname]
+        for ins in comp.instructions:
+            if ins.opcode in ("while", "conditional", "call", "async-start"):
+                for key in ("body", "condition", "to_apply", "branch_computations", "calls",
+                            "true_computation", "false_computation"):
+                    todo.extend(ins.called(key))
+            flops, trans, inner = _flops(ins, comp, comps)
+            nbytes = 0 if ins.opcode in _NO_TRAFFIC else _nbytes(ins.shape) + sum(
+                _nbytes(comp.shapes.get(o, "")) for o in ins.operands)
+            target = re.search(r'custom_call_target="([^"]+)"', ins.attrs)
+            rows.append({
+                "name": ins.name, "opcode": ins.opcode,
+                "category": categorize(ins.opcode, inner, target.group(1) if target else ""),
+                "flops": flops, "transcendentals": trans, "bytes": float(nbytes),
+                "computation": cname,
+            })
+    out = pd.DataFrame(rows, columns=["name", "opcode", "category", "flops", "transcendentals",
+                                      "bytes", "computation"])
+    out.attrs["module"] = module
+    return out
+
+
+def trace_times(trace_dir: str, module: str | None = None) -> pd.DataFrame:
+    """Per-operation time from a ``jax.profiler.trace`` directory: ``DataFrame[name, events,
+    time_s]`` (total over the trace; s). Reads ``plugins/profile/<ts>/*.trace.json.gz``; on a
+    host with accelerator processes only device events are kept (host launches would double
+    count)."""
+    files = sorted(glob.glob(os.path.join(trace_dir, "plugins", "profile", "*", "*.trace.json.gz")))
+    if not files:
+        raise ParadnnError(f"profile: no *.trace.json.gz under {trace_dir}/plugins/profile; "
+                           "the profiler wrote nothing")
+    with gzip.open(files[-1], "rt") as f:
+        events = json.load(f).get("traceEvents", [])
+    names = {e.get("pid"): e.get("args", {}).get("name", "") for e in events
+             if e.get("ph") == "M" and e.get("name") == "process_name"}
+    device_pids = {pid for pid, n in names.items() if "/device:" in n and "CPU" not in n.upper()}
+    totals: dict[str, list[float]] = {}
+    for e in events:
+        args = e.get("args") or {}
+        op = args.get("hlo_op")
+        if not op or e.get("ph") != "X":
+            continue
+        if module and args.get("hlo_module") not in (None, module):
+            continue
+        if device_pids and e.get("pid") not in device_pids:
+            continue
+        t = totals.setdefault(op, [0, 0.0])
+        t[0] += 1
+        t[1] += float(e.get("dur", 0.0)) * 1e-6  # trace durations are microseconds
+    return pd.DataFrame([{"name": k, "events": v[0], "time_s": v[1]} for k, v in totals.items()],
+                        columns=["name", "events", "time_s"])
+
+
+def capture_step(
+    step: Callable, state: Any, batch: Any, steps: int = 5, warmup: int = 2,
+    donated: bool = True,
+) -> pd.DataFrame:
+    """Per-operation FLOPs, bytes and time of a jitted ``step(state, batch) -> (state, loss)``.
+
+    Compiles the step, runs ``warmup`` steps, then ``steps`` steps under ``jax.profiler.trace``
+    (the state is threaded through, so a donating step works). Returns one row per HLO
+    operation that appeared in the trace (control flow left out: its time is that of the
+    operations inside it, which are listed): ``name``, ``opcode``, ``category``, ``flops``,
+    ``transcendentals`` (per step), ``bytes`` (B per step), ``executions`` (per step),
+    ``time_s`` (s per step), ``time_fraction`` (of the summed operation time),
+    ``flops_per_sec``, ``arithmetic_intensity`` (FLOP/B). ``attrs``: ``module``, ``backend``,
+    ``device_kind``, ``steps``, ``wall_step_s`` (wall time per step under the profiler),
+    ``flops_matched_fraction`` (share of the HLO's FLOPs found in the trace), ``approximate``
+    and ``note``.
+    """
+    import jax
+
+    if steps < 1 or warmup < 0:
+        raise ParadnnError(f"profile: steps={steps}, warmup={warmup}; allowed: steps >= 1, warmup >= 0")
+    compiled = step.lower(state, batch).compile()
+    ops = hlo_ops(compiled.as_text())
+    module = ops.attrs["module"]
+    for _ in range(warmup):
+        state, loss = compiled(state, batch)
+    jax.block_until_ready(state)
+    with tempfile.TemporaryDirectory(prefix="paradnn-profile-") as tmp:
+        with jax.profiler.trace(tmp):
+            start = time.perf_counter()
+            for _ in range(steps):
+                state, loss = compiled(state, batch)
+            jax.block_until_ready((state, loss))
+            wall = (time.perf_counter() - start) / steps
+        times = trace_times(tmp, module)
+    if times.empty:
+        raise ParadnnError(f"profile: the trace has no events of module {module!r}")
+    merged = ops.merge(times, on="name", how="inner")
+    # A while/conditional/call event spans the operations inside it, which are rows of their
+    # own: keeping it would count their time twice.
+    merged = merged[~merged["opcode"].isin(("while", "conditional", "call"))]
+    total_flops = float(ops["flops"].sum())
+    merged["executions"] = merged["events"] / steps
+    merged["flops"] = merged["flops"] * merged["executions"]
+    merged["transcendentals"] = merged["transcendentals"] * merged["executions"]
+    merged["bytes"] = merged["bytes"] * merged["executions"]
+    merged["time_s"] = merged["time_s"] / steps
+    op_total = merged["time_s"].sum()
+    merged["time_fraction"] = merged["time_s"] / op_total if op_total > 0 else float("nan")
+    merged["flops_per_sec"] = merged["flops"] / merged["time_s"].where(merged["time_s"] > 0)
+    merged["arithmetic_intensity"] = merged["flops"] / merged["bytes"].where(merged["bytes"] > 0)
+    merged = merged.drop(columns=["events"]).sort_values("time_s", ascending=False).reset_index(drop=True)
+    device = jax.devices()[0]
+    backend = device.platform
+    approximate = backend == "cpu"
+    matched = ops[ops["name"].isin(merged["name"])]["flops"].sum()
+    merged.attrs.update(
+        module=module, backend=backend, device_kind=getattr(device, "device_kind", backend),
+        steps=steps, wall_step_s=wall,
+        flops_matched_fraction=float(matched / total_flops) if total_flops else float("nan"),
+        hlo_flops_per_step=total_flops, approximate=approximate,
+        note=CPU_NOTE if approximate else "per-operation times from device events of the profiler trace",
+    )
+    return merged
+
+
+def capture(workload, steps: int = 5, warmup: int = 2) -> pd.DataFrame:
+    """:func:`capture_step` of a workload's compiled training step (``paradnn.workload.prepare``),
+    with ``attrs["workload"]`` (its dict) and, when known, the device's peaks
+    (``peak_flops`` FLOP/s, ``peak_bytes_per_sec`` B/s, ``peak_source``).
+
+    >>> ops = capture(Workload(FC(layers=4, nodes=256, input=2000, output=1000), batch=128))
+    >>> analysis.op_roofline(ops, ops.attrs["peak_flops"], ops.attrs["peak_bytes_per_sec"])
+    ... # doctest: +SKIP
+    """
+    from paradnn.workload import prepare
+
+    prepared = prepare(workload)
+    ops = capture_step(prepared.step, prepared.state, prepared.batch, steps=steps, warmup=warmup)
+    ops.attrs["workload"] = workload.to_dict()
+    return ops
+
+
+def with_peaks(ops: pd.DataFrame, dtype: str = "float32") -> pd.DataFrame:
+    """Add the device's peaks to ``ops.attrs`` from ``paradnn.hardware.peaks`` (the spec table
+    for known accelerators, else a measured probe of this host: slow the first time)."""
+    from paradnn.hardware import peaks
+
+    pf, pb, source = peaks(ops.attrs.get("device_kind", ""), dtype, ops.attrs.get("backend"))
+    ops.attrs.update(peak_flops=pf, peak_bytes_per_sec=pb, peak_source=source)
+    return ops

@@ -1,0 +1,272 @@
+"""``paradnn.sweep``: run a grid of workloads into a store, resumably, without losing a config.
+
+>>> import paradnn
+>>> from paradnn.grids import grid
+>>> df = paradnn.sweep(grid("fc", layers=2, nodes=[32, 64], input=64, output=10, batch=8),
+...                    store="results.db")                        # doctest: +SKIP
+>>> df = paradnn.sweep("sweeps/smoke.yaml", store="results.db")  # doctest: +SKIP
+
+Resume is the default: a config whose record key (workload, platform without the host name,
+software versions, measurement settings) already has ``repeat`` rows in the store, whatever their
+status, is skipped. Two sweeps writing one store at the same time split the work through claims
+in the store. Each record is committed the moment it exists.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+import types
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import IO, Any, Union
+
+import pandas as pd
+
+from paradnn.errors import SpecError
+from paradnn.executors import EXECUTORS, RunFn, Task, default_cache_dir, make_executor
+from paradnn.grids import SweepPlan, load_sweep_file, parse_bytes
+from paradnn.record import STATUSES, Record
+from paradnn.specs import Workload
+from paradnn.store import Store
+
+__all__ = ["sweep", "DEFAULT_TIMEOUT_S", "DEFAULT_CACHE"]
+
+#: Seconds one config (compile + measurement) may take in the process and Ray executors.
+DEFAULT_TIMEOUT_S = 1800.0
+
+
+class _Default:
+    def __repr__(self) -> str:
+        return "<default: ~/.cache/paradnn/xla>"
+
+
+#: Sentinel for "the sweep file's cache_dir, else ``executors.default_cache_dir()``".
+DEFAULT_CACHE: Any = _Default()
+
+GridLike = Union[str, os.PathLike, Workload, Iterable[Workload]]
+
+
+class Progress:
+    """A one-line progress bar on a stream (stderr): done/total, counts by status, ETA.
+
+    On a terminal the line is redrawn in place; otherwise one line is written per finished
+    config, so logs of long sweeps show the history.
+    """
+
+    def __init__(self, total: int, skipped: int, stream: IO[str] | None, width: int = 20):
+        self.total, self.skipped, self.stream, self.width = total, skipped, stream, width
+        self.counts = {s: 0 for s in STATUSES}
+        self.done = 0
+        self.start = time.monotonic()
+        self.tty = bool(stream is not None and getattr(stream, "isatty", lambda: False)())
+        if stream is not None and skipped:
+            stream.write(f"paradnn sweep: {skipped} config(s) already in the store, skipped "
+                         "(resume; use repeat to measure again)\n")
+            stream.flush()
+
+    def line(self) -> str:
+        elapsed = time.monotonic() - self.start
+        frac = self.done / self.total if self.total else 1.0
+        filled = int(round(frac * self.width))
+        eta = "?" if not self.done else _duration(elapsed / self.done * (self.total - self.done))
+        counts = " ".join(f"{s} {n}" for s, n in self.counts.items() if n or s in ("ok", "oom",
+                                                                                 "error"))
+        return (f"[{'#' * filled}{'.' * (self.width - filled)}] {self.done}/{self.total} "
+                f"| {counts} | elapsed {_duration(elapsed)} ETA {eta}")
+
+    def update(self, record: Record | None) -> None:
+        if record is not None:
+            self.done += 1
+            self.counts[record.status] = self.counts.get(record.status, 0) + 1
+        self._draw()
+
+    def skip(self) -> None:
+        """A config another sweep on the same store measured: one less to do here."""
+        self.total -= 1
+        self._draw()
+
+    def _draw(self) -> None:
+        if self.stream is None:
+            return
+        if self.tty:
+            self.stream.write("\r" + self.line())
+        else:
+            self.stream.write(self.line() + "\n")
+        self.stream.flush()
+
+    def close(self) -> None:
+        if self.stream is not None and self.tty:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+def _duration(seconds: float) -> str:
+    seconds = int(round(seconds))
+    h, rest = divmod(seconds, 3600)
+    m, s = divmod(rest, 60)
+    return f"{h}h{m:02d}m{s:02d}s" if h else f"{m}m{s:02d}s" if m else f"{s}s"
+
+
+def _plan(grid_or_file: GridLike) -> SweepPlan:
+    if isinstance(grid_or_file, (str, os.PathLike)):
+        return load_sweep_file(grid_or_file)
+    if isinstance(grid_or_file, Workload):
+        items: list[Any] = [grid_or_file]
+    else:
+        try:
+            items = list(grid_or_file)
+        except TypeError:
+            raise SpecError("grid_or_file", grid_or_file,
+                            "a sweep file path or a list of Workloads (paradnn.grid(...))") from None
+    for item in items:
+        if not isinstance(item, Workload):
+            raise SpecError("grid item", item, "Workload values (paradnn.grid(...) builds them)")
+    return SweepPlan("<grid>", items, {}, {})
+
+
+def _settings(plan: SweepPlan, settings: Any) -> Any:
+    from paradnn.measure import MeasureSettings
+
+    base = MeasureSettings(**plan.settings)
+    if settings is None:
+        return base
+    if isinstance(settings, MeasureSettings):
+        return settings
+    if isinstance(settings, dict):
+        return base.replace(**settings)
+    raise SpecError("settings", settings, "a MeasureSettings, a dict of its fields, or None")
+
+
+def sweep(
+    grid_or_file: GridLike,
+    store: str | os.PathLike = "results.db",
+    executor: str | None = None,
+    repeat: int | None = None,
+    memory_limit_bytes: int | str | None = None,
+    timeout_s: float | None = None,
+    settings: Any = None,
+    cache_dir: str | os.PathLike | None = DEFAULT_CACHE,
+    progress: bool | IO[str] = True,
+    run_fn: RunFn | None = None,
+    address: str | None = None,
+    resources: dict[str, Any] | None = None,
+) -> pd.DataFrame:
+    """Measure every workload of a grid or sweep file into ``store``; return their rows.
+
+    ``grid_or_file``: a list of :class:`~paradnn.specs.Workload` (``paradnn.grid(...)``) or the
+    path of a YAML sweep file (docs/sweeps.md). Arguments left at None take the file's ``run``
+    and ``settings`` values, then the defaults below.
+
+    ``store``: SQLite file, created if missing (docs/schema.md). ``executor``: ``"process"``
+    (default; child process per config with crash and time-limit isolation), ``"inprocess"`` or
+    ``"ray"`` (``address`` HOST:PORT of the cluster, ``resources`` per task). ``repeat``: the
+    number of records each config should have in the store (default 1): configs that already
+    have them are skipped (resume), so ``repeat=2`` after a finished sweep measures each once
+    more. ``memory_limit_bytes``: device memory in bytes (or "2GB") against which models are
+    recorded ``oom`` before running; default the device's own where known. ``timeout_s``:
+    seconds per config, compile included (default 1800; not enforced in-process).
+    ``settings``: MeasureSettings or a dict overriding the file's. ``cache_dir``: persistent XLA
+    compilation cache directory (default ``~/.cache/paradnn/xla``; None disables it).
+    ``progress``: a progress line on stderr (True), on a given stream, or none (False).
+    ``run_fn``: replaces ``paradnn.runner.run_workload`` (for tests: a picklable top-level
+    function ``(workload, settings, memory_limit_bytes) -> Record``).
+
+    Returns the store's rows for this sweep's configs (all repeats, earlier runs included), one
+    column per field, as :func:`paradnn.load` gives them.
+    """
+    plan = _plan(grid_or_file)
+    run = plan.run
+    executor = executor if executor is not None else run.get("executor", "process")
+    if executor not in EXECUTORS:
+        raise SpecError("executor", executor, "one of " + ", ".join(EXECUTORS))
+    repeat = repeat if repeat is not None else run.get("repeat", 1)
+    if isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 1:
+        raise SpecError("repeat", repeat, "a positive integer (records wanted per config)")
+    limit = memory_limit_bytes if memory_limit_bytes is not None else run.get("memory_limit")
+    limit = None if limit is None else parse_bytes(limit)
+    timeout_s = timeout_s if timeout_s is not None else run.get("timeout_s", DEFAULT_TIMEOUT_S)
+    if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or timeout_s <= 0:
+        raise SpecError("timeout_s", timeout_s, "a positive number of seconds")
+    if cache_dir is DEFAULT_CACHE:
+        cache_dir = run.get("cache_dir", default_cache_dir())
+    if cache_dir is not None:
+        cache_dir = Path(os.path.expanduser(str(cache_dir)))
+    address = address if address is not None else run.get("address")
+    resources = resources if resources is not None else run.get("resources")
+    if executor != "ray" and (address is not None or resources is not None):
+        raise SpecError("address" if address is not None else "resources",
+                        address if address is not None else resources,
+                        "only with executor='ray'")
+    measure_settings = _settings(plan, settings)
+    stream: IO[str] | None = (sys.stderr if progress is True else None if progress is False
+                              else progress)
+
+    with Store(store) as db:
+        with make_executor(executor, timeout_s=timeout_s, cache_dir=cache_dir, run_fn=run_fn,
+                           address=address, resources=resources) as ex:
+            platform, software = ex.context()
+            settings_dict = measure_settings.to_dict()
+            keyed: dict[str, Workload] = {}
+            for w in plan.workloads:
+                key = Record(status="ok", workload=w.to_dict(), platform=platform,
+                             software=software, settings=settings_dict).key
+                keyed.setdefault(key, w)
+            counts = db.counts_by_key(keyed)
+            todo = sum(max(0, repeat - counts.get(k, 0)) for k in keyed)
+            skipped = sum(1 for k in keyed if counts.get(k, 0) >= repeat)
+            bar = Progress(todo, skipped, stream)
+            written: set[str] = set()
+            stale_after_s = float(timeout_s) * 2 + 600
+            claimed: dict[int, Task] = {}
+
+            def tasks() -> Iterator[Task]:
+                # Claims are taken lazily, just before a config is handed to the executor, so
+                # a concurrent sweep on the same store takes whatever this one has not started.
+                for rep in range(repeat):
+                    for key, w in keyed.items():
+                        if counts.get(key, 0) > rep:
+                            continue
+                        claim = db.claim(key, rep + 1, stale_after_s)
+                        if claim is None:
+                            bar.skip()
+                            continue
+                        task = Task(w, measure_settings, limit, key, claim)
+                        claimed[claim] = task
+                        yield task
+
+            warned = False
+            try:
+                for task, record in ex.execute(tasks()):
+                    db.add(record, claim=task.claim)
+                    claimed.pop(task.claim, None)
+                    written.add(record.key)
+                    if record.key != task.key and not warned and stream is not None:
+                        warned = True
+                        stream.write(
+                            "\nparadnn sweep: warning: a record's key differs from the one "
+                            "predicted from this host's platform and software; resume will "
+                            "not recognise such records\n")
+                    bar.update(record)
+            finally:
+                bar.close()
+                for claim in list(claimed):
+                    try:
+                        db.release(claim)
+                    except Exception:  # noqa: BLE001 - best effort; dead claims expire anyway
+                        pass
+        frame = db.frame()
+    keys = set(keyed) | written
+    return frame[frame["key"].isin(keys)].reset_index(drop=True)
+
+
+class _CallableModule(types.ModuleType):
+    """``paradnn.sweep`` is both this module and the function: importing the submodule makes the
+    package attribute the module, so calling it must still run a sweep."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> pd.DataFrame:
+        return sweep(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule

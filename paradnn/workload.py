@@ -1,0 +1,155 @@
+"""Workload -> initialized state, synthetic batch on the device, and a jitted training step.
+
+The step is forward, float32 loss, gradients and optimizer update. Parameters stay float32
+(master weights); modules compute in the workload's dtype. With ``devices > 1`` the global batch
+is split over a 1-D ``data`` mesh, the state is replicated, and XLA's SPMD partitioner inserts
+the gradient all-reduce (and cross-device batch-norm statistics).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import partial
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from paradnn.errors import SpecError
+from paradnn.models import ModelDef, build
+from paradnn.specs import Workload
+
+SEED = 0
+
+
+def make_optimizer(name: str) -> optax.GradientTransformation:
+    """The optimizers a workload may name. rmsprop is ParaDnn's: lr 0.1, decay 0.9, momentum
+    0.9, epsilon 1.0 inside the square root (TF1 semantics)."""
+    if name == "rmsprop":
+        return optax.rmsprop(0.1, decay=0.9, eps=1.0, momentum=0.9, eps_in_sqrt=True)
+    if name == "sgd":
+        return optax.sgd(0.1)
+    if name == "momentum":
+        return optax.sgd(0.1, momentum=0.9)
+    if name == "adam":
+        return optax.adam(1e-3)
+    if name == "adafactor":
+        return optax.adafactor(1e-3)
+    raise SpecError("optimizer", name, "one of rmsprop, sgd, momentum, adam, adafactor")
+
+
+@dataclass
+class Prepared:
+    """Everything needed to run and measure a workload on the device."""
+
+    workload: Workload
+    model: ModelDef
+    optimizer_name: str
+    state: dict[str, Any]  # {"params", "extra" (e.g. batch_stats), "opt_state"}
+    batch: dict[str, jax.Array]
+    step: Callable  # jitted (state, batch) -> (state, loss)
+    mesh: jax.sharding.Mesh | None
+
+    def multi_step(self, steps: int) -> Callable:
+        """A jitted function running ``steps`` training steps in one call, state donated."""
+        return jit_step(self.model, self.optimizer_name, self.mesh, steps)
+
+
+def _step_fn(model: ModelDef, optimizer_name: str) -> Callable:
+    tx = make_optimizer(optimizer_name)
+
+    def step(state, batch):
+        def loss_fn(params):
+            variables = {"params": params, **state["extra"]}
+            outputs, updates = model.module.apply(
+                variables, batch["inputs"], train=True, mutable=list(state["extra"])
+            )
+            return model.loss(outputs, batch), updates
+
+        (loss, extra), grads = jax.value_and_grad(loss_fn, has_aux=True)(state["params"])
+        updates, opt_state = tx.update(grads, state["opt_state"], state["params"])
+        params = optax.apply_updates(state["params"], updates)
+        return {"params": params, "extra": dict(extra), "opt_state": opt_state}, loss
+
+    return step
+
+
+def _repeat(step: Callable, steps: int, state, batch):
+    def body(_, carry):
+        return step(carry[0], batch)
+
+    return jax.lax.fori_loop(0, steps, body, (state, jnp.zeros((), jnp.float32)))
+
+
+def _shardings(mesh: jax.sharding.Mesh | None):
+    """(replicated, batch-split) shardings over ``mesh``; (None, None) on one device."""
+    if mesh is None:
+        return None, None
+    P = jax.sharding.PartitionSpec
+    return jax.sharding.NamedSharding(mesh, P()), jax.sharding.NamedSharding(mesh, P("data"))
+
+
+def device_mesh(devices: int) -> jax.sharding.Mesh | None:
+    """A 1-D ``data`` mesh over the first ``devices`` devices of the default backend."""
+    available = jax.devices()
+    if devices > len(available):
+        raise SpecError("devices", devices, f"at most {len(available)} on backend {available[0].platform}")
+    if devices == 1:
+        return None
+    return jax.sharding.Mesh(np.array(available[:devices]), ("data",))
+
+
+def _init_fn(model: ModelDef, optimizer_name: str) -> Callable:
+    tx = make_optimizer(optimizer_name)
+
+    def init(key):
+        inputs = model.make_batch(key, 1)["inputs"]
+        variables = model.module.init(key, inputs, train=False)
+        params = variables["params"]
+        extra = {k: v for k, v in variables.items() if k != "params"}
+        return {"params": params, "extra": extra, "opt_state": tx.init(params)}
+
+    return init
+
+
+def abstract_inputs(workload: Workload, model: ModelDef, optimizer_name: str, mesh=None):
+    """(state, batch) as ``jax.ShapeDtypeStruct`` trees with their shardings: nothing allocated."""
+    replicated, split = _shardings(mesh)
+    key = jax.random.key(SEED)
+    state = jax.eval_shape(_init_fn(model, optimizer_name), key)
+    batch = jax.eval_shape(lambda k: model.make_batch(k, workload.batch), key)
+    if mesh is not None:
+        state = jax.tree_util.tree_map(lambda s: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=replicated), state)
+        batch = jax.tree_util.tree_map(lambda s: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=split), batch)
+    return state, batch
+
+
+def jit_step(model: ModelDef, optimizer_name: str, mesh=None, steps: int | None = None) -> Callable:
+    """The jitted training step, or with ``steps`` a ``steps``-step loop with the state donated."""
+    step = _step_fn(model, optimizer_name)
+    fn = step if steps is None else partial(_repeat, step, steps)
+    replicated, split = _shardings(mesh)
+    kwargs: dict[str, Any] = {} if steps is None else {"donate_argnums": (0,)}
+    if replicated is not None:
+        kwargs.update(in_shardings=(replicated, split), out_shardings=(replicated, replicated))
+    return jax.jit(fn, **kwargs)
+
+
+def init_inputs(workload: Workload, model: ModelDef, optimizer_name: str, mesh=None):
+    """Initialized state and synthetic batch, created on the device(s) from a fixed seed."""
+    replicated, split = _shardings(mesh)
+    key_init, key_data = jax.random.split(jax.random.key(SEED))
+    state = jax.jit(_init_fn(model, optimizer_name), out_shardings=replicated)(key_init)
+    batch = jax.jit(lambda k: model.make_batch(k, workload.batch), out_shardings=split)(key_data)
+    return state, batch
+
+
+def prepare(workload: Workload, model: ModelDef | None = None) -> Prepared:
+    """Build the model, initialize the state and batch on the device(s), jit one step."""
+    model = model or build(workload.spec, workload.dtype)
+    optimizer_name = workload.optimizer or model.default_optimizer
+    mesh = device_mesh(workload.devices)
+    state, batch = init_inputs(workload, model, optimizer_name, mesh)
+    return Prepared(workload, model, optimizer_name, state, batch, jit_step(model, optimizer_name, mesh), mesh)

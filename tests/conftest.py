@@ -1,0 +1,24 @@
+import os
+import sys
+import tempfile
+
+# Probe results and compilation caches of a test session stay in the session, never in ~/.cache.
+os.environ.setdefault("PARADNN_CACHE", tempfile.mkdtemp(prefix="paradnn-test-cache-"))
+
+import pytest  # noqa: E402
+
+from paradnn.measure import MeasureSettings  # noqa: E402
+
+# Enough to exercise the protocol, small enough for a 2-core CI machine.
+TINY = MeasureSettings(steps_per_call=2, warmup_calls=1, min_calls=2, max_calls=3, cv_target=0.5, time_budget_s=0.2)
+
+
+@pytest.fixture
+def tiny_settings() -> MeasureSettings:
+    return TINY
+
+
+@pytest.fixture
+def paradnn_cmd() -> list[str]:
+    """The installed console script's equivalent, run with this interpreter."""
+    return [sys.executable, "-m", "paradnn"]

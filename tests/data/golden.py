@@ -1,0 +1,146 @@
+"""The golden results store of the analysis tests: synthetic records with the real Record columns.
+
+The numbers are *synthetic* (a roofline performance model with planted effects, seeded noise),
+not measurements: two made-up accelerators (``synthetic-a``, ``synthetic-b``), FC/CNN/RNN grids
+around the paper's Table 2, two real models, ``oom`` rows where a model exceeds the made-up
+device memory, a bfloat16 subset and an older software version, so that every analysis of the
+report has data. ``python tests/data/golden.py OUT.db`` writes it as a store (``OUT.csv`` as CSV).
+"""
+
+from __future__ import annotations
+
+import itertools
+import sys
+
+import numpy as np
+import pandas as pd
+
+from paradnn.record import Record
+from paradnn.specs import CNN, FC, RNN, Workload
+
+PLATFORMS = {
+    "a": dict(platform={"backend": "tpu", "device_kind": "synthetic-a", "device_count": 1,
+                        "host": "golden", "cpu_model": "synthetic"},
+              peak_flops=1.2e14, peak_bytes_per_sec=9.0e11, peak_source="spec", memory=2.0e9,
+              width_scale=1024.0),
+    "b": dict(platform={"backend": "gpu", "device_kind": "synthetic-b", "device_count": 1,
+                        "host": "golden", "cpu_model": "synthetic"},
+              peak_flops=6.0e13, peak_bytes_per_sec=1.5e12, peak_source="measured",
+              memory=4.0e9, width_scale=256.0),
+}
+SOFTWARE = {"paradnn_version": "0.1.0", "jax_version": "0.10.2", "jaxlib_version": "0.10.2",
+            "flax_version": "0.12.8", "optax_version": "0.2.8", "tf_version": None,
+            "python_version": "3.11", "xla_flags": ""}
+OLD_SOFTWARE = {**SOFTWARE, "jax_version": "0.9.0", "jaxlib_version": "0.9.0"}
+SETTINGS = {"steps_per_call": 10, "warmup_calls": 2, "min_calls": 5, "max_calls": 200,
+            "cv_target": 0.02, "time_budget_s": 5.0}
+TIME = "2026-01-01T00:00:00+00:00"
+
+
+def _fc_costs(s: FC, batch: int) -> tuple[float, float, float, float]:
+    params = s.input * s.nodes + (s.layers - 1) * s.nodes ** 2 + s.nodes * s.output
+    params += s.layers * s.nodes + s.output
+    acts = batch * (s.input + s.layers * s.nodes + s.output)
+    return params, 6.0 * batch * params, 4.0 * (4 * params + 3 * acts), s.nodes
+
+
+def _cnn_costs(s: CNN, batch: int) -> tuple[float, float, float, float]:
+    per_block = 18 if s.block == "residual" else 17  # x filters^2 per group width factor
+    params = sum(per_block * (s.filters * m) ** 2 * s.blocks for m in (1, 2, 4, 8))
+    params += 147 * s.filters + 8 * s.filters * s.output
+    pixels = (s.image / 4) ** 2
+    flops_fwd = sum(per_block * (s.filters * m) ** 2 * s.blocks * pixels / (m * m) for m in (1, 2, 4, 8))
+    acts = batch * sum(s.filters * m * s.blocks * pixels / (m * m) for m in (1, 2, 4, 8)) * 6
+    return params, 6.0 * batch * flops_fwd, 4.0 * (4 * params + 3 * acts), s.filters * 16
+
+
+def _rnn_costs(s: RNN, batch: int) -> tuple[float, float, float, float]:
+    gates = {"rnn": 1, "gru": 3, "lstm": 4}[s.cell]
+    cell = gates * (2 * s.embed ** 2 + s.embed)
+    params = s.vocab * s.embed + s.layers * cell + s.embed * s.vocab + s.vocab
+    flops = 6.0 * batch * s.length * (s.layers * cell + s.embed * s.vocab)
+    acts = batch * s.length * s.embed * (s.layers * gates + 2)
+    return params, flops, 4.0 * (4 * params * s.length + 3 * acts), s.embed * 2
+
+
+def _record(workload: dict, costs, plat: str, dtype_factor: float, software: dict,
+            rng: np.random.Generator, kind: str = "generated", slowdown: float = 1.0) -> dict:
+    p = PLATFORMS[plat]
+    params, flops, bytes_, width = costs
+    batch = workload["batch"]
+    memory = bytes_ / 2 / dtype_factor
+    common = dict(workload=workload, platform=p["platform"], software=software, settings=SETTINGS,
+                  tags={"kind": kind}, time_utc=TIME)
+    if memory > p["memory"]:
+        return Record(status="oom", error=f"predicted peak memory {memory:.3g} B > "
+                      f"{p['memory']:.3g} B of the device", **common).to_dict()
+    peak = p["peak_flops"] * dtype_factor
+    bw = p["peak_bytes_per_sec"]
+    intensity = flops / (bytes_ / dtype_factor)
+    # Planted effects: efficiency grows with batch and with model width, saturating.
+    eff = (batch / (batch + 96.0)) * (width / (width + p["width_scale"]))
+    eff *= float(np.exp(rng.normal(0.0, 0.03))) / slowdown
+    achieved = min(peak, intensity * bw) * eff
+    step = flops / achieved
+    metrics = {
+        "examples_per_sec": batch / step, "step_time_s": step, "step_time_p10_s": step * 0.98,
+        "step_time_p90_s": step * 1.03, "step_time_cv": 0.02, "flops_per_step": flops,
+        "model_flops_per_step": flops * 0.99, "bytes_per_step": bytes_ / dtype_factor,
+        "flops_per_sec": achieved, "flops_utilization": achieved / peak, "peak_flops": peak,
+        "peak_bytes_per_sec": bw, "peak_source": p["peak_source"],
+        "arithmetic_intensity": intensity, "params": params,
+        "memory_argument_bytes": 8.0 * params, "memory_output_bytes": 8.0 * params,
+        "memory_temp_bytes": memory - 8.0 * params, "memory_peak_bytes": memory,
+        "compile_s": 0.5, "final_loss": 2.3, "timed_calls": 20,
+    }
+    return Record(status="ok", metrics=metrics, **common).to_dict()
+
+
+def _specs():
+    for layers, nodes, batch in itertools.product((4, 16), (64, 256, 1024, 4096), (64, 256, 1024, 4096)):
+        yield FC(layers=layers, nodes=nodes, input=2000, output=1000), batch, _fc_costs
+    for blocks, filters, batch in itertools.product((1, 2), (16, 32, 64), (64, 128, 256)):
+        yield CNN(block="residual", blocks=blocks, filters=filters, image=200, output=1000), batch, _cnn_costs
+    for layers, embed, length, batch in itertools.product((1, 5), (100, 500), (10, 50), (16, 64, 256)):
+        yield RNN(cell="lstm", layers=layers, embed=embed, length=length, vocab=32), batch, _rnn_costs
+
+
+REAL = {  # model -> (params, FLOPs per example per step, bytes per step at batch 1, width)
+    "resnet50": (25_557_032, 3 * 8.2e9, 4.0e8, 2048),
+    "transformer": (63_000_000, 6 * 63e6 * 256, 1.5e9, 4096),
+}
+
+
+def make_frame(seed: int = 0) -> pd.DataFrame:
+    """The golden store as ``paradnn.load`` would return it."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for plat in PLATFORMS:
+        for spec, batch, cost in _specs():
+            w = Workload(spec, batch=batch)
+            rows.append(_record(w.to_dict(), cost(spec, batch), plat, 1.0, SOFTWARE, rng))
+            if plat == "a" and spec.family == "fc" and spec.layers == 4:
+                wb = Workload(spec, batch=batch, dtype="bfloat16")
+                rows.append(_record(wb.to_dict(), cost(spec, batch), plat, 2.0, SOFTWARE, rng))
+                rows.append(_record(w.to_dict(), cost(spec, batch), plat, 1.0, OLD_SOFTWARE, rng,
+                                    slowdown=1.25))
+        for model, (params, fpe, bytes1, width) in REAL.items():
+            batch = 256
+            wd = {"family": "real", "model": model, "image": 0, "length": 0, "batch": batch,
+                  "dtype": "float32", "optimizer": None, "devices": 1}
+            costs = (params, fpe * batch, bytes1 * 4 + 4.0 * 4 * params, width)
+            rows.append(_record(wd, costs, plat, 1.0, SOFTWARE, rng, kind="real"))
+    return pd.DataFrame(rows)
+
+
+if __name__ == "__main__":
+    out = sys.argv[1] if len(sys.argv) > 1 else "golden.csv"
+    frame = make_frame()
+    if out.endswith(".db"):
+        from paradnn.store import Store
+
+        with Store(out) as s:
+            s.add_rows(frame.to_dict("records"))
+    else:
+        frame.to_csv(out, index=False)
+    print(f"{len(frame)} rows -> {out}")

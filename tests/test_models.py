@@ -1,0 +1,99 @@
+"""Parameter counts and FLOP counts of the generated models against their analytic formulas."""
+
+import pytest
+
+from paradnn import CNN, FC, RNN, Workload
+from paradnn import costs
+from paradnn import workload as wl
+from paradnn.jaxpr_flops import count_matmul_flops
+from paradnn.models import build, count_from_shapes, param_count
+
+SPECS = [
+    FC(1, 32, 64, 10),
+    FC(4, 1024, 2000, 1000),
+    FC(7, 100, 30, 5),
+    CNN("residual", 1, 16, 64, 10),
+    CNN("residual", 2, 8, 100, 7),
+    CNN("bottleneck", 1, 16, 64, 10),
+    CNN("bottleneck", 3, 8, 50, 1000),
+    RNN("rnn", 1, 32, 5, 50),
+    RNN("lstm", 2, 32, 5, 50),
+    RNN("gru", 3, 100, 7, 1024),
+]
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=str)
+def test_param_count_from_shapes_equals_closed_form(spec):
+    assert count_from_shapes(build(spec)) == param_count(spec)
+
+
+def test_closed_forms_by_hand():
+    # FC: weights input*nodes + (layers-1)*nodes^2 + nodes*output, biases layers*nodes + output.
+    assert param_count(FC(4, 1024, 2000, 1000)) == 2000 * 1024 + 3 * 1024**2 + 1024 * 1000 + 4 * 1024 + 1000
+    # LSTM: embedding 50*32, two layers of 4*((32+32)*32 + 32), head 32*50 + 50.
+    assert param_count(RNN("lstm", 2, 32, 5, 50)) == 50 * 32 + 2 * 4 * (64 * 32 + 32) + 32 * 50 + 50
+    # GRU has 3 gate blocks, basic RNN 1.
+    assert param_count(RNN("gru", 1, 32, 5, 50)) == 50 * 32 + 3 * (64 * 32 + 32) + 32 * 50 + 50
+    # ResNet-v1 residual, 1 block/group, filters 16: stem 7*7*3*16; per group a 1x1 projection
+    # and two 3x3 convs; BN 2 per channel everywhere; head 128*10 + 10.
+    convs = 7 * 7 * 3 * 16 + 2 * 16
+    ch = 16
+    for f in (16, 32, 64, 128):
+        convs += ch * f + 2 * f + 9 * ch * f + 2 * f + 9 * f * f + 2 * f
+        ch = f
+    assert param_count(CNN("residual", 1, 16, 64, 10)) == convs + 128 * 10 + 10
+
+
+def _xla_flops(spec, batch, steps=3):
+    workload = Workload(spec, batch)
+    model = build(spec)
+    state, data = wl.abstract_inputs(workload, model, "rmsprop")
+    compiled = wl.jit_step(model, "rmsprop", steps=steps).lower(state, data).compile()
+    xla = costs.xla_step_costs(workload, model, "rmsprop", compiled, steps)["flops_per_step"]
+    return xla, costs.model_flops_per_step(workload, model, "rmsprop")
+
+
+@pytest.mark.parametrize(
+    "spec, batch, tolerance",
+    [
+        (FC(4, 512, 2000, 1000), 64, 0.10),
+        (FC(2, 256, 256, 64), 32, 0.10),
+        (CNN("residual", 1, 16, 64, 10), 4, 0.10),
+        (CNN("bottleneck", 1, 16, 96, 10), 2, 0.10),
+        (RNN("rnn", 2, 128, 12, 256), 64, 0.05),
+        (RNN("lstm", 2, 128, 12, 256), 64, 0.05),
+        (RNN("gru", 2, 128, 12, 256), 64, 0.05),
+    ],
+    ids=str,
+)
+def test_xla_flops_agree_with_analytic(spec, batch, tolerance):
+    xla, analytic = _xla_flops(spec, batch)
+    assert abs(xla / analytic - 1) <= tolerance, (xla, analytic)
+
+
+def test_rnn_without_loop_handling_would_undercount():
+    # The reason for the extrapolation: XLA counts the scan body once.
+    spec = RNN("lstm", 1, 128, 20, 64)
+    workload, model = Workload(spec, 8), build(spec)
+    raw = costs._cost_dict(costs.lower_single_step(workload, model, "rmsprop").compile())["flops"]
+    handled, analytic = _xla_flops(spec, 8)
+    assert raw < 0.3 * analytic
+    assert abs(handled / analytic - 1) < 0.05
+
+
+def test_k_step_call_costs_one_step():
+    spec = FC(3, 256, 512, 100)
+    workload, model = Workload(spec, 32), build(spec)
+    single = costs._cost_dict(costs.lower_single_step(workload, model, "rmsprop").compile())["flops"]
+    for steps in (1, 4, 10):
+        xla, _ = _xla_flops(spec, 32, steps=steps)
+        assert abs(xla / single - 1) < 0.01, (steps, xla, single)
+
+
+@pytest.mark.parametrize("spec", [FC(3, 64, 100, 10), RNN("gru", 2, 32, 6, 40), RNN("lstm", 1, 16, 3, 8)], ids=str)
+def test_jaxpr_counter_matches_closed_form(spec):
+    # Both count matmuls only; the jaxpr walk multiplies scan bodies by their length.
+    workload, model = Workload(spec, 4), build(spec)
+    state, batch = wl.abstract_inputs(workload, model, "rmsprop")
+    counted = count_matmul_flops(wl._step_fn(model, "rmsprop"), state, batch)
+    assert counted == pytest.approx(model.train_flops_per_example * 4, rel=1e-6)

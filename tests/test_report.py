@@ -1,0 +1,258 @@
+"""The HTML report: exactly the analyses the data supports, self-contained, and rendered by a real
+headless Chromium (page loads, every image decodes, no console errors); and the CLI."""
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from paradnn import report
+from paradnn.analysis import oplevel
+
+sys.path.insert(0, str(Path(__file__).parent / "data"))
+import golden  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+ALL = ["params_range", "heatmap:fc", "sensitivity:fc", "heatmap:cnn", "sensitivity:cnn",
+       "heatmap:rnn", "sensitivity:rnn", "roofline", "speedup:platform", "speedup:dtype",
+       "speedup:software", "utilization", "saturation"]
+
+
+@pytest.fixture(scope="module")
+def gold():
+    return golden.make_frame()
+
+
+def _ids(df, ops=None):
+    sections, missing = report.plan(df, ops)
+    return [s.id for s in sections], sorted(m.id for m in missing)
+
+
+def test_golden_supports_everything_but_the_op_profile(gold):
+    ok, missing = _ids(gold)
+    assert ok == ALL
+    assert missing == ["oplevel"]
+
+
+def test_single_platform_single_dtype_has_no_speedups(gold):
+    one = gold[(gold.device_kind == "synthetic-b")]
+    ok, missing = _ids(one)
+    assert ok == [s for s in ALL if not s.startswith("speedup")]
+    assert missing == ["oplevel", "speedup:dtype", "speedup:platform", "speedup:software"]
+
+
+def test_tiny_store_lists_what_it_cannot_support(gold):
+    tiny = gold[(gold.family == "fc") & (gold.device_kind == "synthetic-a") & (gold.layers == 4)
+                & (gold.nodes == 256) & (gold.dtype == "float32") & (gold.jax_version == "0.10.2")]
+    assert len(tiny) == 4  # one model at four batch sizes
+    sections, missing = report.plan(tiny)
+    assert [s.id for s in sections] == ["params_range", "roofline", "utilization", "saturation"]
+    needs = {m.id: m.needs for m in missing}
+    assert set(needs) == {"heatmap:fc", "heatmap:cnn", "heatmap:rnn", "sensitivity:fc",
+                          "sensitivity:cnn", "sensitivity:rnn", "oplevel", "speedup:platform",
+                          "speedup:dtype", "speedup:software"}
+    assert "varying two hyperparameters" in needs["heatmap:fc"]
+    assert "at least 8 ok FC runs" in needs["sensitivity:fc"]
+    assert "two platforms" in needs["speedup:platform"]
+
+
+def test_no_metrics_supports_nothing():
+    df = pd.DataFrame({"status": ["oom", "error"], "family": ["fc", "fc"], "batch": [8, 16]})
+    ok, missing = _ids(df)
+    assert ok == [] and "params_range" in missing and "roofline" in missing
+
+
+def _ops():
+    ops = pd.DataFrame({
+        "name": ["fusion.1", "fusion.2", "copy"], "opcode": ["fusion", "fusion", "copy"],
+        "category": [oplevel.MATMUL, oplevel.ELEMENTWISE, oplevel.FORMATTING],
+        "time_s": [0.5, 0.4, 0.1], "flops": [1e10, 1e6, 0.0], "bytes": [1e8, 4e6, 1e6],
+    })
+    ops["time_fraction"] = ops["time_s"] / ops["time_s"].sum()
+    ops["flops_per_sec"] = ops["flops"] / ops["time_s"]
+    ops["arithmetic_intensity"] = ops["flops"] / ops["bytes"]
+    ops.attrs.update(peak_flops=1e11, peak_bytes_per_sec=1e9, peak_source="measured",
+                     approximate=True, note="per-operation times are approximate on CPU")
+    return ops
+
+
+def test_op_profile_adds_the_op_level_section(gold):
+    ok, missing = _ids(gold[gold.device_kind == "synthetic-b"], _ops())
+    assert "oplevel" in ok and "oplevel" not in missing
+
+
+@pytest.fixture(scope="module")
+def written(gold, tmp_path_factory):
+    out = tmp_path_factory.mktemp("report")
+    path = report.write_report(gold, out, ops=_ops())
+    return path, path.read_text()
+
+
+def test_html_is_self_contained_and_lists_exactly_the_analyses(written, gold):
+    path, page = written
+    assert path.name == "index.html"
+    sections = re.findall(r'<section id="[^"]+" data-analysis="([^"]+)"', page)
+    assert sections == ALL[:8] + ["oplevel"] + ALL[8:]
+    missing = re.findall(r'<li data-analysis="([^"]+)"', page)
+    assert missing == []  # golden + ops: nothing missing
+    srcs = re.findall(r'<img[^>]*src="([^"]{0,30})', page)
+    assert srcs and all(s.startswith("data:image/png;base64,") for s in srcs)
+    assert not re.search(r'(src|href)="(https?:|//|file:)', page)
+    assert page.count("table behind this figure") >= len(ALL)
+    assert "[examples/s]" in page and "spec = vendor spec sheet" in page
+    assert "approximate on CPU" in page
+
+
+def test_missing_analyses_are_listed_with_needs(gold, tmp_path):
+    rows = gold[(gold.device_kind == "synthetic-a") & (gold.family == "rnn")].head(6)
+    page = report.write_report(rows, tmp_path).read_text()
+    missing = re.findall(r'<li data-analysis="([^"]+)"><b>[^<]+</b>: needs ([^<]+)</li>', page)
+    assert {m for m, _ in missing} >= {"oplevel", "speedup:platform"}
+    assert all(needs.strip() for _, needs in missing)
+
+
+# -- a real headless Chromium over the DevTools protocol --------------------------------------
+
+def _chromium():
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        path = shutil.which(name)
+        if path:
+            return path
+    return None
+
+
+class _DevTools:
+    def __init__(self, ws):
+        self.ws, self.next_id, self.events = ws, 0, []
+
+    def call(self, method, **params):
+        self.next_id += 1
+        self.ws.send(json.dumps({"id": self.next_id, "method": method, "params": params}))
+        while True:
+            msg = json.loads(self.ws.recv())
+            if msg.get("id") == self.next_id:
+                if "error" in msg:
+                    raise RuntimeError(f"{method}: {msg['error']}")
+                return msg.get("result", {})
+            self.events.append(msg)
+
+    def wait(self, method, timeout=30.0):
+        end = time.time() + timeout
+        for e in self.events:
+            if e.get("method") == method:
+                return e
+        while time.time() < end:
+            msg = json.loads(self.ws.recv())
+            self.events.append(msg)
+            if msg.get("method") == method:
+                return msg
+        raise TimeoutError(method)
+
+
+def test_report_renders_in_headless_chromium(written):
+    chromium = _chromium()
+    if chromium is None:
+        pytest.skip("no chromium on PATH (Debian: apt-get install chromium)")
+    websocket = pytest.importorskip("websocket", reason="needs websocket-client for DevTools")
+    path, _ = written
+    profile = tempfile.mkdtemp(prefix="paradnn-chromium-")
+    proc = subprocess.Popen(
+        [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+         "--disable-component-update", "--no-first-run", f"--user-data-dir={profile}",
+         "--remote-debugging-port=0", "--remote-allow-origins=*", "--window-size=1200,900",
+         "about:blank"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        port_file = Path(profile) / "DevToolsActivePort"
+        end = time.time() + 30
+        while not port_file.exists() or not port_file.read_text().strip():
+            assert proc.poll() is None, "chromium exited before opening DevTools"
+            assert time.time() < end, "chromium did not open DevTools within 30 s"
+            time.sleep(0.1)
+        port = int(port_file.read_text().split()[0])
+        targets = json.load(urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=10))
+        page = next(t for t in targets if t["type"] == "page")
+        ws = websocket.create_connection(page["webSocketDebuggerUrl"], timeout=30, suppress_origin=True)
+        dt = _DevTools(ws)
+        for domain in ("Page", "Runtime", "Log"):
+            dt.call(f"{domain}.enable")
+        dt.call("Page.navigate", url=path.as_uri())
+        dt.wait("Page.loadEventFired")
+        state = dt.call("Runtime.evaluate", returnByValue=True, awaitPromise=True, expression="""
+            (async () => {
+              const imgs = Array.from(document.images);
+              await Promise.all(imgs.map(i => i.decode().catch(() => null)));
+              return {title: document.title, images: imgs.length,
+                      broken: imgs.filter(i => !(i.complete && i.naturalWidth > 0)).length,
+                      sections: Array.from(document.querySelectorAll('section[data-analysis]'))
+                                     .map(s => s.dataset.analysis),
+                      width: imgs.length ? imgs[0].naturalWidth : 0};
+            })()""")["result"]["value"]
+        shot = dt.call("Page.captureScreenshot", format="png")["data"]
+        ws.close()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        shutil.rmtree(profile, ignore_errors=True)
+    errors = [e for e in dt.events if
+              (e.get("method") == "Runtime.consoleAPICalled" and e["params"]["type"] in ("error", "assert"))
+              or e.get("method") == "Runtime.exceptionThrown"
+              or (e.get("method") == "Log.entryAdded" and e["params"]["entry"]["level"] == "error")]
+    assert errors == []
+    assert state["title"] == "paradnn report"
+    assert state["images"] >= len(ALL) and state["broken"] == 0 and state["width"] > 100
+    assert state["sections"][:2] == ["params_range", "heatmap:fc"]
+    import base64
+
+    png = base64.b64decode(shot)
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
+    if os.environ.get("PARADNN_TEST_SCREENSHOT"):
+        Path(os.environ["PARADNN_TEST_SCREENSHOT"]).write_bytes(png)
+
+
+# -- the CLI on a real store -------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def store(gold, tmp_path_factory):
+    """A small real store: the FC part of the golden store on one platform (fast to report)."""
+    from paradnn.store import Store
+
+    path = tmp_path_factory.mktemp("store") / "golden.db"
+    rows = gold[(gold.family == "fc") & (gold.device_kind == "synthetic-b")]
+    with Store(path) as s:
+        s.add_rows(rows.to_dict("records"))
+    return path
+
+
+def _cli(*args, cwd=None):
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-m", "paradnn", *map(str, args)], capture_output=True,
+                          text=True, env=env, cwd=cwd, timeout=300)
+
+
+def test_cli_report_and_plot(store, tmp_path):
+    r = _cli("report", store, "-o", tmp_path / "rep")
+    assert r.returncode == 0, r.stderr
+    page = (tmp_path / "rep" / "index.html").read_text()
+    assert re.findall(r'<section id="[^"]+" data-analysis="([^"]+)"', page) == [
+        "params_range", "heatmap:fc", "sensitivity:fc", "roofline", "utilization", "saturation"]
+    r = _cli("plot", "heatmap", store, "-o", tmp_path / "hm.png", "--where", "family=fc",
+             "--x", "batch", "--y", "nodes", "--fixed", "layers=16")
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "hm.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_cli_errors_are_one_line_exit_2(store, tmp_path):
+    r = _cli("report", tmp_path / "missing.db", "-o", tmp_path / "rep")
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "missing.db" in r.stderr
+    r = _cli("plot", "heatmap", store, "-o", tmp_path / "x.png", "--x", "batch", "--y", "nope")
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "'nope'" in r.stderr

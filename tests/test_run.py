@@ -1,0 +1,180 @@
+"""paradnn.run end to end on the CPU: every family x variant x dtype, failures as data, the CLI."""
+
+import json
+import math
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import paradnn
+from paradnn import CNN, FC, RNN
+from paradnn.record import METRICS
+
+TINY_SPECS = [
+    FC(2, 16, 12, 5),
+    CNN("residual", 1, 4, 32, 5),
+    CNN("bottleneck", 1, 4, 32, 5),
+    RNN("rnn", 2, 8, 4, 11),
+    RNN("lstm", 2, 8, 4, 11),
+    RNN("gru", 2, 8, 4, 11),
+]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
+@pytest.mark.parametrize("spec", TINY_SPECS, ids=str)
+def test_every_family_variant_and_dtype_trains_to_a_finite_loss(spec, dtype, tiny_settings):
+    record = paradnn.run(spec, batch=4, dtype=dtype, settings=tiny_settings)
+    assert record.status == "ok", record.error
+    assert math.isfinite(record.metrics["final_loss"])
+    assert record.workload["dtype"] == dtype
+
+
+@pytest.mark.parametrize("optimizer", ["rmsprop", "sgd", "momentum", "adam", "adafactor"])
+def test_every_optimizer_runs(optimizer, tiny_settings):
+    record = paradnn.run(FC(2, 16, 12, 5), batch=4, optimizer=optimizer, settings=tiny_settings)
+    assert record.status == "ok", record.error
+    assert record.workload["optimizer"] == optimizer
+
+
+def test_record_carries_every_contracted_metric(tiny_settings):
+    record = paradnn.run(FC(3, 64, 100, 10), batch=16, settings=tiny_settings)
+    row = record.to_dict()
+    for name in METRICS:
+        assert row[name] is not None, name
+    assert row["step_time_p10_s"] <= row["step_time_s"] <= row["step_time_p90_s"]
+    assert row["examples_per_sec"] == pytest.approx(16 / row["step_time_s"])
+    assert row["flops_per_sec"] == pytest.approx(row["flops_per_step"] / row["step_time_s"])
+    assert row["params"] == 100 * 64 + 64 + 2 * (64 * 64 + 64) + 64 * 10 + 10
+    assert row["peak_source"] == "measured"  # a CPU has no spec peak
+    for field in ("jax_version", "jaxlib_version", "flax_version", "python_version", "device_kind",
+                  "backend", "cpu_model", "steps_per_call", "cv_target"):
+        assert row[field] not in (None, ""), field
+    assert row["steps_per_call"] == tiny_settings.steps_per_call
+
+
+def test_model_that_cannot_fit_is_oom_before_compiling(tiny_settings):
+    # 64 layers of 4096^2 float32 weights: ~4.3 GB with the optimizer state, limit 100 MB.
+    record = paradnn.run(FC(64, 4096, 2000, 1000), batch=64, settings=tiny_settings,
+                         memory_limit_bytes=100_000_000)
+    assert record.status == "oom"
+    assert "before compiling" in record.error
+    assert "compile_s" not in record.metrics
+
+
+def test_model_whose_activations_do_not_fit_is_oom_from_memory_analysis(tiny_settings):
+    # Weights are tiny, the batch's activations are not: the compiled memory analysis catches it.
+    # Weights + optimizer state ~3 MB; the 16384 x 512 float32 input batch alone is 33.5 MB.
+    record = paradnn.run(FC(2, 256, 512, 10), batch=16384, settings=tiny_settings,
+                         memory_limit_bytes=30_000_000)
+    assert record.status == "oom"
+    assert "memory analysis" in record.error
+    assert record.metrics["memory_peak_bytes"] > 30_000_000
+
+
+def test_data_parallel_costs_are_totals_over_devices(tmp_path):
+    # Forced host devices exist only in a fresh process.
+    script = textwrap.dedent(
+        """
+        import json, paradnn
+        from paradnn.measure import MeasureSettings
+        s = MeasureSettings(steps_per_call=2, warmup_calls=1, min_calls=2, max_calls=2, time_budget_s=0.1)
+        out = {}
+        for devices in (1, 4):
+            r = paradnn.run(paradnn.FC(2, 128, 256, 16), batch=64, devices=devices, settings=s)
+            assert r.status == "ok", r.error
+            out[devices] = r.to_dict()
+        print(json.dumps(out))
+        """
+    )
+    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=4"}
+    proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rows = json.loads(proc.stdout.strip().splitlines()[-1])
+    one, four = rows["1"], rows["4"]
+    assert four["devices"] == 4 and four["device_count"] == 4
+    # The same global computation: totals agree (the all-reduce adds a little).
+    assert four["flops_per_step"] == pytest.approx(one["flops_per_step"], rel=0.10)
+    assert four["model_flops_per_step"] == one["model_flops_per_step"]
+    # Memory is per device: the batch's activations are split four ways.
+    assert four["memory_argument_bytes"] < one["memory_argument_bytes"]
+
+
+def test_more_devices_than_exist_is_a_spec_error():
+    with pytest.raises(paradnn.SpecError, match="devices"):
+        paradnn.run(FC(1, 8, 8, 8), batch=64, devices=64)
+
+
+def test_cli_json_is_one_object_with_every_metric(paradnn_cmd):
+    proc = subprocess.run(
+        paradnn_cmd + ["run", "fc", "--layers", "2", "--nodes", "64", "--input", "100", "--output", "10",
+                       "--batch", "32", "--json", "--steps-per-call", "2", "--min-calls", "2",
+                       "--max-calls", "3", "--time-budget-s", "0.2"],
+        capture_output=True, text=True, timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr
+    row = json.loads(proc.stdout)  # exactly one JSON document, nothing else on stdout
+    for name in METRICS:
+        assert name in row and row[name] is not None, name
+    for name in ("step_time_s", "step_time_p10_s", "step_time_p90_s", "compile_s", "examples_per_sec",
+                 "flops_per_step", "bytes_per_step", "peak_flops", "peak_bytes_per_sec"):
+        assert row[name] > 0, name
+    assert 0 < row["flops_utilization"] <= 1.5
+    assert row["status"] == "ok" and row["family"] == "fc" and row["batch"] == 32
+
+
+def test_cli_summary_says_units_and_sources(paradnn_cmd):
+    proc = subprocess.run(
+        paradnn_cmd + ["run", "rnn", "--cell", "gru", "--layers", "1", "--embed", "16", "--length", "4",
+                       "--vocab", "32", "--batch", "8", "--steps-per-call", "2", "--min-calls", "2",
+                       "--max-calls", "2"],
+        capture_output=True, text=True, timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    for text in ("examples/s", "ms median", "FLOP (XLA cost analysis)", "(analytic)", "FLOP/s", "measured by paradnn probe",
+                 "FLOP/B", "XLA memory analysis"):
+        assert text in out, text
+
+
+@pytest.mark.parametrize(
+    "args, parameter",
+    [
+        (["run", "fc", "--layers", "0", "--nodes", "8", "--input", "8", "--output", "8"], "layers"),
+        (["run", "cnn", "--block", "dense", "--blocks", "1", "--filters", "8", "--image", "64", "--output", "8"], "block"),
+        (["run", "rnn", "--cell", "lstm", "--layers", "1", "--embed", "x", "--length", "4", "--vocab", "8"], "embed"),
+        (["run", "fc", "--layers", "1", "--nodes", "8", "--input", "8", "--output", "8", "--dtype", "int8"], "dtype"),
+        (["run", "fc", "--layers", "1", "--nodes", "8", "--input", "8", "--output", "8", "--optimizer", "lamb"], "optimizer"),
+        (["run", "fc", "--layers", "1", "--nodes", "8", "--input", "8", "--output", "8", "--memory-limit", "lots"], "memory_limit"),
+        (["run", "fc", "--layers", "1", "--nodes", "8", "--input", "8", "--output", "8", "--cv-target", "-1"], "cv_target"),
+        (["run", "fc", "--nodes", "8", "--input", "8", "--output", "8"], "--layers"),
+        (["run", "mlp"], "mlp"),
+    ],
+)
+def test_cli_bad_input_exits_2_with_one_line(paradnn_cmd, args, parameter):
+    proc = subprocess.run(paradnn_cmd + args, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2
+    assert proc.stdout == ""
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert parameter in lines[0] and "Traceback" not in proc.stderr
+
+
+def test_cli_probe_json(paradnn_cmd):
+    proc = subprocess.run(paradnn_cmd + ["probe", "--json"], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    assert result["device_kind"]
+    assert set(result["peak_flops"]) >= {"float32", "bfloat16", "float16"}
+    assert all(v > 1e8 for v in result["peak_flops"].values())  # any CPU does more than 0.1 GFLOP/s
+    assert result["peak_bytes_per_sec"] > 1e8
+
+
+def test_cli_list_families(paradnn_cmd):
+    proc = subprocess.run(paradnn_cmd + ["list", "--json"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    families = {row["family"]: row for row in json.loads(proc.stdout)}
+    assert set(families) == {"fc", "cnn", "rnn", "real"}
+    assert [p["name"] for p in families["rnn"]["parameters"]] == ["cell", "layers", "embed", "length", "vocab"]

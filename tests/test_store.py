@@ -1,0 +1,202 @@
+"""The SQLite store: one row per record, load/merge/export round trips, refusing foreign files,
+and concurrent writers. Records here are built directly (no JAX): the store does not care how a
+record was measured."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from paradnn import FC, RNN, ParadnnError, Workload
+from paradnn.record import METRICS, Record
+from paradnn.store import COLUMNS, STORE_SCHEMA_VERSION, Store, export, load, merge
+
+ROOT = Path(__file__).resolve().parents[1]
+PLATFORM = {"backend": "cpu", "device_kind": "cpu", "device_count": 1, "host": "h1",
+            "cpu_model": "test"}
+SOFTWARE = {"paradnn_version": "0", "jax_version": "0", "jaxlib_version": "0",
+            "flax_version": "0", "optax_version": "0", "tf_version": None,
+            "python_version": "3.11", "xla_flags": ""}
+SETTINGS = {"steps_per_call": 2, "warmup_calls": 1, "min_calls": 2, "max_calls": 3,
+            "cv_target": 0.02, "time_budget_s": 0.2}
+
+
+def record(nodes: int, status: str = "ok", t: str = "2026-01-01T00:00:00+00:00",
+           host: str = "h1") -> Record:
+    w = Workload(FC(layers=2, nodes=nodes, input=64, output=10), batch=8)
+    metrics = {"examples_per_sec": 1000.0 + nodes, "step_time_s": 0.008, "params": nodes * 100,
+               "peak_source": "measured"} if status == "ok" else {}
+    return Record(status=status, workload=w.to_dict(), platform={**PLATFORM, "host": host},
+                  software=SOFTWARE, settings=SETTINGS, metrics=metrics,
+                  error=None if status == "ok" else "boom", time_utc=t)
+
+
+def fingerprint(path: Path) -> tuple[bytes, int]:
+    return path.read_bytes(), path.stat().st_mtime_ns
+
+
+def test_add_and_load_one_column_per_field(tmp_path):
+    db = tmp_path / "r.db"
+    recs = [record(32), record(64, "oom"), record(128, t="2026-01-02T00:00:00+00:00")]
+    rnn = Record(status="ok", workload=Workload(RNN("lstm", 1, 16, 4, 32), 4).to_dict(),
+                 platform=PLATFORM, software=SOFTWARE, settings=SETTINGS,
+                 metrics={"examples_per_sec": 5.0, "custom_metric": 7})
+    with Store(db) as s:
+        for r in recs + [rnn]:
+            assert s.add(r)
+        assert not s.add(recs[0])  # same key and time: already there
+        assert len(s) == 4
+    df = load(db)
+    assert list(df.columns[:len(COLUMNS)]) == list(COLUMNS)
+    assert "custom_metric" in df.columns  # extra fields are kept as their own columns
+    for name in [*METRICS, "layers", "cell", "vocab", "host", "jax_version", "steps_per_call"]:
+        assert name in df.columns
+    assert df["status"].tolist() == ["ok", "oom", "ok", "ok"]
+    assert df.loc[0, "examples_per_sec"] == 1032.0
+    assert df.loc[0, "key"] == recs[0].key
+    assert df.loc[3, "cell"] == "lstm" and df.loc[3, "custom_metric"] == 7
+    for r, (_, row) in zip(recs, df.iterrows()):
+        for k, v in r.to_dict().items():
+            if v is not None:
+                assert row[k] == v, k
+
+
+def test_wal_and_schema_version(tmp_path):
+    db = tmp_path / "r.db"
+    Store(db).close()
+    con = sqlite3.connect(db)
+    assert con.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    meta = dict(con.execute("SELECT name, value FROM paradnn_meta"))
+    assert meta["format"] == "paradnn-store"
+    assert int(meta["schema_version"]) == STORE_SCHEMA_VERSION
+    con.close()
+
+
+def test_foreign_and_newer_files_refused_unmodified(tmp_path):
+    text = tmp_path / "notes.db"
+    text.write_text("these are my notes, not a database\n")
+    other = tmp_path / "other.db"
+    con = sqlite3.connect(other)
+    con.execute("CREATE TABLE customers (id INTEGER, name TEXT)")
+    con.execute("INSERT INTO customers VALUES (1, 'a')")
+    con.commit()
+    con.close()
+    newer = tmp_path / "newer.db"
+    with Store(newer) as s:
+        s.add(record(32))
+    con = sqlite3.connect(newer)
+    con.execute("UPDATE paradnn_meta SET value = ? WHERE name = 'schema_version'",
+                (str(STORE_SCHEMA_VERSION + 1),))
+    con.commit()
+    con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    con.close()
+
+    good = tmp_path / "good.db"
+    with Store(good) as s:
+        s.add(record(64))
+    cases = [(text, "not an SQLite file"), (other, "without a paradnn_meta table"),
+             (newer, f"schema version {STORE_SCHEMA_VERSION + 1} is newer")]
+    for path, reason in cases:
+        before = fingerprint(path)
+        for action in (lambda: Store(path), lambda: load(path), lambda: load([good, path]),
+                       lambda: merge([good, path], tmp_path / "out.db"),
+                       lambda: merge([good], path), lambda: export(path, tmp_path / "x.csv")):
+            with pytest.raises(ParadnnError, match=reason) as info:
+                action()
+            assert str(path) in str(info.value)
+        assert fingerprint(path) == before, f"{path} was modified"
+    assert not (tmp_path / "out.db").exists()  # nothing written when an input is refused
+
+
+def test_merge_without_duplicates_and_round_trips(tmp_path):
+    a, b, out = tmp_path / "a.db", tmp_path / "b.db", tmp_path / "all.db"
+    shared = record(32)
+    with Store(a) as s:
+        for r in (shared, record(64), record(64, "error", t="2026-01-03T00:00:00+00:00")):
+            s.add(r)
+    with Store(b) as s:
+        # the same config measured on a second identical host: same key, different time
+        for r in (shared, record(32, t="2026-02-01T00:00:00+00:00", host="h2"), record(128)):
+            s.add(r)
+    assert merge([a, b], out) == (5, 1)
+    assert merge([a, b], out) == (0, 6)  # merging again adds nothing
+    merged = load(out)
+    assert len(merged) == 5
+    assert merged[["key", "time_utc"]].duplicated().sum() == 0
+    # load of several stores = the merge (same rows, same columns)
+    both = load([a, b])
+    key = ["key", "time_utc"]
+    pd.testing.assert_frame_equal(merged.sort_values(key).reset_index(drop=True),
+                                  both.sort_values(key).reset_index(drop=True))
+    # export round trips
+    csv, parquet = tmp_path / "all.csv", tmp_path / "all.parquet"
+    assert export(out, csv) == 5 and export(out, parquet) == 5
+    from_parquet = pd.read_parquet(parquet)
+    assert list(from_parquet.columns) == list(merged.columns)
+    pd.testing.assert_frame_equal(from_parquet, merged, check_dtype=False)
+    from_csv = pd.read_csv(csv)
+    assert list(from_csv.columns) == list(merged.columns)
+    for col in ("key", "time_utc", "status", "host"):
+        assert from_csv[col].tolist() == merged[col].tolist()
+    assert from_csv["examples_per_sec"].equals(merged["examples_per_sec"].astype(float))
+    with pytest.raises(ParadnnError, match=r"\.csv or \.parquet"):
+        export(out, tmp_path / "all.xlsx")
+
+
+WRITER = textwrap.dedent("""
+    import sys
+    from paradnn import FC, Workload
+    from paradnn.record import Record
+    from paradnn.store import Store
+    tag, n = sys.argv[1], int(sys.argv[2])
+    with Store(sys.argv[3]) as s:
+        for i in range(n):
+            w = Workload(FC(layers=2, nodes=8 + i, input=4, output=2), batch=1)
+            s.add(Record(status="ok", workload=w.to_dict(), platform={"host": tag},
+                         software={}, settings={}, metrics={"params": i}))
+""")
+
+
+def test_concurrent_writers_lose_nothing(tmp_path):
+    db = tmp_path / "shared.db"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    n = 150
+    procs = [subprocess.Popen([sys.executable, "-c", WRITER, tag, str(n), str(db)], env=env)
+             for tag in ("w1", "w2", "w3")]
+    assert [p.wait(timeout=120) for p in procs] == [0, 0, 0]
+    df = load(db)
+    assert len(df) == 3 * n
+    assert df.groupby("host").size().to_dict() == {"w1": n, "w2": n, "w3": n}
+    assert df[["key", "time_utc"]].duplicated().sum() == 0
+    con = sqlite3.connect(db)
+    assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    con.close()
+
+
+def test_claims_split_work_and_dead_claims_expire(tmp_path):
+    db = tmp_path / "c.db"
+    with Store(db) as s1, Store(db) as s2:
+        c1 = s1.claim("k", wanted=1, stale_after_s=60)
+        assert c1 is not None
+        assert s2.claim("k", wanted=1, stale_after_s=60) is None  # live claim: skip
+        assert s2.claim("k", wanted=2, stale_after_s=60) is not None  # a second repeat is free
+        s1.add(record(32), claim=c1)
+        assert s1.claim(record(32).key, wanted=1, stale_after_s=60) is None
+    # a claim left by a dead process on this host is taken over
+    dead = subprocess.run([sys.executable, "-c", textwrap.dedent(f"""
+        import os
+        from paradnn.store import Store
+        s = Store({str(db)!r})
+        assert s.claim("orphan", 1, 60) is not None
+        os._exit(0)
+        """)], env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert dead.returncode == 0
+    with Store(db) as s:
+        assert s.claim("orphan", 1, 60) is not None

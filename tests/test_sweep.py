@@ -1,0 +1,259 @@
+"""Sweeps: resume after SIGKILL, concurrent sweeps on one store, crash/hang isolation, predicted
+out-of-memory, and clear errors. Real SQLite, real child processes, real XLA for the runner path.
+
+Faults are injected through ``run_fn`` (a test-only parameter): the top-level functions below
+replace ``paradnn.runner.run_workload`` inside the sweep's child process.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from paradnn import ParadnnError, SpecError
+from paradnn.grids import grid
+from paradnn.record import Record
+from paradnn.store import load
+from paradnn.sweep import sweep
+
+ROOT = Path(__file__).resolve().parents[1]
+HERE = Path(__file__).resolve().parent
+TINY = {"steps_per_call": 2, "warmup_calls": 1, "min_calls": 2, "max_calls": 3,
+        "time_budget_s": 0.2}
+
+
+def tiny_grid(nodes=(32, 40, 48, 56, 64)):
+    return grid("fc", layers=2, nodes=list(nodes), input=64, output=10, batch=8)
+
+
+# -- run functions injected into the child process -------------------------------------------
+
+def fake_ok(workload, settings, memory_limit_bytes):
+    """A measurement stand-in: a record with this host's platform, after PARADNN_TEST_SLEEP s."""
+    from paradnn import hardware
+
+    time.sleep(float(os.environ.get("PARADNN_TEST_SLEEP", "0")))
+    return Record(status="ok", workload=workload.to_dict(), platform=hardware.platform_info(),
+                  software=hardware.software_info(), settings=settings.to_dict(),
+                  metrics={"examples_per_sec": 1.0, "params": workload.spec.nodes})
+
+
+def faulty(workload, settings, memory_limit_bytes):
+    """nodes 40 hangs, 48 kills its process with SIGSEGV, 56 raises; the rest succeed."""
+    nodes = workload.spec.nodes
+    if nodes == 40:
+        time.sleep(3600)
+    if nodes == 48:
+        os.kill(os.getpid(), signal.SIGSEGV)
+    if nodes == 56:
+        raise RuntimeError("injected bug")
+    return fake_ok(workload, settings, memory_limit_bytes)
+
+
+# -- tests ----------------------------------------------------------------------------------
+
+def test_crash_hang_error_are_recorded_and_the_sweep_finishes(tmp_path):
+    db = tmp_path / "r.db"
+    out = io.StringIO()
+    t0 = time.monotonic()
+    df = sweep(tiny_grid(), store=db, settings=TINY, timeout_s=6, run_fn=faulty,
+               cache_dir=None, progress=out)
+    elapsed = time.monotonic() - t0
+    status = dict(zip(df["nodes"], df["status"]))
+    assert status == {32: "ok", 40: "timeout", 48: "crashed", 56: "error", 64: "ok"}
+    errors = dict(zip(df["nodes"], df["error"]))
+    assert "time limit of 6 s" in errors[40]
+    assert "SIGSEGV" in errors[48]
+    assert "RuntimeError: injected bug" in errors[56]
+    assert elapsed < 60, elapsed  # the hang cost its time limit, not an hour
+    # progress: done/total, counts, ETA
+    last = out.getvalue().strip().splitlines()[-1]
+    assert "5/5" in last and "ok 2" in last and "timeout 1" in last and "crashed 1" in last
+    assert "ETA" in last
+    # Every status is final: resuming runs nothing and adds no row.
+    again = sweep(tiny_grid(), store=db, settings=TINY, run_fn=faulty, cache_dir=None,
+                  progress=False)
+    assert len(again) == 5 and len(load(db)) == 5
+
+
+def test_oversized_fc_is_oom_before_running_and_small_one_runs(tmp_path):
+    """Real runner, real XLA: the predicted out-of-memory never runs; the small model does."""
+    db, cache = tmp_path / "r.db", tmp_path / "xla"
+    workloads = grid("fc", layers=2, nodes=[32, 4096], input=4096, output=10, batch=8)
+    df = sweep(workloads, store=db, settings=TINY, memory_limit_bytes="4MB", cache_dir=cache,
+               progress=False, timeout_s=300)
+    small, big = (df[df["nodes"] == n].iloc[0] for n in (32, 4096))
+    assert big["status"] == "oom", big["error"]
+    assert big["error"].startswith("predicted")
+    assert big["step_time_s"] != big["step_time_s"]  # NaN: never timed
+    assert small["status"] == "ok", small["error"]
+    assert small["examples_per_sec"] > 0 and small["compile_s"] > 0
+    assert small["steps_per_call"] == 2
+    # The persistent compilation cache received the small model's programs.
+    assert any(cache.rglob("*"))
+    # Records carry the key the sweep predicted: resuming skips both.
+    sweep(workloads, store=db, settings=TINY, memory_limit_bytes="4MB", cache_dir=cache,
+          progress=False)
+    assert len(load(db)) == 2
+
+
+def test_repeat_measures_again_and_inprocess(tmp_path):
+    db = tmp_path / "r.db"
+    g = tiny_grid((32, 64))
+    assert len(sweep(g, store=db, settings=TINY, run_fn=fake_ok, executor="inprocess",
+                     progress=False)) == 2
+    df = sweep(g, store=db, settings=TINY, run_fn=fake_ok, executor="inprocess", repeat=3,
+               progress=False)
+    assert len(df) == 6 and df.groupby("key").size().tolist() == [3, 3]
+    # Other measurement settings are other configs.
+    df = sweep(g, store=db, settings={**TINY, "steps_per_call": 3}, run_fn=fake_ok,
+               executor="inprocess", progress=False)
+    assert len(df) == 2 and len(load(db)) == 8
+
+
+DRIVER = textwrap.dedent("""
+    import sys
+    sys.path.insert(0, {here!r})
+    from test_sweep import fake_ok, tiny_grid, TINY
+    from paradnn.sweep import sweep
+    sweep(tiny_grid(range(32, 32 + {n})), store=sys.argv[1], settings=TINY, run_fn=fake_ok,
+          cache_dir=None, progress=False)
+""")
+
+
+def start_driver(db: Path, n: int, sleep: float) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PARADNN_TEST_SLEEP": str(sleep)}
+    code = DRIVER.format(here=str(HERE), n=n)
+    return subprocess.Popen([sys.executable, "-c", code, str(db)], env=env)
+
+
+def count(db: Path, table: str) -> int:
+    if not db.exists():
+        return 0
+    try:
+        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)
+        try:
+            return con.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
+        finally:
+            con.close()
+    except sqlite3.Error:
+        return 0
+
+
+def wait_for(predicate, timeout_s: float = 90) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out waiting")
+        time.sleep(0.05)
+
+
+def children_of(pid: int) -> list[int]:
+    out = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmd = (entry / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if b"paradnn.executors.child" in cmd and str(pid).encode() in cmd:
+                out.append(int(entry.name))
+    return out
+
+
+def test_sigkill_at_several_points_then_resume_gives_every_config_once(tmp_path):
+    db, n = tmp_path / "r.db", 10
+    # Kill points: while the first config is in flight, after 3 rows, after 6 rows.
+    for condition in (lambda: count(db, "claims") >= 1,
+                      lambda: count(db, "records") >= 3,
+                      lambda: count(db, "records") >= 6):
+        proc = start_driver(db, n, sleep=0.3)
+        wait_for(lambda: condition() or proc.poll() is not None)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        assert proc.returncode == -signal.SIGKILL
+        # the orphaned child notices its parent is gone and exits instead of measuring on
+        wait_for(lambda: not children_of(proc.pid), timeout_s=10)
+    assert count(db, "records") < n
+    proc = start_driver(db, n, sleep=0.0)
+    assert proc.wait(timeout=120) == 0
+    df = load(db)
+    assert len(df) == n
+    assert sorted(df["nodes"]) == list(range(32, 32 + n))
+    assert df["key"].is_unique
+    assert count(db, "claims") == 0
+
+
+def test_two_sweeps_on_one_store_at_once(tmp_path):
+    db, n = tmp_path / "r.db", 12
+    procs = [start_driver(db, n, sleep=0.2) for _ in range(2)]
+    assert [p.wait(timeout=180) for p in procs] == [0, 0]
+    df = load(db)
+    assert len(df) == n and df["key"].is_unique
+    assert sorted(df["nodes"]) == list(range(32, 32 + n))
+    con = sqlite3.connect(db)
+    assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    con.close()
+
+
+def test_sweep_errors(tmp_path):
+    foreign = tmp_path / "mine.db"
+    foreign.write_text("not a store")
+    before = (foreign.read_bytes(), foreign.stat().st_mtime_ns)
+    with pytest.raises(ParadnnError, match="not a paradnn store"):
+        sweep(tiny_grid((32,)), store=foreign, run_fn=fake_ok, progress=False)
+    assert (foreign.read_bytes(), foreign.stat().st_mtime_ns) == before
+    with pytest.raises(SpecError, match="grid item"):
+        sweep(["fc"], store=tmp_path / "a.db", progress=False)
+    with pytest.raises(SpecError, match="executor"):
+        sweep(tiny_grid((32,)), store=tmp_path / "a.db", executor="slurm", progress=False)
+    with pytest.raises(SpecError, match="repeat"):
+        sweep(tiny_grid((32,)), store=tmp_path / "a.db", repeat=0, progress=False)
+    with pytest.raises(ParadnnError, match="cannot be sent to a child process"):
+        sweep(tiny_grid((32,)), store=tmp_path / "a.db", run_fn=lambda *a: None,
+              progress=False, cache_dir=None)
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("family: fc\nlayers: 2\nnodes: 32\ninput: 64\noutput: 10\nbatch: 8\n"
+                   "run: {retries: 2}\n")
+    with pytest.raises(ParadnnError, match=r"bad\.yaml: key 'run\.retries': unknown key"):
+        sweep(bad, store=tmp_path / "a.db")
+
+
+def test_sweep_file_and_cli(tmp_path, capsys):
+    from paradnn.cli import main
+
+    sweep_file = tmp_path / "s.yaml"
+    sweep_file.write_text(textwrap.dedent("""
+        family: fc
+        fixed: {layers: 2, input: 64, output: 10, batch: 8}
+        nodes: 32
+        settings: {steps_per_call: 2, warmup_calls: 1, min_calls: 2, max_calls: 3,
+                   time_budget_s: 0.2}
+        run: {executor: inprocess}
+        """))
+    a, b = tmp_path / "a.db", tmp_path / "b.db"
+    assert main(["sweep", str(sweep_file), "--store", str(a), "--no-cache", "--quiet"]) == 0
+    assert main(["sweep", str(sweep_file), "--store", str(b), "--no-cache", "--quiet",
+                 "--repeat", "2"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "1 rows for this sweep (ok 1)" in lines[0]
+    assert "2 rows for this sweep (ok 2)" in lines[1]
+    out = tmp_path / "all.db"
+    assert main(["merge", str(a), str(b), "-o", str(out)]) == 0
+    assert "3 rows added, 0 already present" in capsys.readouterr().out
+    assert main(["status", str(out)]) == 0
+    status = capsys.readouterr().out
+    assert "3 rows" in status and "by family" in status and "cpu/" in status
+    assert main(["export", str(out), "-o", str(tmp_path / "all.parquet")]) == 0
+    assert len(load(out)) == 3
+    assert main(["sweep", str(tmp_path / "missing.yaml"), "--store", str(a)]) == 2
+    assert "no such file" in capsys.readouterr().err
