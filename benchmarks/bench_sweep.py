@@ -51,7 +51,7 @@ def main() -> None:
                          capture_output=True, text=True).stdout
     base = json.loads(out.strip().splitlines()[-1])
 
-    from paradnn.sweep import sweep
+    from paradnn.sweeper import sweep
 
     with tempfile.TemporaryDirectory() as tmp:
         cache = Path(tmp) / "xla"

@@ -24,7 +24,7 @@ _LAZY = {
     "MeasureSettings": "paradnn.measure",
     "Record": "paradnn.record",
     "probe": "paradnn.hardware",
-    "sweep": "paradnn.sweep",
+    "sweep": "paradnn.sweeper",
     "grid": "paradnn.grids",
     "grids": None,
     "load": "paradnn.store",

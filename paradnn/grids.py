@@ -27,6 +27,7 @@ from typing import Any
 
 from paradnn.errors import ParadnnError, SpecError
 from paradnn.specs import SPEC_TYPES, Workload
+from paradnn.units import parse_bytes  # re-exported: sweep files name sizes
 
 __all__ = [
     "PAPER", "PAPER_FIXED", "PRESETS", "WORKLOAD_AXES", "Zipped", "axes_of", "concat", "filter_grid",
@@ -518,22 +519,3 @@ def _check_run_value(key: str, value: Any) -> str | None:
     if key == "resources":
         return None if isinstance(value, dict) else RUN_KEYS[key]
     return RUN_KEYS.get(key, "known")
-
-
-_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
-          "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
-
-
-def parse_bytes(value: int | str) -> int:
-    """Bytes from an integer or a string with a unit: ``2GB`` (10^9), ``512MiB`` (2^20)."""
-    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-        return value
-    if isinstance(value, str):
-        import re
-
-        m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]*)\s*", value)
-        if m and m.group(2).lower() in _UNITS:
-            n = float(m.group(1)) * _UNITS[m.group(2).lower()]
-            if n >= 1:
-                return int(n)
-    raise SpecError("memory limit", value, "a positive size such as 2000000000, 2GB or 512MiB")

@@ -10,12 +10,13 @@ _BYTE_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**1
                "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
 
 
-def parse_bytes(text: str | int, parameter: str = "memory_limit") -> int:
+def parse_bytes(text: str | int, parameter: str = "memory limit") -> int:
     """'2GB', '512MiB', '1e9' or an int -> bytes (decimal kB/MB/GB, binary KiB/MiB/GiB)."""
     if isinstance(text, int) and not isinstance(text, bool) and text > 0:
         return text
-    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][0-9]+)?)\s*([a-zA-Z]*)\s*", str(text))
-    if not m or m.group(2).lower() not in _BYTE_UNITS or float(m.group(1)) <= 0:
+    m = None if isinstance(text, (bool, int)) else re.fullmatch(
+        r"\s*([0-9]*\.?[0-9]+(?:[eE][0-9]+)?)\s*([a-zA-Z]*)\s*", str(text))
+    if not m or m.group(2).lower() not in _BYTE_UNITS or float(m.group(1)) * _BYTE_UNITS[m.group(2).lower()] < 1:
         raise SpecError(parameter, text, "a positive size such as 2GB, 512MiB or 1000000000")
     return int(float(m.group(1)) * _BYTE_UNITS[m.group(2).lower()])
 

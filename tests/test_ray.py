@@ -26,7 +26,7 @@ ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'ray[
 from paradnn.grids import grid  # noqa: E402
 from paradnn.record import Record  # noqa: E402
 from paradnn.store import load  # noqa: E402
-from paradnn.sweep import sweep  # noqa: E402
+from paradnn.sweeper import sweep  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 HERE = Path(__file__).resolve().parent

@@ -83,7 +83,7 @@ def test_data_parallel_costs_are_totals_over_devices(tmp_path):
         s = MeasureSettings(steps_per_call=2, warmup_calls=1, min_calls=2, max_calls=2, time_budget_s=0.1)
         out = {}
         for devices in (1, 4):
-            r = paradnn.run(paradnn.FC(2, 128, 256, 16), batch=64, devices=devices, settings=s)
+            r = paradnn.run(paradnn.FC(2, 128, 256, 16), batch=1024, devices=devices, settings=s)
             assert r.status == "ok", r.error
             out[devices] = r.to_dict()
         print(json.dumps(out))
@@ -95,8 +95,10 @@ def test_data_parallel_costs_are_totals_over_devices(tmp_path):
     rows = json.loads(proc.stdout.strip().splitlines()[-1])
     one, four = rows["1"], rows["4"]
     assert four["devices"] == 4 and four["device_count"] == 4
-    # The same global computation: totals agree (the all-reduce adds a little).
-    assert four["flops_per_step"] == pytest.approx(one["flops_per_step"], rel=0.10)
+    # The same global computation: totals agree. Each device also runs the (replicated)
+    # optimizer update, so the total grows by 3 updates of ~50k parameters: small at batch 1024.
+    assert four["flops_per_step"] == pytest.approx(one["flops_per_step"], rel=0.05)
+    assert four["flops_per_step"] > one["flops_per_step"]
     assert four["model_flops_per_step"] == one["model_flops_per_step"]
     # Memory is per device: the batch's activations are split four ways.
     assert four["memory_argument_bytes"] < one["memory_argument_bytes"]
@@ -147,7 +149,7 @@ def test_cli_summary_says_units_and_sources(paradnn_cmd):
         (["run", "rnn", "--cell", "lstm", "--layers", "1", "--embed", "x", "--length", "4", "--vocab", "8"], "embed"),
         (["run", "fc", "--layers", "1", "--nodes", "8", "--input", "8", "--output", "8", "--dtype", "int8"], "dtype"),
         (["run", "fc", "--layers", "1", "--nodes", "8", "--input", "8", "--output", "8", "--optimizer", "lamb"], "optimizer"),
-        (["run", "fc", "--layers", "1", "--nodes", "8", "--input", "8", "--output", "8", "--memory-limit", "lots"], "memory_limit"),
+        (["run", "fc", "--layers", "1", "--nodes", "8", "--input", "8", "--output", "8", "--memory-limit", "lots"], "memory limit"),
         (["run", "fc", "--layers", "1", "--nodes", "8", "--input", "8", "--output", "8", "--cv-target", "-1"], "cv_target"),
         (["run", "fc", "--nodes", "8", "--input", "8", "--output", "8"], "--layers"),
         (["run", "mlp"], "mlp"),

@@ -23,7 +23,7 @@ from paradnn import ParadnnError, SpecError
 from paradnn.grids import grid
 from paradnn.record import Record
 from paradnn.store import load
-from paradnn.sweep import sweep
+from paradnn.sweeper import sweep
 
 ROOT = Path(__file__).resolve().parents[1]
 HERE = Path(__file__).resolve().parent
@@ -124,7 +124,7 @@ DRIVER = textwrap.dedent("""
     import sys
     sys.path.insert(0, {here!r})
     from test_sweep import fake_ok, tiny_grid, TINY
-    from paradnn.sweep import sweep
+    from paradnn.sweeper import sweep
     sweep(tiny_grid(range(32, 32 + {n})), store=sys.argv[1], settings=TINY, run_fn=fake_ok,
           cache_dir=None, progress=False)
 """)

@@ -9,7 +9,7 @@ from paradnn.errors import ParadnnError
 
 def _sweep(args: argparse.Namespace) -> int:
     from paradnn.grids import parse_bytes
-    from paradnn.sweep import DEFAULT_CACHE, sweep
+    from paradnn.sweeper import DEFAULT_CACHE, sweep
 
     if args.no_cache and args.cache_dir:
         raise ParadnnError("--cache-dir and --no-cache exclude each other")

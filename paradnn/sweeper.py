@@ -17,7 +17,6 @@ from __future__ import annotations
 import os
 import sys
 import time
-import types
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any, Union
@@ -259,14 +258,3 @@ def sweep(
         frame = db.frame()
     keys = set(keyed) | written
     return frame[frame["key"].isin(keys)].reset_index(drop=True)
-
-
-class _CallableModule(types.ModuleType):
-    """``paradnn.sweep`` is both this module and the function: importing the submodule makes the
-    package attribute the module, so calling it must still run a sweep."""
-
-    def __call__(self, *args: Any, **kwargs: Any) -> pd.DataFrame:
-        return sweep(*args, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallableModule

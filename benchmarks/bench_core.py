@@ -1,0 +1,171 @@
+"""Core-engine benchmarks (issue: harness overhead, compute-bound FC, LSTM vs hand-written scan).
+
+Each benchmark is a ratio against a reference measured in the same run, interleaved, so machine
+load affects both sides alike. Not a test: run it and copy the printed table into
+docs/performance.md.
+
+    python benchmarks/bench_core.py [--rounds 5] [--only overhead|gemm|lstm] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+
+import jax
+import jax.numpy as jnp
+import optax
+
+import paradnn
+from paradnn.hardware import measure_gemm
+from paradnn.measure import MeasureSettings
+
+SETTINGS = MeasureSettings(steps_per_call=10, warmup_calls=2, min_calls=5, max_calls=50, cv_target=0.02,
+                           time_budget_s=3.0)
+# Steps of seconds each on a CPU (the LSTM and the compute-bound FC): fewer, longer calls.
+HEAVY = MeasureSettings(steps_per_call=1, warmup_calls=1, min_calls=3, max_calls=5, cv_target=0.02,
+                        time_budget_s=10.0)
+
+
+def _time_loop(step, state, batch, steps: int) -> float:
+    """Examples/s proxy: seconds per step of a plain Python loop over a jitted, donated step."""
+    state, loss = step(state, batch)
+    jax.block_until_ready((state, loss))
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        state, loss = step(state, batch)
+    jax.block_until_ready((state, loss))
+    return (time.perf_counter() - t0) / steps
+
+
+def hand_fc(layers: int, nodes: int, inp: int, out: int, batch: int):
+    """A minimal hand-written JAX MLP training step: same model, loss and optimizer as paradnn's FC."""
+    key = jax.random.key(0)
+    sizes = [inp] + [nodes] * layers + [out]
+    init = jax.nn.initializers.glorot_uniform()
+    params = [(init(jax.random.fold_in(key, i), (a, b)), jnp.zeros((b,))) for i, (a, b) in enumerate(zip(sizes, sizes[1:]))]
+    tx = optax.rmsprop(0.1, decay=0.9, eps=1.0, momentum=0.9, eps_in_sqrt=True)
+    x = jax.random.uniform(key, (batch, inp), minval=-0.5, maxval=0.5)
+    y = jax.random.randint(key, (batch,), 0, out)
+
+    def loss_fn(params):
+        h = x
+        for w, b in params[:-1]:
+            h = jax.nn.relu(h @ w + b)
+        logits = h @ params[-1][0] + params[-1][1]
+        return optax.softmax_cross_entropy_with_integer_labels(logits, y).mean()
+
+    def step_impl(state, _):
+        params, opt = state
+        loss, g = jax.value_and_grad(loss_fn)(params)
+        upd, opt = tx.update(g, opt, params)
+        return (optax.apply_updates(params, upd), opt), loss
+
+    step = jax.jit(step_impl, donate_argnums=0)
+    return step, (params, tx.init(params)), None
+
+
+def hand_lstm(embed: int, length: int, vocab: int, batch: int):
+    """A hand-written lax.scan LSTM language model step with the same cell as paradnn's."""
+    key = jax.random.key(0)
+    glorot = jax.nn.initializers.glorot_uniform()
+    params = {
+        "emb": jax.random.normal(key, (vocab, embed)) * 0.05,
+        "w": glorot(jax.random.fold_in(key, 1), (2 * embed, 4 * embed)),
+        "b": jnp.zeros((4 * embed,)),
+        "wo": glorot(jax.random.fold_in(key, 2), (embed, vocab)),
+        "bo": jnp.zeros((vocab,)),
+    }
+    ids = jax.random.randint(key, (batch, length + 1), 0, vocab)
+    tx = optax.rmsprop(0.1, decay=0.9, eps=1.0, momentum=0.9, eps_in_sqrt=True)
+
+    def loss_fn(p):
+        xs = jnp.swapaxes(p["emb"][ids[:, :-1]], 0, 1)
+
+        def cell(carry, x):
+            c, h = carry
+            i, j, f, o = jnp.split(jnp.concatenate([x, h], -1) @ p["w"] + p["b"], 4, -1)
+            c = c * jax.nn.sigmoid(f + 1.0) + jax.nn.sigmoid(i) * jnp.tanh(j)
+            h = jnp.tanh(c) * jax.nn.sigmoid(o)
+            return (c, h), h
+
+        zeros = jnp.zeros((batch, embed))
+        _, hs = jax.lax.scan(cell, (zeros, zeros), xs)
+        logits = jnp.swapaxes(hs, 0, 1) @ p["wo"] + p["bo"]
+        return optax.softmax_cross_entropy_with_integer_labels(logits, ids[:, 1:]).mean()
+
+    def step_impl(state, _):
+        p, opt = state
+        loss, g = jax.value_and_grad(loss_fn)(p)
+        upd, opt = tx.update(g, opt, p)
+        return (optax.apply_updates(p, upd), opt), loss
+
+    step = jax.jit(step_impl, donate_argnums=0)
+    return step, (params, tx.init(params)), None
+
+
+def interleaved(spec, batch: int, make_reference, rounds: int, settings: MeasureSettings = SETTINGS) -> dict:
+    """Alternate paradnn.run and the hand-written reference; compare medians of examples/s.
+
+    ``make_reference()`` returns (jitted donated step, fresh state, batch or None).
+    """
+    step, state, data = make_reference()
+    ours, theirs = [], []
+    for _ in range(rounds):
+        rec = paradnn.run(spec, batch=batch, settings=settings)
+        assert rec.status == "ok", rec.error
+        ours.append(rec.metrics["examples_per_sec"])
+        steps = max(3, int(1.0 / rec.metrics["step_time_s"]))  # about one second of steps
+        theirs.append(batch / _time_loop(step, state, data, steps))
+        state = make_reference()[1]  # the old one was donated
+    return {
+        "paradnn_examples_per_sec": statistics.median(ours),
+        "reference_examples_per_sec": statistics.median(theirs),
+        "ratio": statistics.median(ours) / statistics.median(theirs),
+        "rounds": rounds,
+        "last_record": rec.to_dict(),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--only", choices=["overhead", "gemm", "lstm"], default=None)
+    parser.add_argument("--json", default=None, help="write the results here")
+    args = parser.parse_args()
+    results = {}
+    if args.only in (None, "overhead"):
+        results["overhead"] = interleaved(paradnn.FC(4, 1024, 2000, 1000), 256,
+                                          lambda: hand_fc(4, 1024, 2000, 1000, 256), args.rounds)
+        print(f"harness overhead: paradnn {results['overhead']['paradnn_examples_per_sec']:.1f} examples/s, "
+              f"hand-written {results['overhead']['reference_examples_per_sec']:.1f} examples/s, "
+              f"ratio {results['overhead']['ratio']:.3f} (target >= 0.97)")
+    if args.only in (None, "lstm"):
+        results["lstm"] = interleaved(paradnn.RNN("lstm", 1, 512, 50, 1024), 256,
+                                      lambda: hand_lstm(512, 50, 1024, 256), args.rounds, HEAVY)
+        print(f"LSTM vs lax.scan: paradnn {results['lstm']['paradnn_examples_per_sec']:.1f} examples/s, "
+              f"hand-written {results['lstm']['reference_examples_per_sec']:.1f} examples/s, "
+              f"ratio {results['lstm']['ratio']:.3f} (target >= 0.95)")
+    if args.only in (None, "gemm"):
+        utils, peaks = [], []
+        for _ in range(max(1, args.rounds // 2)):
+            peaks.append(measure_gemm("float32", sizes=(2048, 4096), reps=3))
+            rec = paradnn.run(paradnn.FC(4, 4096, 4096, 1000), batch=4096, settings=HEAVY)
+            assert rec.status == "ok", rec.error
+            utils.append(rec.metrics["flops_per_sec"])
+        peak = max(peaks)
+        achieved = statistics.median(utils)
+        results["gemm"] = {"measured_gemm_peak_flops": peak, "fc_flops_per_sec": achieved, "ratio": achieved / peak,
+                           "last_record": rec.to_dict()}
+        print(f"compute-bound FC(4, 4096, in 4096, out 1000, batch 4096, fp32): {achieved / 1e9:.1f} GFLOP/s "
+              f"(XLA-counted) vs measured GEMM peak {peak / 1e9:.1f} GFLOP/s in this run: "
+              f"{achieved / peak:.1%} (target >= 85%)")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=1, default=str)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,181 @@
+"""The largest power-of-two batch of a workload that fits on the device.
+
+The study runs its real models "at the largest batch supported on the platform". Finding it by
+running every batch would be slow and, on an accelerator, a real out-of-memory can leave the
+device in a poor state; so the search is on compiled programs first:
+
+1. for ``start, 2*start, 4*start, ... <= limit``: the weights, optimizer state and gradients
+   alone (from shapes) must fit, then the training program the runner would execute is compiled
+   ahead of time and its memory analysis (peak bytes, per device) compared with the limit;
+   the search stops at the first batch that does not fit (memory grows with the batch);
+2. the largest batch that fitted is then run for real through
+   :func:`paradnn.runner.run_workload`; if the run reports ``oom`` (the memory analysis can
+   under-estimate what the runtime allocates), the next smaller power of two is tried.
+
+>>> from paradnn import Real
+>>> max_batch(Real("resnet50"), dtype="bfloat16")["batch"]  # doctest: +SKIP
+256
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+import jax
+import numpy as np
+
+from paradnn.errors import ParadnnError, SpecError
+from paradnn.measure import MeasureSettings
+from paradnn.specs import ModelSpec, Workload
+
+# A short, cheap trial: it only has to show that the batch runs.
+TRIAL_SETTINGS = MeasureSettings(steps_per_call=2, warmup_calls=1, min_calls=2, max_calls=3,
+                                 cv_target=0.5, time_budget_s=1.0)
+
+
+def _tree_bytes(tree: Any) -> int:
+    return sum(math.prod(x.shape) * np.dtype(x.dtype).itemsize for x in jax.tree_util.tree_leaves(tree))
+
+
+def _peak_bytes(mem: Any) -> int:
+    # The runner's definition (record.METRICS "memory_peak_bytes"): XLA's peak where it reports
+    # one, else argument + output + temp - alias.
+    peak = getattr(mem, "peak_memory_in_bytes", 0)
+    if peak:
+        return int(peak)
+    return int(mem.argument_size_in_bytes + mem.output_size_in_bytes + mem.temp_size_in_bytes
+               - mem.alias_size_in_bytes)
+
+
+def _is_oom(exc: BaseException) -> bool:
+    text = f"{type(exc).__name__}: {exc}"
+    return isinstance(exc, MemoryError) or "RESOURCE_EXHAUSTED" in text or "out of memory" in text.lower()
+
+
+def _positive_int(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise SpecError(name, value, "a positive integer")
+    return int(value)
+
+
+def probe_batch(workload: Workload, memory_limit_bytes: int, settings: MeasureSettings = TRIAL_SETTINGS) -> dict[str, Any]:
+    """Whether ``workload`` fits in ``memory_limit_bytes`` (B, per device), without running it.
+
+    Returns ``{"batch", "fits", "floor_bytes", "peak_bytes", "compile_s", "reason"}``: the
+    resident floor (weights + optimizer state + gradients, B) from shapes, and the compiled
+    program's peak (B; None when the floor already fails or compilation ran out of memory).
+    """
+    from paradnn import workload as wl
+    from paradnn.models import build
+
+    model = build(workload.spec, workload.dtype)
+    optimizer_name = workload.optimizer or model.default_optimizer
+    mesh = wl.device_mesh(workload.devices)
+    state, batch = wl.abstract_inputs(workload, model, optimizer_name, mesh)
+    floor = _tree_bytes(state) + _tree_bytes(state["params"])
+    out: dict[str, Any] = {"batch": workload.batch, "fits": False, "floor_bytes": floor,
+                           "peak_bytes": None, "compile_s": None, "reason": ""}
+    if floor > memory_limit_bytes:
+        out["reason"] = f"weights+optimizer state+gradients {floor} B > limit {memory_limit_bytes} B"
+        return out
+    t0 = time.perf_counter()
+    try:
+        compiled = wl.jit_step(model, optimizer_name, mesh, steps=settings.steps_per_call).lower(state, batch).compile()
+    except Exception as exc:  # noqa: BLE001 - a compile-time OOM is an answer; anything else is not
+        if not _is_oom(exc):
+            raise
+        out["reason"] = f"compilation ran out of memory: {type(exc).__name__}: {str(exc)[:200]}"
+        return out
+    out["compile_s"] = time.perf_counter() - t0
+    mem = compiled.memory_analysis()
+    if mem is None:  # a backend without memory analysis: only the trial run can tell
+        out["fits"], out["reason"] = True, "no memory analysis on this backend; fit assumed until the trial run"
+        return out
+    out["peak_bytes"] = _peak_bytes(mem)
+    out["fits"] = out["peak_bytes"] <= memory_limit_bytes
+    out["reason"] = f"compiled peak {out['peak_bytes']} B {'<=' if out['fits'] else '>'} limit {memory_limit_bytes} B"
+    return out
+
+
+def max_batch(
+    spec: ModelSpec,
+    dtype: str = "float32",
+    optimizer: str | None = None,
+    devices: int = 1,
+    memory_limit_bytes: int | None = None,
+    start: int = 1,
+    limit: int = 65536,
+    trial: bool = True,
+    settings: MeasureSettings | None = None,
+) -> dict[str, Any]:
+    """The largest global batch ``start * 2**k <= limit`` whose training step fits in memory.
+
+    ``memory_limit_bytes`` is the memory of one device in bytes (default: what the device
+    reports, or its spec-sheet memory; a CPU reports none, so pass one there). ``start`` must be
+    a multiple of ``devices`` (the batch is split over them). With ``trial`` the chosen batch is
+    also run through :func:`paradnn.runner.run_workload` (``settings`` or a short default).
+
+    Returns a dict: ``batch`` (examples, None when not even ``start`` fits), ``memory_limit_bytes``
+    and ``limit_source`` ("argument" or "device"), ``probes`` (one dict per compiled batch, see
+    :func:`probe_batch`), ``trial_status`` (the trial record's status, None without a trial),
+    ``trial_examples_per_sec`` and ``trial_error``, and the workload fields (family, model,
+    dtype, optimizer, devices).
+    """
+    start = _positive_int("start", start)
+    limit = _positive_int("limit", limit)
+    if limit < start:
+        raise SpecError("limit", limit, f"an integer >= start={start}")
+    if start % _positive_int("devices", devices):
+        raise SpecError("start", start, f"a multiple of devices={devices}")
+    if memory_limit_bytes is None:
+        from paradnn import hardware
+
+        memory_limit_bytes = hardware.device_memory_bytes()
+        source = "device"
+        if memory_limit_bytes is None:
+            raise ParadnnError(
+                "memory_limit_bytes: this device reports no memory size (a CPU?); pass one "
+                "explicitly (paradnn maxbatch --memory-limit BYTES)")
+    else:
+        memory_limit_bytes = _positive_int("memory_limit_bytes", memory_limit_bytes)
+        source = "argument"
+    settings = settings or TRIAL_SETTINGS
+
+    probes: list[dict[str, Any]] = []
+    batch = start
+    best: int | None = None
+    while batch <= limit:
+        # Workload validates spec/dtype/optimizer/devices (SpecError on bad input).
+        probe = probe_batch(Workload(spec, batch, dtype, optimizer, devices), memory_limit_bytes, settings)
+        probes.append(probe)
+        if not probe["fits"]:
+            break
+        best, batch = batch, batch * 2
+
+    workload = Workload(spec, start, dtype, optimizer, devices)
+    result: dict[str, Any] = {
+        **{k: v for k, v in workload.to_dict().items() if k != "batch"},
+        "batch": best,
+        "memory_limit_bytes": memory_limit_bytes,
+        "limit_source": source,
+        "probes": probes,
+        "trial_status": None,
+        "trial_examples_per_sec": None,
+        "trial_error": None,
+    }
+    if best is None or not trial:
+        return result
+
+    from paradnn.runner import run_workload
+
+    while best is not None:
+        record = run_workload(Workload(spec, best, dtype, optimizer, devices), settings, memory_limit_bytes)
+        result.update(trial_status=record.status, trial_error=record.error,
+                      trial_examples_per_sec=record.metrics.get("examples_per_sec"))
+        if record.status != "oom":
+            break
+        best = best // 2 if best // 2 >= start else None
+    result["batch"] = best
+    return result
