@@ -149,19 +149,20 @@ def main() -> None:
               f"hand-written {results['lstm']['reference_examples_per_sec']:.1f} examples/s, "
               f"ratio {results['lstm']['ratio']:.3f} (target >= 0.95)")
     if args.only in (None, "gemm"):
-        utils, peaks = [], []
-        for _ in range(max(1, args.rounds // 2)):
+        # Interleaved rounds: the GEMM peak (best of 3 square products) and the FC step are
+        # measured back to back, so drifting CPU clocks on shared hosts hit both alike.
+        achieved, peaks = [], []
+        for _ in range(max(1, args.rounds)):
             peaks.append(measure_gemm("float32", sizes=(2048, 4096), reps=3))
             rec = paradnn.run(paradnn.FC(4, 4096, 4096, 1000), batch=4096, settings=HEAVY)
             assert rec.status == "ok", rec.error
-            utils.append(rec.metrics["flops_per_sec"])
-        peak = max(peaks)
-        achieved = statistics.median(utils)
-        results["gemm"] = {"measured_gemm_peak_flops": peak, "fc_flops_per_sec": achieved, "ratio": achieved / peak,
+            achieved.append(rec.metrics["flops_per_sec"])
+        peak, fc = statistics.median(peaks), statistics.median(achieved)
+        results["gemm"] = {"measured_gemm_peak_flops": peaks, "fc_flops_per_sec": achieved, "ratio": fc / peak,
                            "last_record": rec.to_dict()}
-        print(f"compute-bound FC(4, 4096, in 4096, out 1000, batch 4096, fp32): {achieved / 1e9:.1f} GFLOP/s "
-              f"(XLA-counted) vs measured GEMM peak {peak / 1e9:.1f} GFLOP/s in this run: "
-              f"{achieved / peak:.1%} (target >= 85%)")
+        print(f"compute-bound FC(4, 4096, in 4096, out 1000, batch 4096, fp32): {fc / 1e9:.1f} GFLOP/s "
+              f"(XLA-counted, median of {len(achieved)}) vs measured GEMM peak {peak / 1e9:.1f} GFLOP/s "
+              f"(median of per-round best-of-3): {fc / peak:.1%} (target >= 85%)")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1, default=str)

@@ -11,7 +11,6 @@ import json
 import os
 import platform as _platform
 import socket
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -85,16 +84,15 @@ def software_info() -> dict[str, Any]:
 
     import paradnn
 
-    tf_version = None
-    if "tensorflow" in sys.modules:  # never import TF just to report it
-        tf_version = sys.modules["tensorflow"].__version__
     return {
         "paradnn_version": paradnn.__version__,
         "jax_version": jax.__version__,
         "jaxlib_version": jaxlib.__version__,
         "flax_version": flax.__version__,
         "optax_version": optax.__version__,
-        "tf_version": tf_version,
+        # The JAX backend runs no TensorFlow; a TF backend will record its version here. Never
+        # "whatever happens to be imported": the version is part of the resume key.
+        "tf_version": None,
         "python_version": _platform.python_version(),
         "xla_flags": os.environ.get("XLA_FLAGS", ""),
     }

@@ -30,7 +30,10 @@ def _conv_flops(eqn) -> float:
     rhs_spec = dn.rhs_spec
     in_features = rhs.shape[rhs_spec[1]]
     kernel = math.prod(rhs.shape[d] for d in rhs_spec[2:])
-    return 2.0 * out * in_features * kernel  # in_features is already per feature group
+    # in_features is already per feature group. An input gradient of a strided conv is a conv
+    # over the input dilated with zeros (lhs_dilation): only 1 in prod(dilation) taps is real.
+    dilation = math.prod(eqn.params.get("lhs_dilation") or (1,))
+    return 2.0 * out * in_features * kernel / dilation
 
 
 def _jaxpr_flops(jaxpr) -> float:

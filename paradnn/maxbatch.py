@@ -19,39 +19,19 @@ device in a poor state; so the search is on compiled programs first:
 
 from __future__ import annotations
 
-import math
 import time
 from typing import Any
 
-import jax
 import numpy as np
 
 from paradnn.errors import ParadnnError, SpecError
 from paradnn.measure import MeasureSettings
+from paradnn.runner import is_oom, peak_bytes, state_bytes
 from paradnn.specs import ModelSpec, Workload
 
 # A short, cheap trial: it only has to show that the batch runs.
 TRIAL_SETTINGS = MeasureSettings(steps_per_call=2, warmup_calls=1, min_calls=2, max_calls=3,
                                  cv_target=0.5, time_budget_s=1.0)
-
-
-def _tree_bytes(tree: Any) -> int:
-    return sum(math.prod(x.shape) * np.dtype(x.dtype).itemsize for x in jax.tree_util.tree_leaves(tree))
-
-
-def _peak_bytes(mem: Any) -> int:
-    # The runner's definition (record.METRICS "memory_peak_bytes"): XLA's peak where it reports
-    # one, else argument + output + temp - alias.
-    peak = getattr(mem, "peak_memory_in_bytes", 0)
-    if peak:
-        return int(peak)
-    return int(mem.argument_size_in_bytes + mem.output_size_in_bytes + mem.temp_size_in_bytes
-               - mem.alias_size_in_bytes)
-
-
-def _is_oom(exc: BaseException) -> bool:
-    text = f"{type(exc).__name__}: {exc}"
-    return isinstance(exc, MemoryError) or "RESOURCE_EXHAUSTED" in text or "out of memory" in text.lower()
 
 
 def _positive_int(name: str, value: Any) -> int:
@@ -64,7 +44,7 @@ def probe_batch(workload: Workload, memory_limit_bytes: int, settings: MeasureSe
     """Whether ``workload`` fits in ``memory_limit_bytes`` (B, per device), without running it.
 
     Returns ``{"batch", "fits", "floor_bytes", "peak_bytes", "compile_s", "reason"}``: the
-    resident floor (weights + optimizer state + gradients, B) from shapes, and the compiled
+    resident floor (weights + optimizer state, B) from shapes, and the compiled
     program's peak (B; None when the floor already fails or compilation ran out of memory).
     """
     from paradnn import workload as wl
@@ -74,17 +54,17 @@ def probe_batch(workload: Workload, memory_limit_bytes: int, settings: MeasureSe
     optimizer_name = workload.optimizer or model.default_optimizer
     mesh = wl.device_mesh(workload.devices)
     state, batch = wl.abstract_inputs(workload, model, optimizer_name, mesh)
-    floor = _tree_bytes(state) + _tree_bytes(state["params"])
+    floor = state_bytes(state)
     out: dict[str, Any] = {"batch": workload.batch, "fits": False, "floor_bytes": floor,
                            "peak_bytes": None, "compile_s": None, "reason": ""}
     if floor > memory_limit_bytes:
-        out["reason"] = f"weights+optimizer state+gradients {floor} B > limit {memory_limit_bytes} B"
+        out["reason"] = f"weights+optimizer state {floor} B > limit {memory_limit_bytes} B"
         return out
     t0 = time.perf_counter()
     try:
         compiled = wl.jit_step(model, optimizer_name, mesh, steps=settings.steps_per_call).lower(state, batch).compile()
     except Exception as exc:  # noqa: BLE001 - a compile-time OOM is an answer; anything else is not
-        if not _is_oom(exc):
+        if not is_oom(exc):
             raise
         out["reason"] = f"compilation ran out of memory: {type(exc).__name__}: {str(exc)[:200]}"
         return out
@@ -93,7 +73,7 @@ def probe_batch(workload: Workload, memory_limit_bytes: int, settings: MeasureSe
     if mem is None:  # a backend without memory analysis: only the trial run can tell
         out["fits"], out["reason"] = True, "no memory analysis on this backend; fit assumed until the trial run"
         return out
-    out["peak_bytes"] = _peak_bytes(mem)
+    out["peak_bytes"] = peak_bytes(mem)
     out["fits"] = out["peak_bytes"] <= memory_limit_bytes
     out["reason"] = f"compiled peak {out['peak_bytes']} B {'<=' if out['fits'] else '>'} limit {memory_limit_bytes} B"
     return out

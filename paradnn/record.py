@@ -39,7 +39,7 @@ METRICS: dict[str, tuple[str, str]] = {
     "memory_argument_bytes": ("B", "XLA memory analysis, per device"),
     "memory_output_bytes": ("B", "XLA memory analysis, per device"),
     "memory_temp_bytes": ("B", "XLA memory analysis, per device"),
-    "memory_peak_bytes": ("B", "XLA memory analysis, per device (argument+output+temp-alias)"),
+    "memory_peak_bytes": ("B", "XLA memory analysis, per device: its peak, else argument+output+temp-alias"),
     "compile_s": ("s", "measured: wall time of ahead-of-time lowering and compilation"),
     "final_loss": ("1", "measured: loss after the last timed step"),
     "timed_calls": ("1", "measured: number of timed compiled calls"),

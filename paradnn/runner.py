@@ -18,6 +18,7 @@ import jax
 import numpy as np
 
 from paradnn import costs, hardware
+from paradnn.errors import ParadnnError, SpecError
 from paradnn.measure import MeasureSettings, time_calls
 from paradnn.models import ModelDef, build, count_from_shapes
 from paradnn.record import Record
@@ -32,14 +33,24 @@ def _context() -> tuple[dict[str, Any], dict[str, Any]]:
     return hardware.platform_info(), hardware.software_info()
 
 
-def _is_oom(exc: BaseException) -> bool:
+def is_oom(exc: BaseException) -> bool:
+    """Whether an exception means the device ran out of memory."""
     text = f"{type(exc).__name__}: {exc}"
-    return isinstance(exc, MemoryError) or "RESOURCE_EXHAUSTED" in text or "Out of memory" in text \
-        or "out of memory" in text
+    return isinstance(exc, MemoryError) or "RESOURCE_EXHAUSTED" in text or "out of memory" in text.lower()
 
 
-def _tree_bytes(tree: Any) -> int:
-    return sum(math.prod(x.shape) * np.dtype(x.dtype).itemsize for x in jax.tree_util.tree_leaves(tree))
+def state_bytes(state: Any) -> int:
+    """Bytes of a state tree (arrays or shapes). The weights and optimizer state are arguments
+    of the step, so this is a true lower bound on its memory. (Gradients are not: XLA fuses
+    them into the update without materializing them.)"""
+    return sum(math.prod(x.shape) * np.dtype(x.dtype).itemsize for x in jax.tree_util.tree_leaves(state))
+
+
+def peak_bytes(mem: Any) -> int:
+    """``memory_peak_bytes``: XLA's peak where it reports one, else argument + output + temp - alias."""
+    return int(getattr(mem, "peak_memory_in_bytes", 0)
+               or mem.argument_size_in_bytes + mem.output_size_in_bytes + mem.temp_size_in_bytes
+               - mem.alias_size_in_bytes)
 
 
 def run(
@@ -93,8 +104,6 @@ def run_workload(
     platform, software = _context()
     context = {"platform": platform, "software": software, "settings": settings.to_dict()}
     if workload.devices > platform["device_count"]:
-        from paradnn.errors import SpecError
-
         raise SpecError("devices", workload.devices, f"at most {platform['device_count']} on this host")
     limit = memory_limit_bytes if memory_limit_bytes is not None else hardware.device_memory_bytes()
     metrics: dict[str, Any] = {}
@@ -106,12 +115,11 @@ def run_workload(
         metrics["params"] = param_count(workload.spec, model)
         mesh = wl.device_mesh(workload.devices)
         state_shapes, batch_shapes = wl.abstract_inputs(workload, model, optimizer_name, mesh)
-        # Weights, optimizer state and gradients must all be resident: a lower bound on memory.
-        floor = _tree_bytes(state_shapes) + _tree_bytes(state_shapes["params"])
+        floor = state_bytes(state_shapes)
         if limit is not None and floor > limit:
             return Record.failed(
                 workload, "oom",
-                f"predicted before compiling: weights+optimizer state+gradients {floor} B > limit {limit} B",
+                f"predicted before compiling: weights+optimizer state {floor} B > limit {limit} B",
                 metrics=metrics, tags=tags, **context)
 
         t0 = time.perf_counter()
@@ -124,9 +132,7 @@ def run_workload(
                 memory_argument_bytes=int(mem.argument_size_in_bytes),
                 memory_output_bytes=int(mem.output_size_in_bytes),
                 memory_temp_bytes=int(mem.temp_size_in_bytes),
-                memory_peak_bytes=int(getattr(mem, "peak_memory_in_bytes", 0)
-                                      or mem.argument_size_in_bytes + mem.output_size_in_bytes
-                                      + mem.temp_size_in_bytes - mem.alias_size_in_bytes),
+                memory_peak_bytes=peak_bytes(mem),
             )
             if limit is not None and metrics["memory_peak_bytes"] > limit:
                 return Record.failed(
@@ -146,8 +152,10 @@ def run_workload(
         metrics.update(costs.xla_step_costs(workload, model, optimizer_name, compiled, settings.steps_per_call))
         metrics["model_flops_per_step"] = costs.model_flops_per_step(workload, model, optimizer_name)
         metrics.update(derived_metrics(metrics, workload, platform))
+    except ParadnnError:
+        raise  # bad input (e.g. an image too small for a zoo model) is the user's to fix, not data
     except Exception as exc:  # noqa: BLE001 - every failure becomes data
-        status = "oom" if _is_oom(exc) else "error"
+        status = "oom" if is_oom(exc) else "error"
         message = f"{type(exc).__name__}: {exc}"
         return Record.failed(workload, status, message[:4000], metrics=metrics, tags=tags, **context)
     return Record(status="ok", workload=workload.to_dict(), metrics=metrics, tags=tags, **context)

@@ -50,7 +50,7 @@ def test_nothing_fits_below_the_weights():
 def test_real_model_probe_from_shapes():
     # The zoo goes through the same path: VGG-16's 138 M float32 weights alone exceed 1 GiB.
     probe = probe_batch(Workload(Real("vgg16", image=32), 1), 1 << 30)
-    assert not probe["fits"] and probe["floor_bytes"] > 138_357_544 * 4 * 2
+    assert not probe["fits"] and probe["floor_bytes"] >= 138_357_544 * 4 * 2  # weights + momentum
 
 
 @pytest.mark.parametrize("kwargs, parameter", [

@@ -207,9 +207,18 @@ def _cmd_maxbatch(args: argparse.Namespace) -> int:
                        devices=workload.devices, memory_limit_bytes=limit)
     if args.json:
         print(json.dumps(result, default=str))
-    else:
-        for k, v in result.items():
-            print(f"{k:18s} {v}")
+        return 0
+    print(f"memory limit   {si(result['memory_limit_bytes'], 'B')} per device ({result['limit_source']})")
+    for p in result["probes"]:
+        verdict = "fits" if p["fits"] else "does not fit"
+        print(f"batch {p['batch']:>7}  {verdict:12s} {p['reason']}")
+    if result["batch"] is None:
+        print("largest batch  none: even the smallest batch does not fit")
+        return 1
+    trial = result.get("trial_status")
+    examples = result.get("trial_examples_per_sec")
+    print(f"largest batch  {result['batch']} (power of two; compiled memory analysis"
+          + (f", trial run {trial}" + (f" at {examples:.4g} examples/s" if examples else "") if trial else "") + ")")
     return 0
 
 
