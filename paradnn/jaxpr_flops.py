@@ -1,8 +1,8 @@
 """Analytic matmul/convolution FLOPs of a function, read from its jaxpr.
 
 Counts ``dot_general`` and ``conv_general_dilated`` (2 FLOPs per multiply-add) and multiplies
-the bodies of ``scan`` by their length and of ``while`` loops with a static trip count by it.
-No XLA optimization is involved, so this is the model's work as written.
+the bodies of ``scan`` by their length (``while`` bodies count once). Dead code is removed
+first; no other XLA optimization is involved, so this is the model's work as written.
 """
 
 from __future__ import annotations
@@ -57,4 +57,9 @@ def count_matmul_flops(fn: Callable, *args: Any) -> float:
     ``jax.ShapeDtypeStruct`` trees. A ``while`` loop body (fori_loop with dynamic bounds) is
     counted once."""
     closed = jax.make_jaxpr(fn)(*args)
-    return _jaxpr_flops(closed.jaxpr)
+    # Dead code is not work: XLA drops it (e.g. the data gradient a custom VJP computes for the
+    # first layer), so the count must too. dce_jaxpr is JAX-internal; jax is pinned < 0.11.
+    from jax._src.interpreters import partial_eval as pe
+
+    jaxpr, _ = pe.dce_jaxpr(closed.jaxpr, [True] * len(closed.jaxpr.outvars))
+    return _jaxpr_flops(jaxpr)

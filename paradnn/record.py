@@ -93,6 +93,7 @@ class Record:
             "time_utc": self.time_utc,
             "schema_version": self.schema_version,
             "kind": self.tags.get("kind", "generated"),
+            "task": self.tags.get("task"),  # real models: vision, detection, translation, ...
         }
         row.update(self.workload)
         row.update(self.platform)

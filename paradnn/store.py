@@ -48,7 +48,7 @@ _SETTINGS_FIELDS = ("steps_per_call", "warmup_calls", "min_calls", "max_calls", 
                     "time_budget_s")
 #: Columns :func:`load` always returns, in this order; fields a record adds come after them.
 COLUMNS: tuple[str, ...] = (
-    "key", "workload_key", "status", "error", "time_utc", "schema_version", "kind", "family",
+    "key", "workload_key", "status", "error", "time_utc", "schema_version", "kind", "task", "family",
     *_SPEC_FIELDS, "batch", "dtype", "optimizer", "devices",
     *PLATFORM_FIELDS, *SOFTWARE_FIELDS, *_SETTINGS_FIELDS, *METRICS,
 )
