@@ -144,10 +144,9 @@ def _cmd_probe(args: argparse.Namespace) -> int:
 
 
 def _families_table() -> list[dict[str, Any]]:
-    try:
-        from paradnn.grids import PAPER
-    except ImportError:  # grids not installed in a partial checkout
-        PAPER = {}
+    from paradnn.grids import PAPER
+    from paradnn.runner import DEFAULT_BATCH
+
     rows = []
     for family, (cls, help_text) in FAMILIES.items():
         if family == "real":
@@ -157,7 +156,7 @@ def _families_table() -> list[dict[str, Any]]:
             params.append({"name": f.name, "paper_range": _jsonable(PAPER.get(family, {}).get(f.name))})
         rows.append({"family": family, "description": help_text, "parameters": params,
                      "paper_batch": _jsonable(PAPER.get(family, {}).get("batch")),
-                     "default_batch": __import__("paradnn.runner", fromlist=["DEFAULT_BATCH"]).DEFAULT_BATCH[family]})
+                     "default_batch": DEFAULT_BATCH[family]})
     return rows
 
 
