@@ -15,8 +15,7 @@ import jax.numpy as jnp
 
 from paradnn.models.base import ModelDef
 from paradnn.models.registry import Entry, register
-from paradnn.models.zoo.layers import (IMAGENET_CLASSES, adaptive_avg_pool, classification_loss, conv,
-                                       image_batch, image_size, max_pool, no_length, real_tags)
+from paradnn.models.zoo.layers import IMAGENET_CLASSES, adaptive_avg_pool, conv, image_classifier, max_pool
 from paradnn.specs import Real
 
 
@@ -39,16 +38,7 @@ class AlexNet(nn.Module):
 
 
 def build(spec: Real, dtype: str) -> ModelDef:
-    no_length(spec)
-    image = image_size(spec, 224, 63)  # the smallest side that survives the three 3x3/2 pools
-    return ModelDef(
-        name=spec.model,
-        module=AlexNet(dtype=jnp.dtype(dtype)),
-        make_batch=image_batch(image, IMAGENET_CLASSES, dtype),
-        loss=classification_loss,
-        default_optimizer="momentum",
-        tags=real_tags("image_classification", image=image),
-    )
+    return image_classifier(spec, dtype, lambda d: AlexNet(dtype=d), min_image=63)  # the smallest side that survives the three 3x3/2 pools
 
 
 register(Entry(

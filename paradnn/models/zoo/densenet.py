@@ -17,8 +17,7 @@ import jax.numpy as jnp
 
 from paradnn.models.base import ModelDef
 from paradnn.models.registry import Entry, register
-from paradnn.models.zoo.layers import (IMAGENET_CLASSES, batch_norm, classification_loss, conv,
-                                       image_batch, image_size, max_pool, no_length, real_tags)
+from paradnn.models.zoo.layers import IMAGENET_CLASSES, batch_norm, conv, image_classifier, max_pool
 from paradnn.specs import Real
 
 GROWTH = 32
@@ -50,16 +49,7 @@ class DenseNet121(nn.Module):
 
 
 def build(spec: Real, dtype: str) -> ModelDef:
-    no_length(spec)
-    image = image_size(spec, 224, 32)
-    return ModelDef(
-        name=spec.model,
-        module=DenseNet121(dtype=jnp.dtype(dtype)),
-        make_batch=image_batch(image, IMAGENET_CLASSES, dtype),
-        loss=classification_loss,
-        default_optimizer="momentum",
-        tags=real_tags("image_classification", image=image),
-    )
+    return image_classifier(spec, dtype, lambda d: DenseNet121(dtype=d))
 
 
 register(Entry(

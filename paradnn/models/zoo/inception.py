@@ -21,8 +21,7 @@ import jax.numpy as jnp
 
 from paradnn.models.base import ModelDef, softmax_xent
 from paradnn.models.registry import Entry, register
-from paradnn.models.zoo.layers import (IMAGENET_CLASSES, batch_norm, conv, image_batch, image_size,
-                                       max_pool, no_length, real_tags)
+from paradnn.models.zoo.layers import IMAGENET_CLASSES, batch_norm, conv, image_classifier, max_pool
 from paradnn.specs import Real
 
 AUX_WEIGHT = 0.4
@@ -163,16 +162,7 @@ def loss(outputs: tuple[jax.Array, jax.Array], batch: dict[str, jax.Array]) -> j
 
 
 def build(spec: Real, dtype: str) -> ModelDef:
-    no_length(spec)
-    image = image_size(spec, 299, 75)
-    return ModelDef(
-        name=spec.model,
-        module=InceptionV3(dtype=jnp.dtype(dtype)),
-        make_batch=image_batch(image, IMAGENET_CLASSES, dtype),
-        loss=loss,
-        default_optimizer="rmsprop",
-        tags=real_tags("image_classification", image=image),
-    )
+    return image_classifier(spec, dtype, lambda d: InceptionV3(dtype=d), default_image=299, min_image=75, optimizer="rmsprop", loss=loss)
 
 
 register(Entry(

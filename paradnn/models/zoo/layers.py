@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 
 from paradnn.errors import SpecError
-from paradnn.models.base import softmax_xent
+from paradnn.models.base import ModelDef, softmax_xent
 from paradnn.specs import Real
 
 IMAGENET_CLASSES = 1000
@@ -115,3 +115,20 @@ def classification_loss(logits: jax.Array, batch: dict[str, jax.Array]) -> jax.A
 def real_tags(task: str, **extra: Any) -> dict[str, Any]:
     return {"kind": "real", "task": task, **extra}
 
+
+def image_classifier(spec: Real, dtype: str, make_module: Callable[[Any], nn.Module], *,
+                     default_image: int = 224, min_image: int = 32, optimizer: str = "momentum",
+                     loss: Callable | None = None) -> ModelDef:
+    """The ModelDef of an ImageNet classifier: square RGB images of ``spec.image`` pixels
+    (``default_image`` when 0, at least ``min_image``), 1000 classes, softmax cross-entropy
+    unless ``loss`` says otherwise. ``make_module(compute_dtype)`` builds the network."""
+    no_length(spec)
+    image = image_size(spec, default_image, min_image)
+    return ModelDef(
+        name=spec.model,
+        module=make_module(jnp.dtype(dtype)),
+        make_batch=image_batch(image, IMAGENET_CLASSES, dtype),
+        loss=loss or classification_loss,
+        default_optimizer=optimizer,
+        tags=real_tags("image_classification", image=image),
+    )

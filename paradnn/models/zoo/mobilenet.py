@@ -16,8 +16,7 @@ import jax.numpy as jnp
 
 from paradnn.models.base import ModelDef
 from paradnn.models.registry import Entry, register
-from paradnn.models.zoo.layers import (IMAGENET_CLASSES, batch_norm, classification_loss, conv,
-                                       image_batch, image_size, no_length, real_tags)
+from paradnn.models.zoo.layers import IMAGENET_CLASSES, batch_norm, conv, image_classifier
 from paradnn.specs import Real
 
 # (pointwise channels, depthwise stride) of the thirteen separable blocks
@@ -45,16 +44,7 @@ class MobileNetV1(nn.Module):
 
 
 def build(spec: Real, dtype: str) -> ModelDef:
-    no_length(spec)
-    image = image_size(spec, 224, 32)
-    return ModelDef(
-        name=spec.model,
-        module=MobileNetV1(dtype=jnp.dtype(dtype)),
-        make_batch=image_batch(image, IMAGENET_CLASSES, dtype),
-        loss=classification_loss,
-        default_optimizer="rmsprop",
-        tags=real_tags("image_classification", image=image),
-    )
+    return image_classifier(spec, dtype, lambda d: MobileNetV1(dtype=d), optimizer="rmsprop")
 
 
 register(Entry(

@@ -16,8 +16,7 @@ import jax.numpy as jnp
 
 from paradnn.models.base import ModelDef
 from paradnn.models.registry import Entry, register
-from paradnn.models.zoo.layers import (IMAGENET_CLASSES, batch_norm, classification_loss, conv,
-                                       image_batch, image_size, max_pool, no_length, real_tags)
+from paradnn.models.zoo.layers import IMAGENET_CLASSES, batch_norm, conv, image_classifier, max_pool
 from paradnn.specs import Real
 
 # name -> (block type, blocks per stage)
@@ -90,17 +89,7 @@ class ResNet(nn.Module):
 
 
 def build(spec: Real, dtype: str) -> ModelDef:
-    no_length(spec)
-    image = image_size(spec, 224, 32)  # 32x downsampling
-    block, blocks = DEPTHS[spec.model]
-    return ModelDef(
-        name=spec.model,
-        module=ResNet(block, blocks, dtype=jnp.dtype(dtype)),
-        make_batch=image_batch(image, IMAGENET_CLASSES, dtype),
-        loss=classification_loss,
-        default_optimizer="momentum",
-        tags=real_tags("image_classification", image=image),
-    )
+    return image_classifier(spec, dtype, lambda d: ResNet(*DEPTHS[spec.model], dtype=d), min_image=32)  # 32x downsampling
 
 
 _GMAC = {"resnet18": 1.82, "resnet50": 4.1, "resnet101": 7.8, "resnet152": 11.6}

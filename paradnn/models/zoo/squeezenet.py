@@ -17,8 +17,7 @@ import jax.numpy as jnp
 
 from paradnn.models.base import ModelDef
 from paradnn.models.registry import Entry, register
-from paradnn.models.zoo.layers import (IMAGENET_CLASSES, classification_loss, conv, image_batch,
-                                       image_size, max_pool, no_length, real_tags)
+from paradnn.models.zoo.layers import IMAGENET_CLASSES, conv, image_classifier, max_pool
 from paradnn.specs import Real
 
 # (squeeze, expand) channels of fire2..fire9; a max-pool follows fire4 and fire8.
@@ -56,16 +55,7 @@ class SqueezeNet(nn.Module):
 
 
 def build(spec: Real, dtype: str) -> ModelDef:
-    no_length(spec)
-    image = image_size(spec, 224, 35)
-    return ModelDef(
-        name=spec.model,
-        module=SqueezeNet(dtype=jnp.dtype(dtype)),
-        make_batch=image_batch(image, IMAGENET_CLASSES, dtype),
-        loss=classification_loss,
-        default_optimizer="momentum",
-        tags=real_tags("image_classification", image=image),
-    )
+    return image_classifier(spec, dtype, lambda d: SqueezeNet(dtype=d), min_image=35)
 
 
 register(Entry(

@@ -15,8 +15,7 @@ import jax.numpy as jnp
 
 from paradnn.models.base import ModelDef
 from paradnn.models.registry import Entry, register
-from paradnn.models.zoo.layers import (IMAGENET_CLASSES, adaptive_avg_pool, classification_loss, conv,
-                                       image_batch, image_size, no_length, real_tags)
+from paradnn.models.zoo.layers import IMAGENET_CLASSES, adaptive_avg_pool, conv, image_classifier
 from paradnn.specs import Real
 
 GROUPS = ((64, 2), (128, 2), (256, 3), (512, 3), (512, 3))  # (channels, convs)
@@ -40,16 +39,7 @@ class VGG16(nn.Module):
 
 
 def build(spec: Real, dtype: str) -> ModelDef:
-    no_length(spec)
-    image = image_size(spec, 224, 32)  # five 2x2 pools
-    return ModelDef(
-        name=spec.model,
-        module=VGG16(dtype=jnp.dtype(dtype)),
-        make_batch=image_batch(image, IMAGENET_CLASSES, dtype),
-        loss=classification_loss,
-        default_optimizer="momentum",
-        tags=real_tags("image_classification", image=image),
-    )
+    return image_classifier(spec, dtype, lambda d: VGG16(dtype=d), min_image=32)  # five 2x2 pools
 
 
 register(Entry(
