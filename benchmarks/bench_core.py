@@ -4,7 +4,7 @@ Each benchmark is a ratio against a reference measured in the same run, interlea
 load affects both sides alike. Not a test: run it and copy the printed table into
 docs/performance.md.
 
-    python benchmarks/bench_core.py [--rounds 5] [--only overhead|gemm|lstm] [--json out.json]
+    python benchmarks/bench_core.py [--rounds 5] [--only overhead|gemm|lstm|layouts|init] [--json out.json]
 """
 
 from __future__ import annotations
@@ -40,13 +40,29 @@ def _time_loop(step, state, batch, steps: int) -> float:
     return (time.perf_counter() - t0) / steps
 
 
+def _paradnn_rmsprop() -> optax.GradientTransformation:
+    return optax.rmsprop(0.1, decay=0.9, eps=1.0, momentum=0.9, eps_in_sqrt=True)
+
+
+def _hand_step(loss_fn, params):
+    """A jitted, donated (params, opt_state) -> (state, loss) step with ParaDnn's rmsprop."""
+    tx = _paradnn_rmsprop()
+
+    def step_impl(state, _):
+        params, opt = state
+        loss, g = jax.value_and_grad(loss_fn)(params)
+        upd, opt = tx.update(g, opt, params)
+        return (optax.apply_updates(params, upd), opt), loss
+
+    return jax.jit(step_impl, donate_argnums=0), (params, tx.init(params)), None
+
+
 def hand_fc(layers: int, nodes: int, inp: int, out: int, batch: int):
     """A minimal hand-written JAX MLP training step: same model, loss and optimizer as paradnn's FC."""
     key = jax.random.key(0)
     sizes = [inp] + [nodes] * layers + [out]
     init = jax.nn.initializers.glorot_uniform()
     params = [(init(jax.random.fold_in(key, i), (a, b)), jnp.zeros((b,))) for i, (a, b) in enumerate(zip(sizes, sizes[1:]))]
-    tx = optax.rmsprop(0.1, decay=0.9, eps=1.0, momentum=0.9, eps_in_sqrt=True)
     x = jax.random.uniform(key, (batch, inp), minval=-0.5, maxval=0.5)
     y = jax.random.randint(key, (batch,), 0, out)
 
@@ -57,14 +73,7 @@ def hand_fc(layers: int, nodes: int, inp: int, out: int, batch: int):
         logits = h @ params[-1][0] + params[-1][1]
         return optax.softmax_cross_entropy_with_integer_labels(logits, y).mean()
 
-    def step_impl(state, _):
-        params, opt = state
-        loss, g = jax.value_and_grad(loss_fn)(params)
-        upd, opt = tx.update(g, opt, params)
-        return (optax.apply_updates(params, upd), opt), loss
-
-    step = jax.jit(step_impl, donate_argnums=0)
-    return step, (params, tx.init(params)), None
+    return _hand_step(loss_fn, params)
 
 
 def hand_lstm(embed: int, length: int, vocab: int, batch: int):
@@ -79,7 +88,6 @@ def hand_lstm(embed: int, length: int, vocab: int, batch: int):
         "bo": jnp.zeros((vocab,)),
     }
     ids = jax.random.randint(key, (batch, length + 1), 0, vocab)
-    tx = optax.rmsprop(0.1, decay=0.9, eps=1.0, momentum=0.9, eps_in_sqrt=True)
 
     def loss_fn(p):
         xs = jnp.swapaxes(p["emb"][ids[:, :-1]], 0, 1)
@@ -96,14 +104,7 @@ def hand_lstm(embed: int, length: int, vocab: int, batch: int):
         logits = jnp.swapaxes(hs, 0, 1) @ p["wo"] + p["bo"]
         return optax.softmax_cross_entropy_with_integer_labels(logits, ids[:, 1:]).mean()
 
-    def step_impl(state, _):
-        p, opt = state
-        loss, g = jax.value_and_grad(loss_fn)(p)
-        upd, opt = tx.update(g, opt, p)
-        return (optax.apply_updates(p, upd), opt), loss
-
-    step = jax.jit(step_impl, donate_argnums=0)
-    return step, (params, tx.init(params)), None
+    return _hand_step(loss_fn, params)
 
 
 def interleaved(spec, batch: int, make_reference, rounds: int, settings: MeasureSettings = SETTINGS) -> dict:
@@ -129,10 +130,48 @@ def interleaved(spec, batch: int, make_reference, rounds: int, settings: Measure
     }
 
 
+def gemm_layouts(n: int = 4096, reps: int = 3) -> dict[str, float]:
+    """FLOP/s of the three product layouts of a dense layer's training step on this backend:
+    plain (forward), transposed LHS as XLA emits a weight gradient, and the transposed LHS
+    materialized first (what paradnn's FC does on CPU)."""
+    a = jax.random.normal(jax.random.key(0), (n, n))
+    b = jax.random.normal(jax.random.key(1), (n, n))
+    fns = {"a @ b": lambda a, b: a @ b, "a.T @ b": lambda a, b: a.T @ b,
+           "barrier(a.T) @ b": lambda a, b: jax.lax.optimization_barrier(a.T) @ b}
+    out = {}
+    for name, fn in fns.items():
+        f = jax.jit(fn)
+        jax.block_until_ready(f(a, b))
+        best = float("inf")
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            jax.block_until_ready(f(a, b))
+            best = min(best, time.perf_counter() - t0)
+        out[name] = 2.0 * n**3 / best
+    return out
+
+
+def init_compile() -> dict[str, float]:
+    """Seconds to compile and run the state initialization of a tiny bottleneck CNN with XLA's
+    default options and with the cheap CPU options paradnn uses for it."""
+    from paradnn import workload as wl
+    from paradnn.models import build
+
+    model = build(paradnn.CNN("bottleneck", 1, 4, 32, 5))
+    key = jax.random.key(wl.SEED)
+    out = {}
+    for name, options in (("default", None), ("cheap", wl._CHEAP_CPU_COMPILE)):
+        t0 = time.perf_counter()
+        compiled = jax.jit(wl._init_fn(model, "rmsprop")).lower(key).compile(options)
+        jax.block_until_ready(compiled(key))
+        out[name] = time.perf_counter() - t0
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--only", choices=["overhead", "gemm", "lstm"], default=None)
+    parser.add_argument("--only", choices=["overhead", "gemm", "lstm", "layouts", "init"], default=None)
     parser.add_argument("--json", default=None, help="write the results here")
     args = parser.parse_args()
     results = {}
@@ -163,6 +202,14 @@ def main() -> None:
         print(f"compute-bound FC(4, 4096, in 4096, out 1000, batch 4096, fp32): {fc / 1e9:.1f} GFLOP/s "
               f"(XLA-counted, median of {len(achieved)}) vs measured GEMM peak {peak / 1e9:.1f} GFLOP/s "
               f"(median of per-round best-of-3): {fc / peak:.1%} (target >= 85%)")
+    if args.only in (None, "layouts"):
+        results["layouts"] = gemm_layouts()
+        print("float32 4096^2 products, best of 3: " + ", ".join(
+            f"{k} {v / 1e9:.1f} GFLOP/s" for k, v in results["layouts"].items()))
+    if args.only in (None, "init"):
+        results["init"] = init_compile()
+        print(f"tiny bottleneck CNN state init (compile + run): default options "
+              f"{results['init']['default']:.1f} s, cheap CPU options {results['init']['cheap']:.1f} s")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1, default=str)

@@ -8,7 +8,6 @@ ones and bump ``SCHEMA_VERSION`` only when a field's meaning changes.
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as _dt
 from dataclasses import dataclass, field
 from typing import Any
@@ -108,6 +107,3 @@ class Record:
         """A record for a run that did not produce metrics (oom, error, timeout, crashed)."""
         assert status in STATUSES and status != "ok", status
         return cls(status=status, workload=workload.to_dict(), error=error, **context)
-
-    def replace(self, **changes: Any) -> "Record":
-        return dataclasses.replace(self, **changes)

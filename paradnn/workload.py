@@ -52,10 +52,6 @@ class Prepared:
     step: Callable  # jitted (state, batch) -> (state, loss)
     mesh: jax.sharding.Mesh | None
 
-    def multi_step(self, steps: int) -> Callable:
-        """A jitted function running ``steps`` training steps in one call, state donated."""
-        return jit_step(self.model, self.optimizer_name, self.mesh, steps)
-
 
 def _step_fn(model: ModelDef, optimizer_name: str) -> Callable:
     tx = make_optimizer(optimizer_name)
