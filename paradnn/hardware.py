@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import platform as _platform
+import re
 import socket
 import time
 from pathlib import Path
@@ -19,37 +20,71 @@ import jax
 import jax.numpy as jnp
 
 T = 1e12
-# JAX device_kind substring (lower case) -> (per-device FLOP/s by dtype, per-device bytes/s, memory B).
-# Dense peaks (REFERENCE.md section 4), never "sparse" ones. TPU v2/v3 chips expose one JAX
-# device per TensorCore, so the chip figures are halved. TPU float32 matmuls run as bfloat16
-# passes at default precision, and JAX's default float32 matmul on Ampere/Hopper uses TF32
-# tensor cores: those float32 peaks are the ones that the default precision can reach.
+# Vendor peak of one JAX device: "flops" {dtype: FLOP/s} (what utilization divides by), "bw"
+# (memory bandwidth, B/s), "mem" (device memory, B). Dense peaks, never "sparse" ones. TPU v2/v3
+# chips expose one JAX device per TensorCore, so the chip figures are halved. TPU float32
+# matmuls run as bfloat16 passes at default precision, and JAX's default float32 matmul on
+# Ampere/Hopper uses TF32 tensor cores (JAX's "Matmul precision" docs: "TF32 on recent GPUs"
+# unless jax_default_matmul_precision asks for more): those float32 peaks are the ones the
+# default precision can reach. The GPU entries also record "float32_full", the non-tensor-core
+# FP32 peak that precision="highest" (true float32) is bounded by; utilization never divides by
+# it.
+# NVIDIA datasheets print tensor-core peaks "with sparsity"; the dense figures here are half.
+#   H100 SXM/PCIe/NVL: NVIDIA H100 Tensor Core GPU datasheet (nvidia.com/en-us/data-center/h100):
+#     SXM 67 FP32, 989 TF32*, 1979 BF16/FP16*, 3.35 TB/s, 80 GB; PCIe 51, 756*, 1513*, 2.0 TB/s,
+#     80 GB; NVL 60, 835*, 1671*, 3.9 TB/s, 94 GB (* sparse).
+#   H200 SXM/NVL: NVIDIA H200 Tensor Core GPU datasheet (nvidia.com/en-us/data-center/h200):
+#     SXM 67, 989*, 1979*, 4.8 TB/s, 141 GB; NVL 60, 835*, 1671*, 4.8 TB/s, 141 GB.
 PEAKS: dict[str, dict[str, Any]] = {
     "tpu v2": {"flops": {"bfloat16": 45 * T / 2, "float32": 45 * T / 2}, "bw": 600e9 / 2, "mem": 8 * 2**30},
     "tpu v3": {"flops": {"bfloat16": 123 * T / 2, "float32": 123 * T / 2}, "bw": 900e9 / 2, "mem": 16 * 2**30},
     "tpu v4": {"flops": {"bfloat16": 275 * T, "float32": 275 * T}, "bw": 1200e9, "mem": 32 * 2**30},
-    "tpu v5 lite": {"flops": {"bfloat16": 197 * T, "float32": 197 * T}, "bw": 819e9, "mem": 16e9},
     "tpu v5e": {"flops": {"bfloat16": 197 * T, "float32": 197 * T}, "bw": 819e9, "mem": 16e9},
     "tpu v5p": {"flops": {"bfloat16": 459 * T, "float32": 459 * T}, "bw": 2765e9, "mem": 95e9},
-    "tpu v6 lite": {"flops": {"bfloat16": 918 * T, "float32": 918 * T}, "bw": 1638e9, "mem": 32e9},
     "tpu v6e": {"flops": {"bfloat16": 918 * T, "float32": 918 * T}, "bw": 1638e9, "mem": 32e9},
-    "v100": {"flops": {"float16": 125 * T, "bfloat16": 15.7 * T, "float32": 15.7 * T}, "bw": 900e9, "mem": 16e9},
-    "a100": {"flops": {"float16": 312 * T, "bfloat16": 312 * T, "float32": 156 * T}, "bw": 2039e9, "mem": 80e9},
-    "h100": {"flops": {"float16": 989 * T, "bfloat16": 989 * T, "float32": 495 * T}, "bw": 3.35e12, "mem": 80e9},
-    "h200": {"flops": {"float16": 989 * T, "bfloat16": 989 * T, "float32": 495 * T}, "bw": 4.8e12, "mem": 141e9},
+    "v100": {"flops": {"float16": 125 * T, "bfloat16": 15.7 * T, "float32": 15.7 * T}, "float32_full": 15.7 * T,
+             "bw": 900e9, "mem": 16e9},
+    "a100": {"flops": {"float16": 312 * T, "bfloat16": 312 * T, "float32": 156 * T}, "float32_full": 19.5 * T,
+             "bw": 2039e9, "mem": 80e9},
+    "h100 sxm": {"flops": {"float16": 989 * T, "bfloat16": 989 * T, "float32": 495 * T}, "float32_full": 67 * T,
+                 "bw": 3.35e12, "mem": 80e9},
+    "h100 pcie": {"flops": {"float16": 756 * T, "bfloat16": 756 * T, "float32": 378 * T}, "float32_full": 51 * T,
+                  "bw": 2.0e12, "mem": 80e9},
+    "h100 nvl": {"flops": {"float16": 835 * T, "bfloat16": 835 * T, "float32": 418 * T}, "float32_full": 60 * T,
+                 "bw": 3.9e12, "mem": 94e9},
+    "h200 sxm": {"flops": {"float16": 989 * T, "bfloat16": 989 * T, "float32": 495 * T}, "float32_full": 67 * T,
+                 "bw": 4.8e12, "mem": 141e9},
+    "h200 nvl": {"flops": {"float16": 835 * T, "bfloat16": 835 * T, "float32": 418 * T}, "float32_full": 60 * T,
+                 "bw": 4.8e12, "mem": 141e9},
 }
-# Order matters: "tpu v5p" must be tried before the generic "tpu v5" forms.
-_KIND_ORDER = ["tpu v5p", "tpu v5 lite", "tpu v5e", "tpu v6 lite", "tpu v6e", "tpu v2", "tpu v3", "tpu v4",
-               "h200", "h100", "a100", "v100"]
+# How JAX device_kind strings map to PEAKS entries: the first rule whose words all appear as
+# whole words of the lower-cased kind wins (words split at anything not a letter or digit), so
+# "NVIDIA H100 PCIe" never falls into the SXM entry and "NVIDIA GH200 480GB" is not an H200.
+# Kinds CUDA reports (JAX's device_kind is the CUDA device name): "NVIDIA H100 80GB HBM3" (SXM;
+# the PCIe card has HBM2e), "NVIDIA H100 PCIe", "NVIDIA H100 NVL", "NVIDIA H200",
+# "NVIDIA H200 NVL". An H100 kind that names neither form nor HBM3 gets no spec entry (the
+# measured probe is used) rather than a guess. A plain "NVIDIA H200" is taken as the SXM part.
+_KIND_ORDER: list[tuple[str, tuple[str, ...]]] = [
+    ("tpu v5p", ("tpu", "v5p")), ("tpu v5e", ("tpu", "v5", "lite")), ("tpu v5e", ("tpu", "v5e")),
+    ("tpu v6e", ("tpu", "v6", "lite")), ("tpu v6e", ("tpu", "v6e")),
+    ("tpu v2", ("tpu", "v2")), ("tpu v3", ("tpu", "v3")), ("tpu v4", ("tpu", "v4")),
+    ("h100 nvl", ("h100", "nvl")), ("h100 pcie", ("h100", "pcie")),
+    ("h100 sxm", ("h100", "sxm")), ("h100 sxm", ("h100", "sxm5")), ("h100 sxm", ("h100", "hbm3")),
+    ("h200 nvl", ("h200", "nvl")), ("h200 sxm", ("h200",)),
+    ("a100", ("a100",)), ("v100", ("v100",)),
+]
 
 CACHE_PATH = Path(os.environ.get("PARADNN_CACHE", Path.home() / ".cache" / "paradnn")) / "probe.json"
 
 
 def spec_peak(device_kind: str) -> dict[str, Any] | None:
-    """The vendor peak entry for a JAX device kind, or None for unknown devices (CPUs)."""
-    kind = device_kind.lower()
-    for name in _KIND_ORDER:
-        if name in kind:
+    """The vendor peak entry for a JAX device kind (see ``_KIND_ORDER``), or None for devices
+    without one (CPUs, unknown accelerators, and MIG slices, which get a fraction of the chip)."""
+    words = set(re.split(r"[^a-z0-9]+", device_kind.lower()))
+    if "mig" in words:
+        return None
+    for name, needed in _KIND_ORDER:
+        if words.issuperset(needed):
             return PEAKS[name]
     return None
 

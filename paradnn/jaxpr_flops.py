@@ -1,8 +1,12 @@
 """Analytic matmul/convolution FLOPs of a function, read from its jaxpr.
 
 Counts ``dot_general`` and ``conv_general_dilated`` (2 FLOPs per multiply-add) and multiplies
-the bodies of ``scan`` by their length (``while`` bodies count once). Dead code is removed
-first; no other XLA optimization is involved, so this is the model's work as written.
+the bodies of ``scan`` by their length (``while`` bodies count once). Dead code is not counted;
+no other XLA optimization is involved, so this is the model's work as written.
+
+Only public JAX API is used (``jax.make_jaxpr`` and ``jax.extend.core``), so the count works
+unchanged on jax 0.10 through 0.12: the dead-code pass is this module's own, not JAX's internal
+``dce_jaxpr``.
 """
 
 from __future__ import annotations
@@ -36,20 +40,72 @@ def _conv_flops(eqn) -> float:
     return 2.0 * out * in_features * kernel / dilation
 
 
-def _jaxpr_flops(jaxpr) -> float:
+def _is_var(v) -> bool:
+    # Literals (constants inlined into an equation) carry no data flow.
+    return isinstance(v, jcore.Var) and not isinstance(v, jcore.Literal)
+
+
+def _sub(param) -> jcore.Jaxpr:
+    return param.jaxpr if isinstance(param, jcore.ClosedJaxpr) else param
+
+
+def _live_flops(jaxpr, used_out: list[bool]) -> tuple[float, list[bool]]:
+    """FLOPs of the equations of ``jaxpr`` that the used outputs depend on, and which inputs
+    they read.
+
+    A backwards liveness walk: an equation is kept when one of its outputs is live or when it
+    has effects (JAX keeps those too); its variable inputs then become live. Calls whose body
+    maps inputs and outputs one to one (jit, remat, custom_jvp/custom_vjp calls) and ``scan``
+    are walked with the caller's liveness, so a dead output of a jitted or scanned function is
+    not work either.
+    """
+    live = {v for v, u in zip(jaxpr.outvars, used_out) if u and _is_var(v)}
     total = 0.0
-    for eqn in jaxpr.eqns:
-        name = eqn.primitive.name
-        if name == "dot_general":
-            total += _dot_flops(eqn)
-        elif name == "conv_general_dilated":
-            total += _conv_flops(eqn)
-        elif name == "scan":
-            total += eqn.params["length"] * _jaxpr_flops(eqn.params["jaxpr"].jaxpr)
-        else:
-            for sub in jcore.jaxprs_in_params(eqn.params):
-                total += _jaxpr_flops(sub)
-    return total
+    for eqn in reversed(jaxpr.eqns):
+        outs = [_is_var(v) and v in live for v in eqn.outvars]
+        if not any(outs) and not eqn.effects:
+            continue
+        flops, used_in = _eqn_flops(eqn, outs if not eqn.effects else [True] * len(outs))
+        total += flops
+        live.update(v for v, u in zip(eqn.invars, used_in) if u and _is_var(v))
+    return total, [v in live for v in jaxpr.invars]
+
+
+def _eqn_flops(eqn, outs: list[bool]) -> tuple[float, list[bool]]:
+    """FLOPs of one live equation given which of its outputs are live; which inputs it reads."""
+    name = eqn.primitive.name
+    every_input = [True] * len(eqn.invars)
+    if name == "dot_general":
+        return _dot_flops(eqn), every_input
+    if name == "conv_general_dilated":
+        return _conv_flops(eqn), every_input
+    if name == "scan":
+        return _scan_flops(eqn, outs)
+    subs = [_sub(j) for j in jcore.jaxprs_in_params(eqn.params)]
+    if len(subs) == 1 and len(subs[0].invars) == len(eqn.invars) and len(subs[0].outvars) == len(eqn.outvars):
+        return _live_flops(subs[0], outs)  # a call: body inputs/outputs are the equation's
+    # Anything else (while, cond, unknown higher-order primitives): every body counts in full,
+    # once; a while body therefore counts once whatever its trip count.
+    return sum(_live_flops(j, [True] * len(j.outvars))[0] for j in subs), every_input
+
+
+def _scan_flops(eqn, outs: list[bool]) -> tuple[float, list[bool]]:
+    """A scan body times its length. Body inputs are consts, carry, xs; outputs carry, ys. A
+    carry is live when its final value is used or when a live part of the body reads it in the
+    next iteration: iterate to the fixed point."""
+    body = eqn.params["jaxpr"].jaxpr
+    n_consts, n_carry = eqn.params["num_consts"], eqn.params["num_carry"]
+    carry, ys = list(outs[:n_carry]), list(outs[n_carry:])
+    while True:
+        flops, used_in = _live_flops(body, carry + ys)
+        carry_in = used_in[n_consts:n_consts + n_carry]
+        grown = [a or b for a, b in zip(carry, carry_in)]
+        if grown == carry:
+            break
+        carry = grown
+    # The carry inputs of the equation are live when the body reads them or they are passed out.
+    used_in = used_in[:n_consts] + carry + used_in[n_consts + n_carry:]
+    return eqn.params["length"] * flops, used_in
 
 
 def count_matmul_flops(fn: Callable, *args: Any) -> float:
@@ -58,8 +114,6 @@ def count_matmul_flops(fn: Callable, *args: Any) -> float:
     counted once."""
     closed = jax.make_jaxpr(fn)(*args)
     # Dead code is not work: XLA drops it (e.g. the data gradient a custom VJP computes for the
-    # first layer), so the count must too. dce_jaxpr is JAX-internal; jax is pinned < 0.11.
-    from jax._src.interpreters import partial_eval as pe
-
-    jaxpr, _ = pe.dce_jaxpr(closed.jaxpr, [True] * len(closed.jaxpr.outvars))
-    return _jaxpr_flops(jaxpr)
+    # first layer), so the count must too.
+    flops, _ = _live_flops(closed.jaxpr, [True] * len(closed.jaxpr.outvars))
+    return flops
