@@ -94,7 +94,7 @@ def _scan_flops(eqn, outs: list[bool]) -> tuple[float, list[bool]]:
     carry is live when its final value is used or when a live part of the body reads it in the
     next iteration: iterate to the fixed point."""
     body = eqn.params["jaxpr"].jaxpr
-    n_consts, n_carry = eqn.params["num_consts"], eqn.params["num_carry"]
+    n_consts, n_carry = _scan_split(eqn.params)
     carry, ys = list(outs[:n_carry]), list(outs[n_carry:])
     while True:
         flops, used_in = _live_flops(body, carry + ys)
@@ -106,6 +106,20 @@ def _scan_flops(eqn, outs: list[bool]) -> tuple[float, list[bool]]:
     # The carry inputs of the equation are live when the body reads them or they are passed out.
     used_in = used_in[:n_consts] + carry + used_in[n_consts + n_carry:]
     return eqn.params["length"] * flops, used_in
+
+
+def _scan_split(params: dict[str, Any]) -> tuple[int, int]:
+    """(number of consts, number of carries) of a scan equation. jax 0.10/0.11 give them as
+    ``num_consts``/``num_carry``; jax 0.12 replaced those with ``ft_in``, a flat tree of
+    (consts, carry, xs) whose parts have a length. Both forms are tested (tests/test_jaxpr_flops.py
+    runs under each supported jax in CI and in the GPU image)."""
+    if "num_consts" in params:
+        return int(params["num_consts"]), int(params["num_carry"])
+    if "ft_in" in params:
+        consts, carry, _ = params["ft_in"].unpack()
+        return len(consts), len(carry)
+    raise NotImplementedError(f"scan parameters of jax {jax.__version__} are not known to paradnn: "
+                              f"{sorted(params)}; supported: jax 0.10 to 0.12")
 
 
 def count_matmul_flops(fn: Callable, *args: Any) -> float:
