@@ -22,3 +22,18 @@ def tiny_settings() -> MeasureSettings:
 def paradnn_cmd() -> list[str]:
     """The installed console script's equivalent, run with this interpreter."""
     return [sys.executable, "-m", "paradnn"]
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests marked ``gpu`` run only where the default JAX backend is an NVIDIA GPU; elsewhere
+    they skip with the reason (never silently)."""
+    gpu_items = [item for item in items if item.get_closest_marker("gpu")]
+    if not gpu_items:
+        return
+    import jax
+
+    platform = jax.devices()[0].platform
+    if platform != "gpu":
+        skip = pytest.mark.skip(reason=f"needs an NVIDIA GPU (jax default backend is {platform})")
+        for item in gpu_items:
+            item.add_marker(skip)

@@ -1,0 +1,68 @@
+"""Checks that need an NVIDIA GPU as the default JAX backend (``-m gpu``). Elsewhere every test
+here skips with the reason (tests/conftest.py). Kept tiny: benchmarks/gpu_validation.sh does the
+measurements at full size."""
+
+import math
+
+import jax
+import pytest
+
+import paradnn
+from paradnn import FC, Workload, hardware, profile
+
+pytestmark = pytest.mark.gpu
+
+
+def _stats() -> dict:
+    return jax.devices()[0].memory_stats() or {}
+
+
+def test_the_device_kind_has_a_spec_peak():
+    kind = jax.devices()[0].device_kind
+    assert hardware.spec_peak(kind) is not None, f"no PEAKS entry matches device kind {kind!r}"
+    for dtype in ("float32", "bfloat16", "float16"):
+        flops, bw, source = hardware.peaks(kind, dtype, "gpu")
+        assert source == "spec" and flops > 0 and bw > 0
+
+
+def test_device_memory_comes_from_the_runtime():
+    # The allocator's limit (a fraction of the board's memory, XLA_PYTHON_CLIENT_MEM_FRACTION)
+    # is what a config must fit in; the spec sheet's memory is only the fallback.
+    limit = _stats().get("bytes_limit")
+    assert limit, "memory_stats() reports no bytes_limit"
+    assert hardware.device_memory_bytes() == int(limit)
+    spec = hardware.spec_peak(jax.devices()[0].device_kind)
+    if spec is not None:
+        assert 0.3 * spec["mem"] <= limit <= 1.1 * spec["mem"]
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_half_precision_fc_runs_within_the_peak(dtype, tiny_settings):
+    record = paradnn.run(FC(2, 1024, 1024, 1024), batch=1024, dtype=dtype, settings=tiny_settings)
+    assert record.status == "ok", record.error
+    m = record.metrics
+    assert m["peak_source"] == "spec"
+    assert 0 < m["flops_utilization"] <= 1.0
+    assert math.isfinite(m["final_loss"])
+
+
+def test_oom_is_predicted_above_device_memory_without_allocating(tiny_settings):
+    before = _stats().get("peak_bytes_in_use", 0)
+    # 64 layers of 16384^2 float32 weights: 68.7 GB of weights alone, plus optimizer state.
+    weights = paradnn.run(FC(64, 16384, 1024, 1000), batch=64, settings=tiny_settings)
+    assert weights.status == "oom" and "before compiling" in weights.error
+    # Weights + state ~26 GB fit; 32 saved activations of 131072 x 8192 float32 (4.3 GB each) do not.
+    acts = paradnn.run(FC(32, 8192, 8192, 1000), batch=131072, settings=tiny_settings)
+    assert acts.status == "oom" and "memory analysis" in acts.error, acts.error
+    assert acts.metrics["memory_peak_bytes"] > hardware.device_memory_bytes()
+    # Neither allocated its state: the device's peak use did not grow by a gigabyte.
+    assert _stats().get("peak_bytes_in_use", 0) - before < 1e9
+
+
+def test_profile_times_operations_from_device_events():
+    ops = profile.capture(Workload(FC(2, 1024, 1024, 1024), 512), steps=2, warmup=1)
+    assert ops.attrs["backend"] == "gpu" and not ops.attrs["approximate"]
+    assert (ops["time_s"] > 0).all()
+    # The matmuls (cuBLAS/Triton kernels) are found in the trace and carry their HLO FLOPs.
+    assert ops.attrs["flops_matched_fraction"] > 0.5
+    assert ops["flops"].sum() > 0
