@@ -1,0 +1,121 @@
+"""ResNet-50 training throughput: paradnn's measurement against a hand-written Flax training loop
+of the same network, in the same process (issue 11's harness check on a GPU; target >= 0.97x).
+
+The reference is what a Flax user writes: the same ``nn.Module`` (paradnn's ResNet-50, so the
+comparison is the harness, not two models), SGD with momentum 0.9 (paradnn's default optimizer
+for ResNet-50), float32 softmax cross-entropy, a jitted step with the state donated, and a plain
+Python loop over one synthetic batch. It is timed before and after paradnn's run (interleaved),
+and the ratio is paradnn's examples/s over the mean of the two.
+
+    python benchmarks/bench_resnet_loop.py [--batch 256] [--image 224] [--dtype bfloat16]
+        [--steps 30] [--json out.json]
+
+On a CPU use tiny sizes (``--batch 2 --image 32 --steps 2``): the code paths are the same.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import optax
+
+import paradnn
+from paradnn.measure import MeasureSettings
+from paradnn.models import build
+
+
+def hand_written_loop(spec: paradnn.Real, batch: int, dtype: str):
+    """(jitted donated step, initial state, batch) of a plain Flax training loop of ``spec``."""
+    model = build(spec, dtype)
+    module, image = model.module, model.tags["image"]
+    key_init, key_x, key_y = jax.random.split(jax.random.key(1), 3)
+    x = jax.random.normal(key_x, (batch, image, image, 3), jnp.float32).astype(dtype)
+    y = jax.random.randint(key_y, (batch,), 0, 1000)
+    variables = jax.jit(lambda k: module.init(k, x[:1], train=False))(key_init)
+    tx = optax.sgd(0.1, momentum=0.9)
+    state = {"params": variables["params"], "batch_stats": variables["batch_stats"],
+             "opt": tx.init(variables["params"])}
+
+    def train_step(state, x, y):
+        def loss_fn(params):
+            logits, updates = module.apply({"params": params, "batch_stats": state["batch_stats"]}, x,
+                                           train=True, mutable=["batch_stats"])
+            loss = optax.softmax_cross_entropy_with_integer_labels(logits.astype(jnp.float32), y).mean()
+            return loss, updates["batch_stats"]
+
+        (loss, stats), grads = jax.value_and_grad(loss_fn, has_aux=True)(state["params"])
+        updates, opt = tx.update(grads, state["opt"], state["params"])
+        return {"params": optax.apply_updates(state["params"], updates), "batch_stats": stats, "opt": opt}, loss
+
+    return jax.jit(train_step, donate_argnums=0), state, (x, y)
+
+
+def time_loop(step, state, data, steps: int) -> tuple[float, Any, float]:
+    """Seconds per step over ``steps`` steps after two warm-up steps; returns the state too."""
+    for _ in range(2):
+        state, loss = step(state, *data)
+    jax.block_until_ready((state, loss))
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        state, loss = step(state, *data)
+    jax.block_until_ready((state, loss))
+    return (time.perf_counter() - t0) / steps, state, float(loss)
+
+
+def compare(batch: int, image: int, dtype: str, steps: int, settings: MeasureSettings) -> dict[str, Any]:
+    spec = paradnn.Real("resnet50", image=image)
+    t0 = time.perf_counter()
+    step, state, data = hand_written_loop(spec, batch, dtype)
+    before, state, loss_before = time_loop(step, state, data, steps)
+    hand_setup_s = time.perf_counter() - t0
+    record = paradnn.run(spec, batch=batch, dtype=dtype, settings=settings)
+    if record.status != "ok":
+        raise SystemExit(f"paradnn run failed: {record.status}: {record.error}")
+    after, state, loss_after = time_loop(step, state, data, steps)
+    hand = batch / ((before + after) / 2)
+    ours = record.metrics["examples_per_sec"]
+    return {
+        "model": "resnet50", "batch": batch, "image": image, "dtype": dtype,
+        "device_kind": jax.devices()[0].device_kind, "backend": jax.default_backend(),
+        "paradnn_examples_per_sec": ours,
+        "hand_examples_per_sec": hand,
+        "hand_examples_per_sec_before_after": [batch / before, batch / after],
+        "hand_steps_timed": steps, "hand_final_loss": loss_after, "hand_setup_s": hand_setup_s,
+        "ratio": ours / hand, "target_ratio": 0.97,
+        "paradnn_flops_utilization": record.metrics.get("flops_utilization"),
+        "paradnn_peak_source": record.metrics.get("peak_source"),
+        "paradnn_record": record.to_dict(),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--batch", type=int, default=256, help="examples per step")
+    parser.add_argument("--image", type=int, default=224, help="image side in pixels")
+    parser.add_argument("--dtype", default="bfloat16")
+    parser.add_argument("--steps", type=int, default=30, help="timed steps of the hand-written loop, per side")
+    parser.add_argument("--time-budget", type=float, default=5.0, help="paradnn time_budget_s (s)")
+    parser.add_argument("--json", default=None, help="write the result here")
+    args = parser.parse_args(argv)
+    settings = MeasureSettings(steps_per_call=5, warmup_calls=1, min_calls=3, max_calls=50,
+                               cv_target=0.02, time_budget_s=args.time_budget)
+    result = compare(args.batch, args.image, args.dtype, args.steps, settings)
+    print(f"ResNet-50 {args.dtype} batch {args.batch} image {args.image} on {result['device_kind']}: "
+          f"paradnn {result['paradnn_examples_per_sec']:.1f} examples/s, hand-written Flax loop "
+          f"{result['hand_examples_per_sec']:.1f} examples/s (before/after "
+          f"{result['hand_examples_per_sec_before_after'][0]:.1f}/{result['hand_examples_per_sec_before_after'][1]:.1f}), "
+          f"ratio {result['ratio']:.3f} (target >= 0.97)")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(result, f, indent=1, default=str)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,316 @@
+#!/usr/bin/env bash
+# The whole GPU check of paradnn in one command (issue 11), for one NVIDIA H100/H200 with
+# paradnn installed (`pip install --no-deps -e .` in an image that has jax with a CUDA plugin,
+# flax, optax, pandas, pyarrow, matplotlib, scikit-learn, pyyaml, pytest).
+#
+#   bash benchmarks/gpu_validation.sh [--cpu-smoke] [OUTDIR]
+#
+# OUTDIR defaults to $OUT when set, else gpu-validation-<UTC time>. Everything lands there:
+# logs/<step>.log, one JSON per measurement, the results store gpu.db (bring it back and run
+# `paradnn report gpu.db -o report/` on any host), steps.jsonl (exit status and seconds of every
+# step) and summary.json / summary.md (every check with its value, target and verdict).
+#
+# Steps run in priority order under one time budget (BUDGET_S, default 560 s: the whole run
+# stays under 10 minutes); a step that would not fit is recorded as skipped, a failing step
+# does not stop the others. The exit status is 0 when every check passed, 1 otherwise.
+#
+# --cpu-smoke runs the same steps and code paths on tiny sizes on the CPU (JAX_PLATFORMS=cpu,
+# explicit memory limits where a CPU reports none). Its checks are only that each step worked:
+# the GPU targets are reported as not applicable.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+MODE=gpu
+if [ "${1:-}" = "--cpu-smoke" ]; then MODE=cpu-smoke; shift; fi
+OUT_DIR="${1:-${OUT:-gpu-validation-$(date -u +%Y%m%dT%H%M%SZ)}}"
+BUDGET_S="${BUDGET_S:-560}"
+PY="${PYTHON:-python}"
+mkdir -p "$OUT_DIR/logs"
+OUT_DIR="$(cd "$OUT_DIR" && pwd)"
+: > "$OUT_DIR/steps.jsonl"
+START=$(date +%s)
+# Probe caches and compiled programs stay in this run (repeated compiles of one program reuse it).
+export PARADNN_CACHE="${PARADNN_CACHE:-$(mktemp -d)}"
+export JAX_COMPILATION_CACHE_DIR="${JAX_COMPILATION_CACHE_DIR:-$(mktemp -d)}"
+export JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=1
+if [ "$MODE" = cpu-smoke ]; then export JAX_PLATFORMS=cpu; fi
+
+# step NAME TIMEOUT_S [--stdout FILE] CMD...: run CMD with its output in logs/NAME.log (stdout in
+# FILE when given), at most TIMEOUT_S seconds and never past the budget; record the outcome.
+step() {
+  local name="$1" limit="$2"; shift 2
+  local stdout_file=""
+  if [ "$1" = "--stdout" ]; then stdout_file="$2"; shift 2; fi
+  local now left rc t0 t1
+  now=$(date +%s); left=$((BUDGET_S - (now - START)))
+  if [ "$left" -lt 15 ]; then
+    echo "{\"step\": \"$name\", \"status\": \"skipped\", \"reason\": \"time budget of ${BUDGET_S} s spent\"}" >> "$OUT_DIR/steps.jsonl"
+    echo "[$name] skipped: time budget spent"
+    return 0
+  fi
+  [ "$limit" -gt "$left" ] && limit=$left
+  echo "[$name] up to ${limit} s ..."
+  t0=$(date +%s%N)
+  if [ -n "$stdout_file" ]; then
+    timeout --signal=TERM --kill-after=10 "$limit" "$@" > "$stdout_file" 2> "$OUT_DIR/logs/$name.log"
+  else
+    timeout --signal=TERM --kill-after=10 "$limit" "$@" > "$OUT_DIR/logs/$name.log" 2>&1
+  fi
+  rc=$?
+  t1=$(date +%s%N)
+  local status=ok
+  if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then status=timeout; elif [ "$rc" -ne 0 ]; then status=failed; fi
+  local ms=$(( (t1 - t0) / 1000000 ))
+  printf '{"step": "%s", "status": "%s", "rc": %d, "seconds": %d.%01d, "limit_s": %d}\n' \
+    "$name" "$status" "$rc" $((ms / 1000)) $((ms % 1000 / 100)) "$limit" >> "$OUT_DIR/steps.jsonl"
+  echo "[$name] $status (rc $rc)"
+}
+
+# Sizes: the GPU ones are the issue's; the CPU ones only exercise the same code paths.
+if [ "$MODE" = gpu ]; then
+  FC_ARGS=(--layers 4 --nodes 8192 --input 8192 --output 1000 --batch 8192)
+  FC_SETTINGS=(--steps-per-call 5 --warmup-calls 1 --min-calls 3 --time-budget-s 3)
+  OOM_LIMIT=()                        # the device's own limit (memory_stats bytes_limit)
+  ACT_OOM_ARGS=(--layers 32 --nodes 8192 --input 8192 --output 1000 --batch 131072)
+  RESNET_ARGS=(--batch 256 --image 224 --steps 30)
+  LSTM_ARGS=(--cell lstm --layers 9 --embed 500 --length 50 --vocab 32 --batch 256)
+  CNN_ARGS=(--block bottleneck --blocks 6 --filters 32 --image 200 --output 1000 --batch 128)
+  RUN_SETTINGS=(--steps-per-call 5 --warmup-calls 1 --min-calls 3 --time-budget-s 3)
+  PROFILE_ARGS=(--layers 4 --nodes 4096 --input 4096 --output 1000 --batch 4096)
+  GRID_NODES="[512, 1024, 2048, 4096, 8192]"; GRID_BATCH="[256, 1024, 4096, 16384]"
+else
+  FC_ARGS=(--layers 2 --nodes 64 --input 64 --output 10 --batch 64)
+  FC_SETTINGS=(--steps-per-call 2 --warmup-calls 1 --min-calls 2 --max-calls 3 --time-budget-s 0.2)
+  OOM_LIMIT=(--memory-limit 30MB)
+  ACT_OOM_ARGS=(--layers 2 --nodes 256 --input 512 --output 10 --batch 16384)
+  RESNET_ARGS=(--batch 2 --image 32 --steps 2 --time-budget 0.2)
+  LSTM_ARGS=(--cell lstm --layers 1 --embed 16 --length 4 --vocab 8 --batch 4)
+  CNN_ARGS=(--block bottleneck --blocks 1 --filters 4 --image 32 --output 10 --batch 2)
+  RUN_SETTINGS=("${FC_SETTINGS[@]}")
+  PROFILE_ARGS=(--layers 2 --nodes 64 --input 64 --output 10 --batch 64)
+  GRID_NODES="[16, 32, 64, 128, 256]"; GRID_BATCH="[8, 16, 32, 64]"
+fi
+
+# 1. What ran where: GPU, driver, CUDA, software versions.
+step env 60 --stdout "$OUT_DIR/env.json" "$PY" - "$MODE" <<'EOF'
+import json, platform, subprocess, sys
+from importlib import metadata
+import jax
+out = {"mode": sys.argv[1], "python": platform.python_version(), "packages": {}}
+for name in ("paradnn", "jax", "jaxlib", "jax-cuda12-plugin", "jax-cuda13-plugin", "jax-cuda12-pjrt",
+             "jax-cuda13-pjrt", "flax", "optax", "numpy", "pandas", "torch", "nvidia-ml-py"):
+    try:
+        out["packages"][name] = metadata.version(name)
+    except metadata.PackageNotFoundError:
+        out["packages"][name] = None
+d = jax.devices()[0]
+out.update(backend=d.platform, device_kind=d.device_kind, device_count=len(jax.devices()),
+           memory_stats=(d.memory_stats() or None) if d.platform != "cpu" else None)
+try:
+    q = "name,driver_version,memory.total,clocks.max.sm,clocks.max.mem,power.limit,compute_cap"
+    out["nvidia_smi"] = subprocess.run(["nvidia-smi", f"--query-gpu={q}", "--format=csv"],
+                                       capture_output=True, text=True, timeout=30).stdout
+    out["nvidia_smi_full"] = subprocess.run(["nvidia-smi"], capture_output=True, text=True, timeout=30).stdout
+except (OSError, subprocess.SubprocessError) as exc:
+    out["nvidia_smi"] = f"not available: {type(exc).__name__}"
+print(json.dumps(out, indent=1, default=str))
+EOF
+
+# 2. The test suite's GPU tests (skipped with a reason on a CPU), and the version-sensitive
+#    CPU tests (peak table, jaxpr FLOP counter) under this machine's jax.
+step pytest_gpu 150 "$PY" -m pytest -q -rs -m gpu -p no:cacheprovider --junitxml="$OUT_DIR/pytest_gpu.xml" tests
+step pytest_jax 90 "$PY" -m pytest -q -rs -p no:cacheprovider --junitxml="$OUT_DIR/pytest_jax.xml" \
+  tests/test_hardware.py tests/test_jaxpr_flops.py
+
+# 3. Compute-bound FC in bfloat16 and float32 against the spec peak.
+for dt in bfloat16 float32; do
+  step "fc_$dt" 90 --stdout "$OUT_DIR/fc_$dt.json" "$PY" -m paradnn run fc "${FC_ARGS[@]}" --dtype "$dt" \
+    "${FC_SETTINGS[@]}" --json
+done
+
+# 4. Out-of-memory predicted without allocating: weights + optimizer state just above 80 GB
+#    (26 x 16384^2 float32 weights, 3 copies with rmsprop: ~80.9 GB), and activations above the
+#    device's limit (compiled memory analysis).
+step oom_80gb 60 --stdout "$OUT_DIR/oom_80gb.json" "$PY" -m paradnn run fc --layers 26 --nodes 16384 \
+  --input 1024 --output 1000 --batch 64 --memory-limit 80GB --json
+step oom_activations 90 --stdout "$OUT_DIR/oom_activations.json" "$PY" -m paradnn run fc "${ACT_OOM_ARGS[@]}" \
+  "${OOM_LIMIT[@]}" "${FC_SETTINGS[@]}" --json
+
+# 5. ResNet-50 bfloat16: paradnn against a hand-written Flax loop of the same network.
+step resnet_loop 200 "$PY" benchmarks/bench_resnet_loop.py "${RESNET_ARGS[@]}" --json "$OUT_DIR/resnet_loop.json"
+
+# 6. paradnn profile: per-operation times from the device trace joined with HLO costs.
+step profile 60 "$PY" -m paradnn profile -o "$OUT_DIR/profile" --steps 3 --warmup 1 fc "${PROFILE_ARGS[@]}" \
+  --dtype bfloat16
+
+# 7. A paper LSTM and a paper CNN (bfloat16).
+step lstm 90 --stdout "$OUT_DIR/lstm.json" "$PY" -m paradnn run rnn "${LSTM_ARGS[@]}" --dtype bfloat16 \
+  "${RUN_SETTINGS[@]}" --json
+step cnn 90 --stdout "$OUT_DIR/cnn.json" "$PY" -m paradnn run cnn "${CNN_ARGS[@]}" --dtype bfloat16 \
+  "${RUN_SETTINGS[@]}" --json
+
+# 8. Sweeps into one store: the smoke sweep and a 20-config FC grid (5 widths x 4 batches).
+cat > "$OUT_DIR/fc_grid20.yaml" <<EOF
+description: 20-config FC grid for the GPU check (5 widths x 4 batches, bfloat16)
+family: fc
+fixed: {layers: 4, input: 2000, output: 1000}
+axes: {nodes: $GRID_NODES, batch: $GRID_BATCH}
+dtypes: [bfloat16]
+settings: {steps_per_call: 5, warmup_calls: 1, min_calls: 3, max_calls: 20, time_budget_s: 1.0}
+EOF
+# In-process: one JAX start-up for the whole sweep instead of one per config.
+step sweep_smoke 60 "$PY" -m paradnn sweep sweeps/smoke.yaml --store "$OUT_DIR/gpu.db" --executor inprocess
+step sweep_fc_grid20 150 "$PY" -m paradnn sweep "$OUT_DIR/fc_grid20.yaml" --store "$OUT_DIR/gpu.db" \
+  --executor inprocess
+
+# 9. The largest ResNet-50 batch that fits (compiled memory analysis; powers of two from 512).
+#    No trial run (each ResNet-50 compile costs tens of seconds); the CPU smoke uses a tiny FC.
+step maxbatch 150 --stdout "$OUT_DIR/maxbatch.json" "$PY" - "$MODE" <<'EOF'
+import json, sys
+from paradnn import FC, Real
+from paradnn.maxbatch import max_batch
+if sys.argv[1] == "gpu":
+    result = max_batch(Real("resnet50"), dtype="bfloat16", start=512, limit=8192, trial=False)
+else:
+    result = max_batch(FC(2, 256, 512, 10), memory_limit_bytes=30_000_000, start=1024, limit=65536, trial=False)
+print(json.dumps(result, default=str))
+EOF
+
+# 10. The report of the store (normally made on the CPU host after bringing gpu.db back).
+step report 90 "$PY" -m paradnn report "$OUT_DIR/gpu.db" -o "$OUT_DIR/report"
+
+# Summary: every check with its value, target and verdict.
+"$PY" - "$OUT_DIR" "$MODE" "$BUDGET_S" "$(( $(date +%s) - START ))" <<'EOF'
+import json, sys, xml.etree.ElementTree as ET
+from pathlib import Path
+
+out, mode, budget, elapsed = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+gpu = mode == "gpu"
+steps = {s["step"]: s for s in map(json.loads, (out / "steps.jsonl").read_text().splitlines())}
+
+
+def load(name):
+    """A step's JSON output: the whole file, else its last line (a library may print first)."""
+    try:
+        text = (out / name).read_text().strip()
+    except OSError:
+        return None
+    for candidate in (text, text.splitlines()[-1] if text else ""):
+        try:
+            return json.loads(candidate)
+        except ValueError:
+            pass
+    return None
+
+
+checks = []
+
+
+def check(name, value, target, ok, note=""):
+    verdict = "n/a" if ok is None else ("pass" if ok else "FAIL")
+    checks.append({"check": name, "value": value, "target": target, "verdict": verdict, "note": note})
+
+
+def step_ok(name):
+    return steps.get(name, {}).get("status") == "ok"
+
+
+for xml_name, label in (("pytest_gpu.xml", "pytest -m gpu"), ("pytest_jax.xml", "peak table and FLOP counter tests")):
+    try:
+        suite = ET.parse(out / xml_name).getroot()
+        suite = suite if suite.tag == "testsuite" else suite.find("testsuite")
+        n, f, e, s = (int(suite.get(k, 0)) for k in ("tests", "failures", "errors", "skipped"))
+        value = f"{n - f - e - s} passed, {f + e} failed, {s} skipped"
+        # On a GPU a skipped GPU test means the GPU was not the default backend: a failure.
+        ok = f + e == 0 and n > 0 and (s == 0 if (gpu and "gpu" in xml_name) else True)
+    except (OSError, ET.ParseError, AttributeError):
+        value, ok = "no result", False
+    check(label, value, "all pass" + (", none skipped" if gpu and "gpu" in xml_name else ""), ok)
+
+for dt in ("bfloat16", "float32"):
+    r = load(f"fc_{dt}.json")
+    if not r or r.get("status") != "ok":
+        check(f"FC {dt} layers 4 nodes 8192 batch 8192", (r or {}).get("error") or steps.get(f"fc_{dt}", {}).get("status"),
+              "status ok", False)
+        continue
+    util = r["flops_utilization"]
+    value = (f"{r['flops_per_sec'] / 1e12:.1f} TFLOP/s = {util:.1%} of {r['peak_flops'] / 1e12:.0f} TFLOP/s "
+             f"({r['peak_source']}); {r['examples_per_sec']:.0f} examples/s")
+    if dt == "bfloat16":
+        check("FC bfloat16 utilization", value, ">= 70% of the dense bf16 spec peak",
+              (util >= 0.70 and r["peak_source"] == "spec") if gpu else None)
+    else:
+        from paradnn.hardware import spec_peak
+        entry = spec_peak(r.get("device_kind", "")) or {}
+        full = entry.get("float32_full")
+        tf32 = full is not None and r["flops_per_sec"] > full
+        check("FC float32 utilization (TF32 peak)", value,
+              "recorded; above the non-tensor FP32 peak means TF32 tensor cores ran",
+              (r["peak_source"] == "spec") if gpu else None,
+              f"TF32 in use: {tf32} (non-tensor FP32 peak {full / 1e12:.0f} TFLOP/s)" if full else "")
+
+for name, label, needle in (("oom_80gb", "OOM predicted, weights+state just above 80 GB", "before compiling"),
+                            ("oom_activations", "OOM predicted from compiled memory analysis", "memory analysis")):
+    r = load(f"{name}.json") or {}
+    check(label, f"{r.get('status')}: {r.get('error')}", f"status oom, '{needle}'",
+          r.get("status") == "oom" and needle in (r.get("error") or ""))
+
+r = load("resnet_loop.json")
+if r:
+    check("ResNet-50 bfloat16 batch 256 vs hand-written Flax loop" if gpu else "ResNet-50 vs hand-written loop (tiny)",
+          f"paradnn {r['paradnn_examples_per_sec']:.1f} vs {r['hand_examples_per_sec']:.1f} examples/s = {r['ratio']:.3f}x; "
+          f"utilization {r['paradnn_flops_utilization']:.1%} ({r['paradnn_peak_source']})",
+          ">= 0.97x", (r["ratio"] >= 0.97) if gpu else None)
+else:
+    check("ResNet-50 vs hand-written Flax loop", steps.get("resnet_loop", {}).get("status"), ">= 0.97x", False)
+
+for name in ("lstm", "cnn"):
+    r = load(f"{name}.json") or {}
+    ok = r.get("status") == "ok"
+    value = (f"{r['examples_per_sec']:.1f} examples/s, utilization {r['flops_utilization']:.1%} of "
+             f"{r['peak_flops'] / 1e12:.0f} TFLOP/s ({r['peak_source']})") if ok else f"{r.get('status')}: {r.get('error')}"
+    check(f"paper {name.upper()} config (bfloat16)", value, "status ok, recorded", ok)
+
+attrs = load("profile/ops.json") if (out / "profile" / "ops.json").exists() else None
+if attrs:
+    check("paradnn profile per-operation times", f"backend {attrs.get('backend')}, FLOPs matched "
+          f"{attrs.get('flops_matched_fraction', float('nan')):.1%}, approximate={attrs.get('approximate')}",
+          "device-event times; > 50% of HLO FLOPs matched",
+          (attrs.get("backend") == "gpu" and not attrs.get("approximate")
+           and attrs.get("flops_matched_fraction", 0) > 0.5) if gpu else step_ok("profile"))
+else:
+    check("paradnn profile per-operation times", steps.get("profile", {}).get("status"), "ops.csv written", False)
+
+try:
+    from paradnn import store
+    df = store.load(out / "gpu.db")
+    counts = df["status"].value_counts().to_dict()
+    check("sweeps (smoke + 20-config FC grid) into gpu.db", f"{len(df)} records: {counts}",
+          "25 records, none failed but oom", len(df) >= 25 and set(counts) <= {"ok", "oom"})
+except Exception as exc:  # noqa: BLE001 - the store may be missing when its step failed
+    check("sweeps into gpu.db", f"{type(exc).__name__}: {exc}", "25 records", False)
+
+r = load("maxbatch.json") or {}
+check("maxbatch ResNet-50 bfloat16" if gpu else "maxbatch (tiny FC)",
+      f"batch {r.get('batch')} within {r.get('memory_limit_bytes')} B ({r.get('limit_source')})",
+      "a batch found", r.get("batch") is not None)
+check("report of gpu.db", steps.get("report", {}).get("status"), "index.html written",
+      (out / "report" / "index.html").exists())
+
+env = load("env.json") or {}
+summary = {"mode": mode, "elapsed_s": elapsed, "budget_s": budget, "env": {k: env.get(k) for k in
+           ("backend", "device_kind", "device_count", "python", "packages", "nvidia_smi")},
+           "steps": list(steps.values()), "checks": checks}
+(out / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
+lines = [f"# paradnn GPU validation ({mode})", "",
+         f"Device: {env.get('device_kind')} ({env.get('backend')}); jax {(env.get('packages') or {}).get('jax')}; "
+         f"{elapsed} s of a {budget} s budget.", "", "| check | value | target | verdict |", "|---|---|---|---|"]
+lines += [f"| {c['check']} | {c['value']}{' — ' + c['note'] if c['note'] else ''} | {c['target']} | {c['verdict']} |"
+          for c in checks]
+lines += ["", "| step | status | seconds |", "|---|---|---|"]
+lines += [f"| {s['step']} | {s['status']} | {s.get('seconds', '')} |" for s in steps.values()]
+(out / "summary.md").write_text("\n".join(lines) + "\n")
+print("\n".join(lines))
+failed = [c for c in checks if c["verdict"] == "FAIL"]
+sys.exit(1 if failed else 0)
+EOF
