@@ -10,7 +10,9 @@ and the ratio is paradnn's examples/s over the mean of the two.
     python benchmarks/bench_resnet_loop.py [--batch 256] [--image 224] [--dtype bfloat16]
         [--steps 30] [--json out.json]
 
-On a CPU use tiny sizes (``--batch 2 --image 32 --steps 2``): the code paths are the same.
+On a CPU use tiny sizes (``--batch 4 --image 32 --dtype float32 --steps 2 --steps-per-call 1``):
+the code paths are the same. (Two images in bfloat16 diverge to NaN within a few steps of
+learning rate 0.1, and paradnn then records an error, as it should.)
 """
 
 from __future__ import annotations
@@ -100,10 +102,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--image", type=int, default=224, help="image side in pixels")
     parser.add_argument("--dtype", default="bfloat16")
     parser.add_argument("--steps", type=int, default=30, help="timed steps of the hand-written loop, per side")
+    parser.add_argument("--steps-per-call", type=int, default=5, help="paradnn steps_per_call")
     parser.add_argument("--time-budget", type=float, default=5.0, help="paradnn time_budget_s (s)")
     parser.add_argument("--json", default=None, help="write the result here")
     args = parser.parse_args(argv)
-    settings = MeasureSettings(steps_per_call=5, warmup_calls=1, min_calls=3, max_calls=50,
+    settings = MeasureSettings(steps_per_call=args.steps_per_call, warmup_calls=1, min_calls=3, max_calls=50,
                                cv_target=0.02, time_budget_s=args.time_budget)
     result = compare(args.batch, args.image, args.dtype, args.steps, settings)
     print(f"ResNet-50 {args.dtype} batch {args.batch} image {args.image} on {result['device_kind']}: "

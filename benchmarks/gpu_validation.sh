@@ -83,7 +83,7 @@ else
   FC_SETTINGS=(--steps-per-call 2 --warmup-calls 1 --min-calls 2 --max-calls 3 --time-budget-s 0.2)
   OOM_LIMIT=(--memory-limit 30MB)
   ACT_OOM_ARGS=(--layers 2 --nodes 256 --input 512 --output 10 --batch 16384)
-  RESNET_ARGS=(--batch 2 --image 32 --steps 2 --time-budget 0.2)
+  RESNET_ARGS=(--batch 4 --image 32 --dtype float32 --steps 2 --steps-per-call 1 --time-budget 0.2)
   LSTM_ARGS=(--cell lstm --layers 1 --embed 16 --length 4 --vocab 8 --batch 4)
   CNN_ARGS=(--block bottleneck --blocks 1 --filters 4 --image 32 --output 10 --batch 2)
   RUN_SETTINGS=("${FC_SETTINGS[@]}")
