@@ -189,6 +189,8 @@ step report 90 "$PY" -m paradnn report "$OUT_DIR/gpu.db" -o "$OUT_DIR/report"
 import json, sys, xml.etree.ElementTree as ET
 from pathlib import Path
 
+from paradnn.units import si
+
 out, mode, budget, elapsed = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 gpu = mode == "gpu"
 steps = {s["step"]: s for s in map(json.loads, (out / "steps.jsonl").read_text().splitlines())}
@@ -239,8 +241,8 @@ for dt in ("bfloat16", "float32"):
               "status ok", False)
         continue
     util = r["flops_utilization"]
-    value = (f"{r['flops_per_sec'] / 1e12:.1f} TFLOP/s = {util:.1%} of {r['peak_flops'] / 1e12:.0f} TFLOP/s "
-             f"({r['peak_source']}); {r['examples_per_sec']:.0f} examples/s")
+    value = (f"{si(r['flops_per_sec'], 'FLOP/s')} = {util:.1%} of {si(r['peak_flops'], 'FLOP/s')} "
+             f"({r['peak_source']} peak); {r['examples_per_sec']:.0f} examples/s")
     if dt == "bfloat16":
         check("FC bfloat16 utilization", value, ">= 70% of the dense bf16 spec peak",
               (util >= 0.70 and r["peak_source"] == "spec") if gpu else None)
@@ -252,7 +254,7 @@ for dt in ("bfloat16", "float32"):
         check("FC float32 utilization (TF32 peak)", value,
               "recorded; above the non-tensor FP32 peak means TF32 tensor cores ran",
               (r["peak_source"] == "spec") if gpu else None,
-              f"TF32 in use: {tf32} (non-tensor FP32 peak {full / 1e12:.0f} TFLOP/s)" if full else "")
+              f"TF32 in use: {tf32} (non-tensor FP32 peak {si(full, 'FLOP/s')})" if full else "")
 
 for name, label, needle in (("oom_80gb", "OOM predicted, weights+state just above 80 GB", "before compiling"),
                             ("oom_activations", "OOM predicted from compiled memory analysis", "memory analysis")):
@@ -273,7 +275,7 @@ for name in ("lstm", "cnn"):
     r = load(f"{name}.json") or {}
     ok = r.get("status") == "ok"
     value = (f"{r['examples_per_sec']:.1f} examples/s, utilization {r['flops_utilization']:.1%} of "
-             f"{r['peak_flops'] / 1e12:.0f} TFLOP/s ({r['peak_source']})") if ok else f"{r.get('status')}: {r.get('error')}"
+             f"{si(r['peak_flops'], 'FLOP/s')} ({r['peak_source']} peak)") if ok else f"{r.get('status')}: {r.get('error')}"
     check(f"paper {name.upper()} config (bfloat16)", value, "status ok, recorded", ok)
 
 attrs = load("profile/ops.json") if (out / "profile" / "ops.json").exists() else None
