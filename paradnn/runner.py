@@ -21,7 +21,7 @@ from paradnn import costs, hardware
 from paradnn.errors import ParadnnError, SpecError
 from paradnn.measure import MeasureSettings, time_calls
 from paradnn.models import ModelDef, build, count_from_shapes
-from paradnn.record import Record
+from paradnn.record import Record, physics_warnings
 from paradnn.specs import CNN, FC, RNN, ModelSpec, Real, Workload
 from paradnn import workload as wl
 
@@ -123,8 +123,8 @@ def run_workload(
                 metrics=metrics, tags=tags, **context)
 
         t0 = time.perf_counter()
-        call = wl.jit_step(model, optimizer_name, mesh, steps=settings.steps_per_call)
-        compiled = call.lower(state_shapes, batch_shapes).compile()
+        call = wl.jit_multi_step(model, optimizer_name, mesh)
+        compiled = call.lower(state_shapes, batch_shapes, wl.STEPS_ARG).compile()
         metrics["compile_s"] = time.perf_counter() - t0
         mem = compiled.memory_analysis()
         if mem is not None:
@@ -141,7 +141,7 @@ def run_workload(
                     metrics=metrics, tags=tags, **context)
 
         state, batch = wl.init_inputs(workload, model, optimizer_name, mesh)
-        timing = time_calls(compiled, state, batch, settings)
+        timing = time_calls(lambda st, b, k: compiled(st, b, np.int32(k)), state, batch, settings)
         del state, batch  # free device memory before compiling the cost variants
         metrics.update(timing.stats())
         metrics["final_loss"] = timing.final_loss
@@ -149,29 +149,34 @@ def run_workload(
             return Record.failed(workload, "error", f"non-finite loss {timing.final_loss}",
                                  metrics=metrics, tags=tags, **context)
 
-        metrics.update(costs.xla_step_costs(workload, model, optimizer_name, compiled, settings.steps_per_call))
+        metrics.update(costs.xla_step_costs(workload, model, optimizer_name, compiled))
         metrics["model_flops_per_step"] = costs.model_flops_per_step(workload, model, optimizer_name)
         metrics.update(derived_metrics(metrics, workload, platform))
+        warnings = physics_warnings(metrics, workload.devices)
     except ParadnnError:
         raise  # bad input (e.g. an image too small for a zoo model) is the user's to fix, not data
     except Exception as exc:  # noqa: BLE001 - every failure becomes data
         status = "oom" if is_oom(exc) else "error"
         message = f"{type(exc).__name__}: {exc}"
         return Record.failed(workload, status, message[:4000], metrics=metrics, tags=tags, **context)
-    return Record(status="ok", workload=workload.to_dict(), metrics=metrics, tags=tags, **context)
+    return Record(status="ok", workload=workload.to_dict(), metrics=metrics, tags=tags,
+                  warnings=warnings, **context)
 
 
 def derived_metrics(m: dict[str, Any], workload: Workload, platform: dict[str, Any]) -> dict[str, Any]:
     """Throughput, FLOPS, utilization and intensity from the measured and counted quantities."""
-    peak_flops, peak_bw, source = hardware.peaks(platform["device_kind"], workload.dtype, platform["backend"])
+    peak = hardware.peaks(platform["device_kind"], workload.dtype, platform["backend"])
+    peak_flops = peak.flops
     step = m["step_time_s"]
     flops_per_sec = m["flops_per_step"] / step
     return {
         "examples_per_sec": workload.batch / step,
         "flops_per_sec": flops_per_sec,
         "peak_flops": peak_flops,
-        "peak_bytes_per_sec": peak_bw,
-        "peak_source": source,
+        "peak_bytes_per_sec": peak.bytes_per_sec,
+        "peak_source": peak.source,
+        "peak_method": peak.method,
+        "useful_flops_ratio": m["model_flops_per_step"] / m["flops_per_step"] if m["flops_per_step"] else None,
         "flops_utilization": flops_per_sec / (peak_flops * workload.devices),
         "model_flops_utilization": m["model_flops_per_step"] / step / (peak_flops * workload.devices),
         "arithmetic_intensity": m["flops_per_step"] / m["bytes_per_step"] if m["bytes_per_step"] else None,

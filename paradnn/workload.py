@@ -72,11 +72,19 @@ def _step_fn(model: ModelDef, optimizer_name: str) -> Callable:
     return step
 
 
-def _repeat(step: Callable, steps: int, state, batch):
+def _repeat(step: Callable, steps, state, batch):
     def body(_, carry):
         return step(carry[0], batch)
 
     return jax.lax.fori_loop(0, steps, body, (state, jnp.zeros((), jnp.float32)))
+
+
+def _repeat_k(step: Callable, state, batch, k):
+    return _repeat(step, k, state, batch)
+
+
+#: The abstract steps-per-call argument of :func:`jit_multi_step`: an int32 scalar.
+STEPS_ARG = jax.ShapeDtypeStruct((), jnp.int32)
 
 
 def _shardings(mesh: jax.sharding.Mesh | None):
@@ -120,6 +128,17 @@ def abstract_inputs(workload: Workload, model: ModelDef, optimizer_name: str, me
         state = jax.tree_util.tree_map(lambda s: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=replicated), state)
         batch = jax.tree_util.tree_map(lambda s: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=split), batch)
     return state, batch
+
+
+def jit_multi_step(model: ModelDef, optimizer_name: str, mesh=None) -> Callable:
+    """The jitted ``(state, batch, k) -> (state, loss)`` running ``k`` training steps, ``k`` an
+    int32 scalar chosen at run time (one compiled program for every K), the state donated.
+    XLA keeps the dynamic loop as a while loop, whose cost analysis counts one step."""
+    replicated, split = _shardings(mesh)
+    kwargs: dict[str, Any] = {"donate_argnums": (0,)}
+    if replicated is not None:
+        kwargs.update(in_shardings=(replicated, split, replicated), out_shardings=(replicated, replicated))
+    return jax.jit(partial(_repeat_k, _step_fn(model, optimizer_name)), **kwargs)
 
 
 def jit_step(model: ModelDef, optimizer_name: str, mesh=None, steps: int | None = None) -> Callable:

@@ -75,9 +75,9 @@ def settings_from_args(args: argparse.Namespace):
         raw = getattr(args, f.name, None)
         if raw is None:
             continue
+        kind = int if str(f.type).startswith("int") else float
         try:
-            values[f.name] = type(f.default)(float(raw)) if type(f.default) is int and float(raw).is_integer() \
-                else type(f.default)(raw)
+            values[f.name] = int(raw) if kind is int else float(raw)
         except ValueError:
             raise SpecError(f.name, raw, f"a {type(f.default).__name__}") from None
     return MeasureSettings(**values)
@@ -90,19 +90,25 @@ def _summary(record) -> str:
     lines = [f"{w['family']}: {spec}", f"status: {record.status}" + (f" ({record.error})" if record.error else "")]
     if record.status != "ok":
         return "\n".join(lines)
-    peak_note = "spec sheet" if d["peak_source"] == "spec" else "measured by paradnn probe"
+    ms = 1e3
+    peak = f"{si(d['peak_flops'], 'FLOP/s')} per device x {w['devices']}"
     lines += [
         f"throughput        {d['examples_per_sec']:.4g} examples/s",
-        f"step time         {d['step_time_s'] * 1e3:.4g} ms median (p10 {d['step_time_p10_s'] * 1e3:.4g}, "
-        f"p90 {d['step_time_p90_s'] * 1e3:.4g} ms, cv {d['step_time_cv']:.2%}, {d['timed_calls']} calls x "
-        f"{d['steps_per_call']} steps)",
-        f"FLOPs per step    {si(d['flops_per_step'], 'FLOP')} (XLA cost analysis), "
-        f"{si(d['model_flops_per_step'], 'FLOP')} (analytic)",
-        f"bytes per step    {si(d['bytes_per_step'], 'B')} (XLA cost analysis)",
-        f"achieved          {si(d['flops_per_sec'], 'FLOP/s')}; utilization {d['flops_utilization']:.1%} of "
-        f"{si(d['peak_flops'], 'FLOP/s')} per device x {w['devices']} ({peak_note})",
-        f"intensity         {d['arithmetic_intensity']:.3g} FLOP/B; peak bandwidth "
-        f"{si(d['peak_bytes_per_sec'], 'B/s')} ({peak_note})",
+        f"step time         {d['step_time_s'] * ms:.4g} ms median (95% CI {d['step_time_ci_low_s'] * ms:.4g}-"
+        f"{d['step_time_ci_high_s'] * ms:.4g} ms; p10 {d['step_time_p10_s'] * ms:.4g}, p90 "
+        f"{d['step_time_p90_s'] * ms:.4g} ms)",
+        f"precision         cv {d['step_time_cv']:.2%} (target {d['cv_target']:.2%}: "
+        f"{'met' if d['stable'] else 'NOT met'}); {d['timed_calls']} timed calls x "
+        f"{d['steps_per_call_used']} steps after {d['warmup_calls_used']} warm-up calls ({d['warmup_s']:.3g} s)",
+        f"utilization       {d['model_flops_utilization']:.1%} of {peak} from useful FLOPs (analytic count); "
+        f"{d['flops_utilization']:.1%} from executed FLOPs (XLA cost analysis)",
+        f"FLOPs per step    {si(d['model_flops_per_step'], 'FLOP')} useful (analytic), "
+        f"{si(d['flops_per_step'], 'FLOP')} executed (XLA cost analysis), ratio {d['useful_flops_ratio']:.3g}",
+        f"achieved          {si(d['flops_per_sec'], 'FLOP/s')} executed",
+        f"peak              {peak} ({d['peak_source']}; {d['peak_method']})",
+        f"bytes per step    {si(d['bytes_per_step'], 'B')} (XLA cost analysis); intensity "
+        f"{d['arithmetic_intensity']:.3g} FLOP/B; peak bandwidth {si(d['peak_bytes_per_sec'], 'B/s')} "
+        f"({d['peak_source']})",
         f"parameters        {d['params']:,}",
         f"memory per device {si(d['memory_peak_bytes'], 'B')} peak (args {si(d['memory_argument_bytes'], 'B')}, "
         f"temp {si(d['memory_temp_bytes'], 'B')}; XLA memory analysis)",
@@ -110,6 +116,22 @@ def _summary(record) -> str:
         f"platform          {d['backend']} / {d['device_kind']} ({d['cpu_model']}), jax {d['jax_version']}",
     ]
     return "\n".join(lines)
+
+
+def warning_lines(record) -> list[str]:
+    """One line per way the record missed its precision target or broke physics."""
+    from paradnn.record import WARNINGS
+
+    if record.status != "ok":
+        return []
+    m = record.metrics
+    lines = []
+    if not m.get("stable", True):
+        lines.append(f"paradnn: warning: unstable: step time cv {m['step_time_cv']:.1%} above the "
+                     f"{record.settings['cv_target']:.1%} target within the time budget; measure again "
+                     "on a quiet host or raise --time-budget-s")
+    lines += [f"paradnn: warning: {code}: {WARNINGS[code]}" for code in record.warnings]
+    return lines
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -123,6 +145,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
         print(json.dumps(record.to_dict(), default=str))
     else:
         print(_summary(record))
+    for line in warning_lines(record):
+        print(line, file=sys.stderr)
     return 0 if record.status == "ok" else 1
 
 
@@ -135,11 +159,21 @@ def _cmd_probe(args: argparse.Namespace) -> int:
         return 0
     print(f"device     {result['backend']} / {result['device_kind']} ({result['cpu_model']})")
     for dtype, value in result["peak_flops"].items():
-        print(f"GEMM peak  {dtype:9s} {si(value, 'FLOP/s')} (measured)")
-    print(f"bandwidth  {si(result['peak_bytes_per_sec'], 'B/s')} (measured)")
+        methods = ", ".join(f"{m} {si(v, 'FLOP/s')}" for m, v in result["gemm"][dtype].items())
+        print(f"GEMM peak  {dtype:9s} {si(value, 'FLOP/s')} (measured; best: {result['best_method'][dtype]}; "
+              f"spread cv {result['spread'][dtype]:.1%}; {methods})")
+    nominal = result.get("nominal_flops")
+    if nominal:
+        print(f"nominal    float32 {si(nominal['float32'], 'FLOP/s')}, bfloat16 {si(nominal['bfloat16'], 'FLOP/s')} "
+              f"({result['nominal_basis']}; not used for utilization)")
+    print(f"bandwidth  {si(result['peak_bytes_per_sec'], 'B/s')} (measured; spread cv "
+          f"{result['spread']['bandwidth']:.1%})")
     if result.get("spec"):
         print(f"spec peaks {result['spec']}")
     print(f"method     {result['method']}; measured {result['measured_utc']}")
+    if result["contended"]:
+        print(f"paradnn: warning: the host was busy (spread above cv {result['max_cv']:.0%}): this probe "
+              "is not cached; run it again on a quiet host", file=sys.stderr)
     return 0
 
 
