@@ -27,7 +27,7 @@ from typing import Any
 
 from paradnn.errors import ParadnnError, SpecError
 from paradnn.specs import SPEC_TYPES, Workload
-from paradnn.units import parse_bytes  # re-exported: sweep files name sizes
+from paradnn.units import parse_bytes, parse_duration, parse_int, parse_number  # sizes re-exported
 
 __all__ = [
     "PAPER", "PAPER_FIXED", "PRESETS", "WORKLOAD_AXES", "Zipped", "axes_of", "concat", "filter_grid",
@@ -294,8 +294,30 @@ RUN_KEYS: dict[str, str] = {
     "address": "a Ray cluster address HOST:PORT",
     "resources": "Ray resources per task, e.g. {num_gpus: 1} or {resources: {TPU: 4}}",
 }
-_SETTINGS_KEYS = ("steps_per_call", "warmup_calls", "min_calls", "max_calls", "cv_target",
-                  "time_budget_s")
+#: Measurement settings a sweep file or the CLI may set: name -> (parser, limits, meaning). The
+#: bounds keep a typo (steps_per_call: 1e12) from running for days; MeasureSettings checks the
+#: relations between them.
+SETTING_INPUTS: dict[str, tuple[Callable[..., Any], dict[str, Any], str]] = {
+    "steps_per_call": (parse_int, {"minimum": 1, "maximum": 100_000},
+                       "training steps per compiled call (K)"),
+    "warmup_calls": (parse_int, {"minimum": 0, "maximum": 10_000}, "untimed calls after compiling"),
+    "min_calls": (parse_int, {"minimum": 1, "maximum": 100_000}, "fewest timed calls"),
+    "max_calls": (parse_int, {"minimum": 1, "maximum": 1_000_000}, "most timed calls"),
+    "cv_target": (parse_number, {"minimum": 0.0, "maximum": 10.0},
+                  "stop when the coefficient of variation of call times is below this (1 = 100%%)"),
+    "time_budget_s": (parse_duration, {"maximum": 86_400.0},
+                      "seconds of timed calls after which timing stops"),
+}
+_SETTINGS_KEYS = tuple(SETTING_INPUTS)
+
+#: Largest grid a sweep file or :func:`grid` expands without ``max_configs`` raised (configs).
+MAX_CONFIGS = 1_000_000
+
+
+def parse_setting(value: Any, name: str) -> Any:
+    """A measurement setting from text or a YAML value, typed and range-checked (SpecError)."""
+    parse, limits, _ = SETTING_INPUTS[name]
+    return parse(value, name, **limits)
 
 
 @dataclasses.dataclass(frozen=True)
