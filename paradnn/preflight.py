@@ -4,8 +4,10 @@ A model whose weights and optimizer state alone exceed the memory limit cannot r
 that out by tracing it can take minutes or never end (``--layers 1000000000``). For the generated
 families the parameter count has a closed form (:func:`paradnn.models.param_count`), so the
 check costs microseconds. It is a lower bound, so it never refuses a model that would fit:
-parameters are float32 master weights (4 B each), the optimizer keeps ``OPTIMIZER_STATE_SLOTS``
-float32 copies of them, and the batch's inputs and labels are arguments of the step.
+parameters are float32 master weights (4 B each) and the optimizer keeps
+``OPTIMIZER_STATE_SLOTS`` float32 copies of them. The batch is left to the compiled memory
+analysis that follows (its inputs are arguments of the step, so that analysis sees them without
+running anything).
 """
 
 from __future__ import annotations
@@ -22,27 +24,13 @@ OPTIMIZER_STATE_SLOTS: dict[str, int] = {"rmsprop": 2, "adam": 2, "momentum": 1,
                                          "adafactor": 0}
 #: Bytes of a master weight and of an optimizer slot entry.
 PARAM_BYTES = 4
-_ITEMSIZE = {"float32": 4, "bfloat16": 2, "float16": 2}
-_LABEL_BYTES = 4  # int32 class or token ids
-
-
-def _batch_bytes_per_example(workload: Workload) -> int:
-    """Bytes of one example's inputs and labels as the models' ``make_batch`` builds them."""
-    spec = workload.spec
-    item = _ITEMSIZE[workload.dtype]
-    if isinstance(spec, FC):
-        return spec.input * item + _LABEL_BYTES
-    if isinstance(spec, CNN):
-        return spec.image * spec.image * 3 * item + _LABEL_BYTES
-    if isinstance(spec, RNN):
-        return 2 * spec.length * _LABEL_BYTES  # token ids in, next-token ids as labels
-    return 0
 
 
 def floor_bytes(workload: Workload) -> dict[str, Any] | None:
     """Lower bound of one device's memory in bytes for a generated workload, without tracing:
-    ``{"params", "weights_bytes", "optimizer_bytes", "batch_bytes", "total_bytes"}``; None for
-    real models (their parameters are known only from shapes, which needs a trace)."""
+    ``{"params", "weights_bytes", "optimizer_bytes", "total_bytes"}`` (data parallelism
+    replicates the state, so this is per device); None for real models (their parameters are
+    known only from shapes, which needs a trace)."""
     if not isinstance(workload.spec, (FC, CNN, RNN)):
         return None
     from paradnn.models import param_count
@@ -50,9 +38,8 @@ def floor_bytes(workload: Workload) -> dict[str, Any] | None:
     params = int(param_count(workload.spec))
     weights = params * PARAM_BYTES
     optimizer = weights * OPTIMIZER_STATE_SLOTS[workload.optimizer]
-    batch = workload.batch // workload.devices * _batch_bytes_per_example(workload)
     return {"params": params, "weights_bytes": weights, "optimizer_bytes": optimizer,
-            "batch_bytes": batch, "total_bytes": weights + optimizer + batch}
+            "total_bytes": weights + optimizer}
 
 
 def predicted_oom(workload: Workload, memory_limit_bytes: int | None) -> dict[str, Any] | None:
@@ -65,8 +52,8 @@ def predicted_oom(workload: Workload, memory_limit_bytes: int | None) -> dict[st
     floor = floor_bytes(workload)
     if floor is None or floor["total_bytes"] <= memory_limit_bytes:
         return None
-    reason = (f"predicted before tracing: weights {floor['weights_bytes']} B + "
-              f"{workload.optimizer} state {floor['optimizer_bytes']} B + batch "
-              f"{floor['batch_bytes']} B = {floor['total_bytes']} B per device > limit "
-              f"{memory_limit_bytes} B (analytic parameter count)")
+    reason = (f"predicted before compiling (analytic, nothing traced): weights "
+              f"{floor['weights_bytes']} B + {workload.optimizer} state "
+              f"{floor['optimizer_bytes']} B = {floor['total_bytes']} B per device > limit "
+              f"{memory_limit_bytes} B ({floor['params']} parameters, closed form)")
     return {"error": reason, "metrics": {"params": floor["params"], "oom_predicted": True}}

@@ -70,14 +70,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _show_warning(message, category, filename, lineno, file=None, line=None):
-    # Our own warnings are one line for the user; everyone else's keep Python's format.
+    # Our own warnings are one line for the user, once per command however often the store is
+    # read; everyone else's keep Python's format.
     if issubclass(category, ParadnnWarning):
-        print(f"paradnn: warning: {message}", file=sys.stderr)
+        if str(message) not in _shown:
+            _shown.add(str(message))
+            print(f"paradnn: warning: {message}", file=sys.stderr)
     else:
         _python_show_warning(message, category, filename, lineno, file, line)
 
 
 _python_show_warning = warnings.showwarning
+_shown: set[str] = set()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -64,6 +64,12 @@ def _report(args: argparse.Namespace) -> int:
 
     from paradnn.store import load
 
+    out_dir = Path(args.output)  # checked before the (possibly long) load and analyses
+    if out_dir.exists() and not out_dir.is_dir():
+        raise ParadnnError(f"report -o {out_dir}: exists and is not a directory; allowed: a folder")
+    from paradnn.outputs import check_output
+
+    check_output(out_dir / "index.html", "report -o", args.stores, args.force)
     df = load(args.stores)  # several stores: one frame, rows present in two kept once
     ops = None
     if args.ops:
@@ -176,6 +182,9 @@ def _profile(args: argparse.Namespace) -> int:
             raise ParadnnError(f"profile -o {out}: exists and is not a directory; allowed: a folder")
         for name in names:  # before the (slow) capture
             check_output(out / name, "profile -o", (), args.force)
+    from paradnn.cli.run import _check_backend
+
+    _check_backend()
     workload = workload_from_args(args)
     ops = capture(workload, steps=args.steps, warmup=args.warmup)
     if args.peak_flops and args.peak_bytes_per_sec:

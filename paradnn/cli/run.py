@@ -151,9 +151,18 @@ def _summary(record) -> str:
     return "\n".join(lines)
 
 
+def _check_backend() -> None:
+    """Start JAX's backend; one it cannot start (JAX_PLATFORMS naming an absent platform) is an
+    InfrastructureError, i.e. one line and exit 2 rather than a traceback."""
+    from paradnn.executors import local_context
+
+    local_context()
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
     from paradnn.runner import run_workload
 
+    _check_backend()
     workload = workload_from_args(args)
     settings = settings_from_args(args)
     record = run_workload(workload, settings, args.memory_limit)
@@ -167,6 +176,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 def _cmd_probe(args: argparse.Namespace) -> int:
     from paradnn.hardware import probe
 
+    _check_backend()
     result = probe(refresh=args.refresh)
     if args.json:
         print(json.dumps(result, default=str))
@@ -238,6 +248,7 @@ def _cmd_list(args: argparse.Namespace) -> int:
 def _cmd_maxbatch(args: argparse.Namespace) -> int:
     from paradnn.maxbatch import max_batch
 
+    _check_backend()
     workload = workload_from_args(args)
     result = max_batch(workload.spec, dtype=workload.dtype, optimizer=workload.optimizer,
                        devices=workload.devices, memory_limit_bytes=args.memory_limit)
