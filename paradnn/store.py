@@ -299,6 +299,14 @@ class Store:
         kind = _check_file(self.path)
         if kind == "new" and not create:
             raise ParadnnError(f"store {self.path}: no such paradnn store")
+        if kind == "sqlite" and not (os.access(self.path, os.W_OK)
+                                     and os.access(self.path.parent, os.W_OK)):
+            # access(2) reports a read-only file system even to root; SQLite needs the folder
+            # too, for the -wal and -shm files.
+            raise StoreError(f"store {self.path}: cannot be opened for writing: it or its folder "
+                             "is read-only (a read-only file, folder or file system); read it "
+                             "with status/report/export, or copy it somewhere writable to add "
+                             "to it")
         if kind == "sqlite" and _check_meta(self.path) == 0:
             kind = "empty"
         if kind == "new":

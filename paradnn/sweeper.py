@@ -217,7 +217,11 @@ def sweep(
     with Store(store) as db:
         with make_executor(executor, timeout_s=timeout_s, cache_dir=cache_dir, run_fn=run_fn,
                            address=address, resources=resources) as ex:
-            platform, software = ex.context()
+            try:
+                platform, software = ex.context()
+            except InfrastructureError as exc:
+                raise InfrastructureError(f"{exc}; nothing was run or recorded: fix it and run "
+                                          "the sweep again to resume", retry=exc.retry) from None
             settings_dict = measure_settings.to_dict()
             keyed: dict[str, Workload] = {}
             for w in plan.workloads:

@@ -19,6 +19,7 @@ import errno
 import hashlib
 import json
 import os
+import re
 import signal
 import sqlite3
 import subprocess
@@ -318,7 +319,7 @@ def test_full_disk_stops_the_sweep_and_keeps_every_committed_row(tmp_path):
          "sh", str(disk), sys.executable, str(script), check],
         capture_output=True, text=True, env=env(), timeout=600)
     line = one_error_line(proc, "the disk is full")
-    committed = int(line.split("(")[-1].split(" record")[0])
+    committed = int(re.search(r"(\d+) record\(s\) of this run were committed", line).group(1))
     integrity, rows, _claims = proc.stdout.split()
     assert integrity == "ok"
     assert 0 < committed == int(rows) < 200  # exactly the rows the sweep said it committed
