@@ -106,7 +106,7 @@ def software_info() -> dict[str, Any]:
 
 def device_memory_bytes() -> int | None:
     """Memory of one device in bytes: from the runtime where it reports it, else the spec table,
-    else None (CPUs: pass a memory limit explicitly)."""
+    else, on a CPU, the host's memory (:func:`host_memory_bytes`); None if none is known."""
     device = jax.devices()[0]
     try:
         stats = device.memory_stats()
@@ -115,7 +115,25 @@ def device_memory_bytes() -> int | None:
     if stats and stats.get("bytes_limit"):
         return int(stats["bytes_limit"])
     entry = spec_peak(device.device_kind)
-    return int(entry["mem"]) if entry else None
+    if entry:
+        return int(entry["mem"])
+    return host_memory_bytes() if device.platform == "cpu" else None
+
+
+def host_memory_bytes() -> int | None:
+    """Physical memory of this host in bytes (sysconf pages x page size), or the memory limit of
+    this process's cgroup (v2 ``memory.max``) where that is smaller; None if neither is known."""
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        total = 0
+    try:
+        text = Path("/sys/fs/cgroup/memory.max").read_text().strip()
+        cgroup = int(text) if text.isdigit() else 0
+    except OSError:
+        cgroup = 0
+    known = [v for v in (total, cgroup) if v > 0]
+    return min(known) if known else None
 
 
 class Peak(NamedTuple):

@@ -49,7 +49,14 @@ def probe_batch(workload: Workload, memory_limit_bytes: int, settings: MeasureSe
     """
     from paradnn import workload as wl
     from paradnn.models import build
+    from paradnn.preflight import floor_bytes, predicted_oom
 
+    # Cheapest check first: the closed-form weights + optimizer state, before any trace.
+    too_big = predicted_oom(workload, memory_limit_bytes)
+    if too_big is not None:
+        return {"batch": workload.batch, "fits": False,
+                "floor_bytes": floor_bytes(workload)["total_bytes"], "peak_bytes": None,
+                "compile_s": None, "reason": too_big["error"]}
     model = build(workload.spec, workload.dtype)
     optimizer_name = workload.optimizer or model.default_optimizer
     mesh = wl.device_mesh(workload.devices)
@@ -93,7 +100,7 @@ def max_batch(
     """The largest global batch ``start * 2**k <= limit`` whose training step fits in memory.
 
     ``memory_limit_bytes`` is the memory of one device in bytes (default: what the device
-    reports, or its spec-sheet memory; a CPU reports none, so pass one there). ``start`` must be
+    reports, or its spec-sheet memory; on a CPU the host's memory). ``start`` must be
     a multiple of ``devices`` (the batch is split over them). With ``trial`` the chosen batch is
     also run through :func:`paradnn.runner.run_workload` (``settings`` or a short default).
 

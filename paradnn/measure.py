@@ -34,6 +34,7 @@ from typing import Any, Callable
 import numpy as np
 
 from paradnn.errors import SpecError
+from paradnn.units import parse_int, parse_number
 
 #: A spread needs two samples: the budget never cuts the timed phase below this many calls.
 MIN_TIMED_CALLS = 2
@@ -43,39 +44,48 @@ MAX_STEPS_PER_CALL = 100_000
 _AUTORANGE_ROUNDS = 4
 
 
+def _steps(value: Any, parameter: str) -> int | None:
+    if value is None or (isinstance(value, str) and value.strip().lower() == "auto"):
+        return None
+    return parse_int(value, parameter, 1, MAX_STEPS_PER_CALL)
+
+
+def _setting(default: Any, parse: Callable[..., Any], help: str, **limits: Any) -> Any:
+    """A settings field whose metadata says how to parse it from text and what it means: the
+    CLI flags, the sweep files' ``settings`` keys and validation all read it."""
+    return dataclasses.field(default=default, metadata={"parse": parse, "limits": limits, "help": help})
+
+
 @dataclass(frozen=True)
 class MeasureSettings:
-    """Measurement settings; all are recorded with every run (times in seconds).
+    """Measurement settings; all are recorded with every run (times in seconds). Each field's
+    meaning is in its metadata (``SETTING_HELP``).
 
-    steps_per_call: training steps per compiled call (K); None chooses K adaptively so that one
-        call lasts about ``call_target_s``.
-    call_target_s: target duration of one call when K is adaptive.
-    warmup_calls, warmup_s: untimed calls after compilation: at least this many, and until this
-        much time has passed.
-    min_calls, max_calls: the CV rule applies from ``min_calls`` timed calls on; never more than
-        ``max_calls``. The time budget may stop the phase before ``min_calls`` (never before 2).
-    cv_target: the precision target: coefficient of variation of the call times (1 = 100%).
-    time_budget_s: bound on warm-up plus timed calls, from the first call on.
+    The CV rule applies from ``min_calls`` timed calls on; the time budget may stop the timed
+    phase before ``min_calls`` (never before :data:`MIN_TIMED_CALLS`).
     """
 
-    steps_per_call: int | None = None
-    call_target_s: float = 0.2
-    warmup_calls: int = 1
-    warmup_s: float = 0.5
-    min_calls: int = 5
-    max_calls: int = 200
-    cv_target: float = 0.02
-    time_budget_s: float = 5.0
+    steps_per_call: int | None = _setting(
+        None, _steps, "training steps per compiled call (K); auto: chosen so that a call lasts "
+        "about call_target_s")
+    call_target_s: float = _setting(0.2, parse_number, "seconds one call should last when K is auto",
+                                    maximum=3600.0)
+    warmup_calls: int = _setting(1, parse_int, "fewest untimed warm-up calls", minimum=0, maximum=10**6)
+    warmup_s: float = _setting(0.5, parse_number, "seconds of untimed warm-up calls (at most half "
+                               "the budget)", maximum=86_400.0, exclusive_minimum=False)
+    min_calls: int = _setting(5, parse_int, "timed calls before the CV rule may stop timing",
+                              minimum=1, maximum=10**6)
+    max_calls: int = _setting(200, parse_int, "most timed calls", minimum=MIN_TIMED_CALLS, maximum=10**6)
+    cv_target: float = _setting(0.02, parse_number, "precision target: stop once the coefficient of "
+                                "variation of call times is at most this (1 = 100 percent)", maximum=10.0)
+    time_budget_s: float = _setting(5.0, parse_number, "seconds for warm-up and timed calls together "
+                                    "(at least 2 timed calls always run)", maximum=86_400.0)
 
     def __post_init__(self) -> None:
-        if self.steps_per_call is not None:
-            _check_int("steps_per_call", self.steps_per_call, 1, MAX_STEPS_PER_CALL)
-        _check_int("warmup_calls", self.warmup_calls, 0, 10**6)
-        _check_int("min_calls", self.min_calls, 1, 10**6)
-        _check_int("max_calls", self.max_calls, max(self.min_calls, MIN_TIMED_CALLS), 10**6)
-        for name in ("call_target_s", "cv_target", "time_budget_s"):
-            _check_number(name, getattr(self, name), positive=True)
-        _check_number("warmup_s", self.warmup_s, positive=False)
+        for f in dataclasses.fields(self):
+            object.__setattr__(self, f.name, parse_setting(getattr(self, f.name), f.name))
+        if self.max_calls < self.min_calls:
+            raise SpecError("max_calls", self.max_calls, f"an integer >= min_calls={self.min_calls}")
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -84,21 +94,20 @@ class MeasureSettings:
         return dataclasses.replace(self, **changes)
 
 
+_FIELDS = {f.name: f for f in dataclasses.fields(MeasureSettings)}
 #: The settings' names, in order: the store's columns and the sweep files' ``settings`` keys.
-SETTINGS_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(MeasureSettings))
+SETTINGS_FIELDS: tuple[str, ...] = tuple(_FIELDS)
+#: name -> what the setting means (with its unit), for help texts and docs.
+SETTING_HELP: dict[str, str] = {name: f.metadata["help"] for name, f in _FIELDS.items()}
 
 
-def _check_int(name: str, value: Any, low: int, high: int) -> None:
-    # bool is an int subclass; True as a count is a bug, not a 1.
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise SpecError(name, value, f"an integer from {low} to {high}")
-
-
-def _check_number(name: str, value: Any, positive: bool) -> None:
-    ok = (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-          and (value > 0 if positive else value >= 0))
-    if not ok:
-        raise SpecError(name, value, "a finite number " + ("> 0" if positive else ">= 0"))
+def parse_setting(value: Any, name: str) -> Any:
+    """A measurement setting from text, a YAML value or a Python value, typed and range-checked
+    (raises SpecError naming the setting, the value and what is allowed)."""
+    if name not in _FIELDS:
+        raise SpecError("setting", name, "one of " + ", ".join(SETTINGS_FIELDS))
+    meta = _FIELDS[name].metadata
+    return meta["parse"](value, name, **meta["limits"])
 
 
 def median_ci(sorted_x: np.ndarray, level: float = 0.95) -> tuple[float, float]:

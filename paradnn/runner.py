@@ -106,6 +106,13 @@ def run_workload(
     if workload.devices > platform["device_count"]:
         raise SpecError("devices", workload.devices, f"at most {platform['device_count']} on this host")
     limit = memory_limit_bytes if memory_limit_bytes is not None else hardware.device_memory_bytes()
+    # Cheapest check first (paradnn.preflight): the analytic weights + optimizer state + batch
+    # against the limit, before anything is traced; --layers 1000000000 must not trace for hours.
+    from paradnn.preflight import predicted_oom
+
+    too_big = predicted_oom(workload, limit)
+    if too_big is not None:
+        return Record.failed(workload, "oom", too_big["error"], metrics=too_big["metrics"], **context)
     metrics: dict[str, Any] = {}
     tags: dict[str, Any] = {}
     try:

@@ -10,6 +10,12 @@ Resume is the default: a config whose record key (workload, platform without the
 software versions, measurement settings) already has ``repeat`` rows in the store, whatever their
 status, is skipped. Two sweeps writing one store at the same time split the work through claims
 in the store. Each record is committed the moment it exists.
+
+Faults (docs/reliability.md): an infrastructure fault (:class:`~paradnn.executors.Fault`: an
+unwritable cache, an absent JAX platform, a lost worker) is never stored as a config's result;
+the sweep either stops with one :class:`~paradnn.errors.InfrastructureError` or goes on without
+that config, and the next run measures it. A store that cannot take a row (a full disk) stops the
+sweep with one :class:`~paradnn.errors.StoreError`; every row committed before is kept.
 """
 
 from __future__ import annotations
@@ -23,9 +29,10 @@ from typing import IO, Any, Union
 
 import pandas as pd
 
-from paradnn.errors import SpecError
-from paradnn.executors import EXECUTORS, RunFn, Task, default_cache_dir, make_executor
+from paradnn.errors import InfrastructureError, SpecError, StoreError
+from paradnn.executors import EXECUTORS, Fault, RunFn, Task, default_cache_dir, make_executor
 from paradnn.grids import SweepPlan, load_sweep_file, parse_bytes
+from paradnn.units import parse_duration, parse_int
 from paradnn.record import STATUSES, Record
 from paradnn.specs import Workload
 from paradnn.store import Store
@@ -108,9 +115,9 @@ def _duration(seconds: float) -> str:
     return f"{h}h{m:02d}m{s:02d}s" if h else f"{m}m{s:02d}s" if m else f"{s}s"
 
 
-def _plan(grid_or_file: GridLike) -> SweepPlan:
+def _plan(grid_or_file: GridLike, max_configs: int | None = None) -> SweepPlan:
     if isinstance(grid_or_file, (str, os.PathLike)):
-        return load_sweep_file(grid_or_file)
+        return load_sweep_file(grid_or_file, max_configs=max_configs)
     if isinstance(grid_or_file, Workload):
         items: list[Any] = [grid_or_file]
     else:
@@ -151,6 +158,7 @@ def sweep(
     run_fn: RunFn | None = None,
     address: str | None = None,
     resources: dict[str, Any] | None = None,
+    max_configs: int | None = None,
 ) -> pd.DataFrame:
     """Measure every workload of a grid or sweep file into ``store``; return their rows.
 
@@ -170,24 +178,28 @@ def sweep(
     compilation cache directory (default ``~/.cache/paradnn/xla``; None disables it).
     ``progress``: a progress line on stderr (True), on a given stream, or none (False).
     ``run_fn``: replaces ``paradnn.runner.run_workload`` (for tests: a picklable top-level
-    function ``(workload, settings, memory_limit_bytes) -> Record``).
+    function ``(workload, settings, memory_limit_bytes) -> Record``). ``max_configs``: the
+    largest grid a sweep file may expand to (default: the file's ``run.max_configs``, else
+    ``paradnn.grids.MAX_CONFIGS``), checked before expanding it.
 
     Returns the store's rows for this sweep's configs (all repeats, earlier runs included), one
     column per field, as :func:`paradnn.load` gives them.
     """
-    plan = _plan(grid_or_file)
+    plan = _plan(grid_or_file, max_configs)
     run = plan.run
     executor = executor if executor is not None else run.get("executor", "process")
     if executor not in EXECUTORS:
         raise SpecError("executor", executor, "one of " + ", ".join(EXECUTORS))
     repeat = repeat if repeat is not None else run.get("repeat", 1)
-    if isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 1:
+    if not isinstance(repeat, int):  # the input layer parses text; an API caller passes ints
         raise SpecError("repeat", repeat, "a positive integer (records wanted per config)")
+    repeat = parse_int(repeat, "repeat")
     limit = memory_limit_bytes if memory_limit_bytes is not None else run.get("memory_limit")
     limit = None if limit is None else parse_bytes(limit)
     timeout_s = timeout_s if timeout_s is not None else run.get("timeout_s", DEFAULT_TIMEOUT_S)
-    if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or timeout_s <= 0:
-        raise SpecError("timeout_s", timeout_s, "a positive number of seconds")
+    if isinstance(timeout_s, (bool, str)):
+        raise SpecError("timeout_s", timeout_s, "a positive, finite number of seconds")
+    timeout_s = parse_duration(timeout_s, "timeout_s")
     if cache_dir is DEFAULT_CACHE:
         cache_dir = run.get("cache_dir", default_cache_dir())
     if cache_dir is not None:
@@ -205,7 +217,11 @@ def sweep(
     with Store(store) as db:
         with make_executor(executor, timeout_s=timeout_s, cache_dir=cache_dir, run_fn=run_fn,
                            address=address, resources=resources) as ex:
-            platform, software = ex.context()
+            try:
+                platform, software = ex.context()
+            except InfrastructureError as exc:
+                raise InfrastructureError(f"{exc}; nothing was run or recorded: fix it and run "
+                                          "the sweep again to resume", retry=exc.retry) from None
             settings_dict = measure_settings.to_dict()
             keyed: dict[str, Workload] = {}
             for w in plan.workloads:
@@ -236,9 +252,28 @@ def sweep(
                         yield task
 
             warned = False
+            committed = unrecorded = 0
             try:
                 for task, record in ex.execute(tasks()):
+                    if isinstance(record, Fault):
+                        # Not the workload's result: nothing is stored and the claim goes back,
+                        # so the next run of the sweep measures this config.
+                        claimed.pop(task.claim, None)
+                        if task.claim is not None:
+                            db.release(task.claim)
+                        if not record.retry:
+                            raise InfrastructureError(
+                                f"{record.message}; the sweep stopped without recording this "
+                                f"config ({committed} record(s) of this run are committed); "
+                                "fix it and run the sweep again to resume")
+                        unrecorded += 1
+                        bar.skip()
+                        if stream is not None:
+                            stream.write(f"\nparadnn sweep: not recorded (retried by the next "
+                                         f"run): {record.message}\n")
+                        continue
                     db.add(record, claim=task.claim)
+                    committed += 1
                     claimed.pop(task.claim, None)
                     written.add(record.key)
                     if record.key != task.key and not warned and stream is not None:
@@ -248,6 +283,9 @@ def sweep(
                             "predicted from this host's platform and software; resume will "
                             "not recognise such records\n")
                     bar.update(record)
+            except StoreError as exc:
+                raise StoreError(f"{exc} ({committed} record(s) of this run were committed "
+                                 "before and are kept)") from None
             finally:
                 bar.close()
                 for claim in list(claimed):
@@ -256,5 +294,8 @@ def sweep(
                     except Exception:  # noqa: BLE001 - best effort; dead claims expire anyway
                         pass
         frame = db.frame()
+    if unrecorded and stream is not None:
+        stream.write(f"paradnn sweep: {unrecorded} config(s) met infrastructure faults and were "
+                     "not recorded; run the sweep again to measure them\n")
     keys = set(keyed) | written
     return frame[frame["key"].isin(keys)].reset_index(drop=True)

@@ -9,7 +9,7 @@ import sys
 from typing import Any, Callable
 
 from paradnn.specs import CNN, DTYPES, FC, OPTIMIZERS, RNN, Real, Workload
-from paradnn.units import parse_bytes, si
+from paradnn.units import si
 
 # family -> (spec class, help); flags are the spec's field names.
 FAMILIES: dict[str, tuple[type, str]] = {
@@ -19,32 +19,79 @@ FAMILIES: dict[str, tuple[type, str]] = {
     "real": (Real, "a real model: --model [--image] [--length]"),
 }
 _CHOICES = {"block": "residual|bottleneck", "cell": "rnn|lstm|gru"}
+# Spec field -> help with its unit. Integer fields are parsed as exact integers (never through
+# a float); a real model's image/length accept 0 for "the model's own".
+_FIELD_HELP = {
+    "layers": "hidden layers (FC) or stacked recurrent cells (RNN), a count",
+    "nodes": "units per hidden layer, a count",
+    "input": "input features per example, a count",
+    "output": "classes of the output layer, a count",
+    "block": "block type of the ResNet groups",
+    "blocks": "blocks per group, a count",
+    "filters": "filters of the first group (x1, x2, x4, x8 for the four groups), a count",
+    "image": "side of the square input image in pixels",
+    "cell": "recurrent cell type",
+    "embed": "embedding and hidden size, a count",
+    "length": "sequence length in tokens",
+    "vocab": "vocabulary size in tokens",
+    "model": "name of a zoo model (`paradnn list models`)",
+}
+#: Most data-parallel devices a workload may name (far above any single host).
+MAX_DEVICES = 65_536
+
+
+def _spec_field_type(cls: type, name: str):
+    from paradnn.cli import typed
+    from paradnn.units import parse_int
+
+    if name in ("block", "cell", "model"):
+        return str
+    minimum = 0 if cls is Real else 1  # Real: 0 = the model's default image/length
+    return typed(parse_int, name, minimum=minimum)
 
 
 def add_spec_subparsers(parser: argparse.ArgumentParser, handler: Callable, settings: bool = True) -> None:
     """Add ``fc|cnn|rnn|real`` sub-subcommands whose flags are the spec's fields, plus
     --batch --dtype --optimizer --devices (and the measurement settings when ``settings``)."""
-    sub = parser.add_subparsers(dest="family", required=True, metavar="{fc,cnn,rnn,real}")
+    from paradnn.cli import _Parser, typed
+    from paradnn.units import parse_bytes as _bytes, parse_int
+
+    sub = parser.add_subparsers(dest="family", required=True, metavar="{fc,cnn,rnn,real}",
+                                parser_class=_Parser)
     for family, (cls, help_text) in FAMILIES.items():
         p = sub.add_parser(family, help=help_text, description=help_text)
         for f in dataclasses.fields(cls):
             required = f.default is dataclasses.MISSING
-            # Values stay strings here: the spec validates them and names what is allowed.
-            p.add_argument(f"--{f.name}", required=required, metavar=_CHOICES.get(f.name, "N" if f.name != "model" else "NAME"),
-                           default=None if required else f.default)
-        p.add_argument("--batch", default=None, metavar="N", help="global batch in examples")
-        p.add_argument("--dtype", default="float32", metavar="|".join(DTYPES))
-        p.add_argument("--optimizer", default=None, metavar="|".join(OPTIMIZERS))
-        p.add_argument("--devices", default=1, metavar="N", help="data-parallel devices")
+            p.add_argument(f"--{f.name}", required=required, type=_spec_field_type(cls, f.name),
+                           metavar=_CHOICES.get(f.name, "N" if f.name != "model" else "NAME"),
+                           default=None if required else f.default,
+                           help=_FIELD_HELP.get(f.name, f.name) + ("" if required else
+                                                                  " (0: the model's own)"))
+        p.add_argument("--batch", default=None, metavar="N", type=typed(parse_int, "batch"),
+                       help="global batch in examples, split over --devices (default: 256 FC, "
+                       "64 CNN/RNN, the model's own for real models)")
+        p.add_argument("--dtype", default="float32", choices=DTYPES, help="compute dtype")
+        p.add_argument("--optimizer", default=None, choices=OPTIMIZERS,
+                       help="optimizer (default: rmsprop, a real model's own)")
+        p.add_argument("--devices", default=1, metavar="N",
+                       type=typed(parse_int, "devices", maximum=MAX_DEVICES),
+                       help="data-parallel devices, a count")
         p.add_argument("--memory-limit", default=None, metavar="SIZE",
-                       help="treat configs above this (e.g. 2GB) as out of memory")
+                       type=typed(_bytes),
+                       help="memory of one device in bytes, e.g. 16GB or 512MiB: configs whose "
+                       "weights+optimizer state or compiled peak exceed it are recorded oom "
+                       "(default: the device's memory; the host's on a CPU)")
         p.add_argument("--json", action="store_true", help="print exactly one JSON object")
         if settings:
-            from paradnn.measure import MeasureSettings
+            from paradnn.measure import SETTING_HELP, MeasureSettings, parse_setting
 
-            for f in dataclasses.fields(MeasureSettings):
-                p.add_argument(f"--{f.name.replace('_', '-')}", dest=f.name, default=None, metavar="X",
-                               help=f"measurement setting (default {f.default})")
+            defaults = {f.name: f.default for f in dataclasses.fields(MeasureSettings)}
+            for name, meaning in SETTING_HELP.items():
+                # default None: unset flags leave the settings' own default (shown in the help).
+                default = "auto" if defaults[name] is None else defaults[name]
+                p.add_argument(f"--{name.replace('_', '-')}", dest=name, default=None, metavar="X",
+                               type=typed(parse_setting, name),
+                               help=f"measurement setting: {meaning} (default {default})")
         p.set_defaults(func=handler)
 
 
@@ -67,19 +114,11 @@ def _real_default_batch(spec: Real) -> int:
 
 
 def settings_from_args(args: argparse.Namespace):
-    from paradnn.errors import SpecError
     from paradnn.measure import MeasureSettings
 
-    values: dict[str, Any] = {}
-    for f in dataclasses.fields(MeasureSettings):
-        raw = getattr(args, f.name, None)
-        if raw is None:
-            continue
-        kind = int if str(f.type).startswith("int") else float
-        try:
-            values[f.name] = int(raw) if kind is int else float(raw)
-        except ValueError:
-            raise SpecError(f.name, raw, f"a {type(f.default).__name__}") from None
+    # The flags were parsed and range-checked by argparse (measure.parse_setting).
+    values: dict[str, Any] = {f.name: getattr(args, f.name) for f in dataclasses.fields(MeasureSettings)
+                              if getattr(args, f.name, None) is not None}
     return MeasureSettings(**values)
 
 
@@ -134,13 +173,21 @@ def warning_lines(record) -> list[str]:
     return lines
 
 
+def _check_backend() -> None:
+    """Start JAX's backend; one it cannot start (JAX_PLATFORMS naming an absent platform) is an
+    InfrastructureError, i.e. one line and exit 2 rather than a traceback."""
+    from paradnn.executors import local_context
+
+    local_context()
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
     from paradnn.runner import run_workload
 
+    _check_backend()
     workload = workload_from_args(args)
     settings = settings_from_args(args)
-    limit = parse_bytes(args.memory_limit) if args.memory_limit else None
-    record = run_workload(workload, settings, limit)
+    record = run_workload(workload, settings, args.memory_limit)
     if args.json:
         print(json.dumps(record.to_dict(), default=str))
     else:
@@ -153,6 +200,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 def _cmd_probe(args: argparse.Namespace) -> int:
     from paradnn.hardware import probe
 
+    _check_backend()
     result = probe(refresh=args.refresh)
     if args.json:
         print(json.dumps(result, default=str))
@@ -234,10 +282,10 @@ def _cmd_list(args: argparse.Namespace) -> int:
 def _cmd_maxbatch(args: argparse.Namespace) -> int:
     from paradnn.maxbatch import max_batch
 
+    _check_backend()
     workload = workload_from_args(args)
-    limit = parse_bytes(args.memory_limit) if args.memory_limit else None
     result = max_batch(workload.spec, dtype=workload.dtype, optimizer=workload.optimizer,
-                       devices=workload.devices, memory_limit_bytes=limit)
+                       devices=workload.devices, memory_limit_bytes=args.memory_limit)
     if args.json:
         print(json.dumps(result, default=str))
         return 0
@@ -259,12 +307,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("run", help="measure one training workload", description="Measure one training workload.")
     add_spec_subparsers(p, _cmd_run)
     p = sub.add_parser("probe", help="measure GEMM FLOPS and memory bandwidth of this device")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print exactly one JSON object")
     p.add_argument("--refresh", action="store_true", help="measure again instead of reading the cache")
     p.set_defaults(func=_cmd_probe)
     p = sub.add_parser("list", help="model families and their parameters, or real models")
-    p.add_argument("what", nargs="?", choices=["families", "models"], default="families")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("what", nargs="?", choices=["families", "models"], default="families",
+                   help="what to list")
+    p.add_argument("--json", action="store_true", help="print exactly one JSON array")
     p.set_defaults(func=_cmd_list)
     p = sub.add_parser("maxbatch", help="largest power-of-two batch that fits on the device")
     add_spec_subparsers(p, _cmd_maxbatch, settings=False)
