@@ -30,7 +30,7 @@ from paradnn.runner import is_oom, peak_bytes, state_bytes
 from paradnn.specs import ModelSpec, Workload
 
 # A short, cheap trial: it only has to show that the batch runs.
-TRIAL_SETTINGS = MeasureSettings(steps_per_call=2, warmup_calls=1, min_calls=2, max_calls=3,
+TRIAL_SETTINGS = MeasureSettings(steps_per_call=2, warmup_calls=1, warmup_s=0.0, min_calls=2, max_calls=3,
                                  cv_target=0.5, time_budget_s=1.0)
 
 
@@ -69,7 +69,7 @@ def probe_batch(workload: Workload, memory_limit_bytes: int, settings: MeasureSe
         return out
     t0 = time.perf_counter()
     try:
-        compiled = wl.jit_step(model, optimizer_name, mesh, steps=settings.steps_per_call).lower(state, batch).compile()
+        compiled = wl.jit_multi_step(model, optimizer_name, mesh).lower(state, batch, wl.STEPS_ARG).compile()
     except Exception as exc:  # noqa: BLE001 - a compile-time OOM is an answer; anything else is not
         if not is_oom(exc):
             raise

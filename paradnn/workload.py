@@ -72,15 +72,11 @@ def _step_fn(model: ModelDef, optimizer_name: str) -> Callable:
     return step
 
 
-def _repeat(step: Callable, steps, state, batch):
+def _repeat_k(step: Callable, state, batch, k):
     def body(_, carry):
         return step(carry[0], batch)
 
-    return jax.lax.fori_loop(0, steps, body, (state, jnp.zeros((), jnp.float32)))
-
-
-def _repeat_k(step: Callable, state, batch, k):
-    return _repeat(step, k, state, batch)
+    return jax.lax.fori_loop(0, k, body, (state, jnp.zeros((), jnp.float32)))
 
 
 #: The abstract steps-per-call argument of :func:`jit_multi_step`: an int32 scalar.
@@ -141,15 +137,13 @@ def jit_multi_step(model: ModelDef, optimizer_name: str, mesh=None) -> Callable:
     return jax.jit(partial(_repeat_k, _step_fn(model, optimizer_name)), **kwargs)
 
 
-def jit_step(model: ModelDef, optimizer_name: str, mesh=None, steps: int | None = None) -> Callable:
-    """The jitted training step, or with ``steps`` a ``steps``-step loop with the state donated."""
-    step = _step_fn(model, optimizer_name)
-    fn = step if steps is None else partial(_repeat, step, steps)
+def jit_step(model: ModelDef, optimizer_name: str, mesh=None) -> Callable:
+    """The jitted single training step ``(state, batch) -> (state, loss)`` (costs, profiles)."""
     replicated, split = _shardings(mesh)
-    kwargs: dict[str, Any] = {} if steps is None else {"donate_argnums": (0,)}
+    kwargs: dict[str, Any] = {}
     if replicated is not None:
         kwargs.update(in_shardings=(replicated, split), out_shardings=(replicated, replicated))
-    return jax.jit(fn, **kwargs)
+    return jax.jit(_step_fn(model, optimizer_name), **kwargs)
 
 
 # Initialization runs once and is never timed, yet XLA:CPU spends most of a small model's
