@@ -295,7 +295,7 @@ RUN_KEYS: dict[str, str] = {
     "resources": "Ray resources per task, e.g. {num_gpus: 1} or {resources: {TPU: 4}}",
 }
 _SETTINGS_KEYS = ("steps_per_call", "warmup_calls", "min_calls", "max_calls", "cv_target",
-                  "time_budget_s")
+                  "time_budget_s", "xla_preset")
 
 
 @dataclasses.dataclass(frozen=True)

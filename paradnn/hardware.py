@@ -83,6 +83,7 @@ def software_info() -> dict[str, Any]:
     import optax
 
     import paradnn
+    from paradnn import xla_stack
 
     return {
         "paradnn_version": paradnn.__version__,
@@ -95,6 +96,8 @@ def software_info() -> dict[str, Any]:
         "tf_version": None,
         "python_version": _platform.python_version(),
         "xla_flags": os.environ.get("XLA_FLAGS", ""),
+        # What each xla_preset setting means here: the preset a record ran is in its settings.
+        "xla_compile_options": xla_stack.describe(jax.default_backend()),
     }
 
 

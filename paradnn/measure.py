@@ -29,6 +29,8 @@ class MeasureSettings:
     min_calls, max_calls: bounds on the number of timed calls.
     cv_target: stop once the coefficient of variation of call times is below this (1 = 100%).
     time_budget_s: stop once timed calls have taken this long (seconds), if min_calls are done.
+    xla_preset: XLA compile options of the measured step (``paradnn.xla_stack.PRESETS``): "best"
+        (the platform's fastest correct stack) or "stock" (XLA's defaults).
     """
 
     steps_per_call: int = 10
@@ -37,8 +39,12 @@ class MeasureSettings:
     max_calls: int = 200
     cv_target: float = 0.02
     time_budget_s: float = 5.0
+    xla_preset: str = "best"
 
     def __post_init__(self) -> None:
+        from paradnn.xla_stack import check_preset
+
+        check_preset(self.xla_preset)
         for name in ("steps_per_call", "min_calls", "max_calls"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:

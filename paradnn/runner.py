@@ -124,7 +124,7 @@ def run_workload(
 
         t0 = time.perf_counter()
         call = wl.jit_step(model, optimizer_name, mesh, steps=settings.steps_per_call)
-        compiled = call.lower(state_shapes, batch_shapes).compile()
+        compiled = wl.compile_step(call, state_shapes, batch_shapes, settings.xla_preset)
         metrics["compile_s"] = time.perf_counter() - t0
         mem = compiled.memory_analysis()
         if mem is not None:
