@@ -324,9 +324,6 @@ RUN_KEYS: dict[str, str] = {
     "address": "a Ray cluster address HOST:PORT",
     "resources": "Ray resources per task, e.g. {num_gpus: 1} or {resources: {TPU: 4}}",
 }
-#: Measurement settings a sweep file or the CLI may set: name -> (parser, limits, meaning). The
-#: bounds keep a typo (steps_per_call: 1e12) from running for days; MeasureSettings checks the
-#: relations between them.
 # Measurement settings are parsed and range-checked where they are defined (their fields'
 # metadata in paradnn.measure): one place for each setting's type, limits and meaning.
 _SETTINGS_KEYS = SETTINGS_FIELDS

@@ -33,6 +33,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from paradnn import xla_stack
 from paradnn.errors import SpecError
 from paradnn.units import parse_int, parse_number
 
@@ -80,6 +81,9 @@ class MeasureSettings:
                                 "variation of call times is at most this (1 = 100 percent)", maximum=10.0)
     time_budget_s: float = _setting(5.0, parse_number, "seconds for warm-up and timed calls together "
                                     "(at least 2 timed calls always run)", maximum=86_400.0)
+    xla_preset: str = _setting(xla_stack.DEFAULT_PRESET, xla_stack.parse_preset,
+                               "XLA compile options of the measured step: best (the platform's "
+                               "fastest correct stack) or stock (XLA's defaults)")
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):

@@ -130,8 +130,8 @@ def run_workload(
                 metrics=metrics, tags=tags, **context)
 
         t0 = time.perf_counter()
-        call = wl.jit_multi_step(model, optimizer_name, mesh)
-        compiled = call.lower(state_shapes, batch_shapes, wl.STEPS_ARG).compile()
+        compiled = wl.compile_multi_step(model, optimizer_name, mesh, state_shapes, batch_shapes,
+                                         settings.xla_preset)
         metrics["compile_s"] = time.perf_counter() - t0
         mem = compiled.memory_analysis()
         if mem is not None:

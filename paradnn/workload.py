@@ -17,6 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from paradnn import xla_stack
 from paradnn.errors import SpecError
 from paradnn.models import ModelDef, build
 from paradnn.specs import Workload
@@ -146,9 +147,23 @@ def jit_step(model: ModelDef, optimizer_name: str, mesh=None) -> Callable:
     return jax.jit(_step_fn(model, optimizer_name), **kwargs)
 
 
+def compile_step(call: Callable, *args: Any, preset: str = xla_stack.DEFAULT_PRESET) -> jax.stages.Compiled:
+    """Compile the jitted ``call`` ahead of time for ``args`` (arrays or ``jax.ShapeDtypeStruct``
+    trees) with the XLA options of ``preset`` on the default backend."""
+    return call.lower(*args).compile(xla_stack.compile_options(preset, jax.default_backend()))
+
+
+def compile_multi_step(model: ModelDef, optimizer_name: str, mesh, state, batch,
+                       preset: str = xla_stack.DEFAULT_PRESET) -> jax.stages.Compiled:
+    """The measured program: :func:`jit_multi_step` compiled ahead of time for abstract
+    ``state``/``batch`` and a run-time K, with the XLA options of ``preset``. The runner and
+    ``maxbatch`` both compile it here, so what fits is what runs."""
+    return compile_step(jit_multi_step(model, optimizer_name, mesh), state, batch, STEPS_ARG, preset=preset)
+
+
 # Initialization runs once and is never timed, yet XLA:CPU spends most of a small model's
 # set-up optimizing it (threefry kernels for every parameter: 16.6 s -> 2.5 s for a tiny
-# bottleneck CNN at level 0). The measured training step is always compiled with defaults.
+# bottleneck CNN at level 0). The measured training step is compiled by ``compile_step``.
 _CHEAP_CPU_COMPILE = {"xla_backend_optimization_level": 0, "xla_llvm_disable_expensive_passes": True}
 
 
