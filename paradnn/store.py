@@ -442,14 +442,16 @@ class Store:
             self._owner = f"{socket.gethostname()}:{pid}:{_process_start_token(pid)}"
         return self._owner
 
-    def claim(self, key: str, wanted: int, stale_after_s: float) -> int | None:
-        """Reserve one measurement of ``key`` if it has fewer than ``wanted`` rows plus live claims.
+    def claim(self, key: str, wanted: int, stale_after_s: float, unstable: bool = True) -> int | None:
+        """Reserve one measurement of ``key`` if it has fewer than ``wanted`` rows plus live claims
+        (rows counted as in :meth:`counts_by_key`).
 
         Claims of dead processes on this host are dropped; claims from other hosts expire after
         ``stale_after_s`` seconds. Returns the claim id, or None when nothing is left to do.
         """
         with self._write("claim a config"), self._transaction() as con:
-            (rows,) = con.execute("SELECT COUNT(*) FROM records WHERE key = ?", (key,)).fetchone()
+            (rows,) = con.execute(f"SELECT COUNT(*) FROM records WHERE key = ? AND {_counted(unstable)}",
+                                  (key,)).fetchone()
             live = 0
             now = time.time()
             for cid, owner, host, pid, when in con.execute(
@@ -474,10 +476,12 @@ class Store:
             con.execute("DELETE FROM claims WHERE id = ?", (claim,))
 
     # -- reading -------------------------------------------------------------------------------
-    def counts_by_key(self, keys: Iterable[str] | None = None) -> dict[str, int]:
-        """Number of stored rows per record key (only ``keys`` when given)."""
+    def counts_by_key(self, keys: Iterable[str] | None = None, unstable: bool = True) -> dict[str, int]:
+        """Number of stored rows per record key (only ``keys`` when given); with ``unstable``
+        False, ``ok`` rows that missed their precision target (``stable`` false) do not count."""
         with self._write("count rows"):
-            rows = self._con.execute("SELECT key, COUNT(*) FROM records GROUP BY key").fetchall()
+            rows = self._con.execute(
+                f"SELECT key, COUNT(*) FROM records WHERE {_counted(unstable)} GROUP BY key").fetchall()
         counts = dict(rows)
         if keys is not None:
             wanted = set(keys)
@@ -495,6 +499,16 @@ class Store:
     def frame(self) -> pd.DataFrame:
         """The rows as a DataFrame with one column per field (see :func:`load`)."""
         return _frame(self.rows())
+
+
+def _counted(unstable: bool) -> str:
+    """SQL condition on a records row: whether it counts as a done measurement of its key."""
+    if unstable:
+        return "1"
+    # CASE guards json_extract: a corrupt row counts (it is skipped when loading) instead of
+    # being an error that stops the count.
+    return ("NOT (status = 'ok' AND "
+            "CASE WHEN json_valid(row) THEN json_extract(row, '$.stable') END = 0)")
 
 
 class _Guard:

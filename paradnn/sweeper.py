@@ -159,6 +159,7 @@ def sweep(
     address: str | None = None,
     resources: dict[str, Any] | None = None,
     max_configs: int | None = None,
+    remeasure_unstable: bool = False,
 ) -> pd.DataFrame:
     """Measure every workload of a grid or sweep file into ``store``; return their rows.
 
@@ -180,7 +181,10 @@ def sweep(
     ``run_fn``: replaces ``paradnn.runner.run_workload`` (for tests: a picklable top-level
     function ``(workload, settings, memory_limit_bytes) -> Record``). ``max_configs``: the
     largest grid a sweep file may expand to (default: the file's ``run.max_configs``, else
-    ``paradnn.grids.MAX_CONFIGS``), checked before expanding it.
+    ``paradnn.grids.MAX_CONFIGS``), checked before expanding it. ``remeasure_unstable``: ``ok``
+    rows that missed their precision target (``stable`` false) do not count towards ``repeat``,
+    so those configs are measured again (the unstable rows stay in the store; analyses prefer
+    stable rows).
 
     Returns the store's rows for this sweep's configs (all repeats, earlier runs included), one
     column per field, as :func:`paradnn.load` gives them.
@@ -228,7 +232,7 @@ def sweep(
                 key = Record(status="ok", workload=w.to_dict(), platform=platform,
                              software=software, settings=settings_dict).key
                 keyed.setdefault(key, w)
-            counts = db.counts_by_key(keyed)
+            counts = db.counts_by_key(keyed, unstable=not remeasure_unstable)
             todo = sum(max(0, repeat - counts.get(k, 0)) for k in keyed)
             skipped = sum(1 for k in keyed if counts.get(k, 0) >= repeat)
             bar = Progress(todo, skipped, stream)
@@ -243,7 +247,7 @@ def sweep(
                     for key, w in keyed.items():
                         if counts.get(key, 0) > rep:
                             continue
-                        claim = db.claim(key, rep + 1, stale_after_s)
+                        claim = db.claim(key, rep + 1, stale_after_s, unstable=not remeasure_unstable)
                         if claim is None:
                             bar.skip()
                             continue

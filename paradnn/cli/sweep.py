@@ -16,7 +16,8 @@ def _sweep(args: argparse.Namespace) -> int:
         args.file, store=args.store, executor=args.executor, repeat=args.repeat,
         memory_limit_bytes=args.memory_limit, timeout_s=args.timeout, address=args.address,
         cache_dir=None if args.no_cache else (args.cache_dir or DEFAULT_CACHE),
-        progress=not args.quiet, max_configs=args.max_configs)
+        progress=not args.quiet, max_configs=args.max_configs,
+        remeasure_unstable=args.remeasure_unstable)
     counts = df["status"].value_counts().to_dict() if len(df) else {}
     summary = ", ".join(f"{s} {n}" for s, n in sorted(counts.items()))
     print(f"{args.store}: {len(df)} rows for this sweep ({summary or 'none'})")
@@ -84,6 +85,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="persistent XLA compilation cache folder (default: the file's, else "
                    "$XDG_CACHE_HOME/paradnn/xla or ~/.cache/paradnn/xla)")
     p.add_argument("--no-cache", action="store_true", help="disable the compilation cache")
+    p.add_argument("--remeasure-unstable", action="store_true",
+                   help="measure again the configs whose stored runs missed their precision "
+                   "target (stable false); their old rows stay")
     p.add_argument("--quiet", action="store_true", help="no progress line on stderr")
     p.set_defaults(func=_sweep)
 
