@@ -13,7 +13,7 @@ import sys
 
 from paradnn.errors import ParadnnError
 
-_COMMAND_MODULES = ("run", "sweep", "report")
+_COMMAND_MODULES = ("run", "sweep", "report", "plan")
 
 
 class _Parser(argparse.ArgumentParser):

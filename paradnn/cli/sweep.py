@@ -13,6 +13,11 @@ def _sweep(args: argparse.Namespace) -> int:
 
     if args.no_cache and args.cache_dir:
         raise ParadnnError("--cache-dir and --no-cache exclude each other")
+    if args.dry_run:
+        from paradnn.cli.plan import show_plan
+
+        return show_plan(args.file, store=args.store, memory_limit=args.memory_limit,
+                         repeat=args.repeat)
     df = sweep(
         args.file, store=args.store, executor=args.executor, repeat=args.repeat,
         memory_limit_bytes=None if args.memory_limit is None else parse_bytes(args.memory_limit),
@@ -75,6 +80,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="persistent XLA compilation cache (default: ~/.cache/paradnn/xla)")
     p.add_argument("--no-cache", action="store_true", help="disable the compilation cache")
     p.add_argument("--quiet", action="store_true", help="no progress line on stderr")
+    p.add_argument("--dry-run", action="store_true",
+                   help="run nothing: print the plan (configs, parameters, FLOPs, predicted "
+                   "memory and oom, estimated time), as `paradnn plan FILE` does")
     p.set_defaults(func=_sweep)
 
     p = sub.add_parser("status", help="counts of a store's rows by status, family, platform")
