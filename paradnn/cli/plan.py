@@ -76,8 +76,9 @@ def format_plan(result: Any, rows: int = 10) -> str:
         if s["extrapolated"]:
             lines.append(f"                 {s['extrapolated']:,} of {s['to_run']:,} configs to "
                          f"measure lie outside the calibrated FLOPs ({ranges}) by more than 2x: "
-                         "their estimate is an extrapolation; --calibrate times configs of "
-                         "this sweep instead")
+                         "their estimate is an extrapolation"
+                         + ("" if cal["method"] == "calibration run" else
+                            "; --calibrate times configs of this sweep instead"))
     lines.append(f"planned in       {s['plan_s']:.1f} s")
     oom = t[t["predicted"] == "oom"]
     if len(oom):
