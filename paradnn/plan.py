@@ -167,13 +167,15 @@ def _real_sizes(spec: Real, dtype: str, optimizer: str) -> tuple[int, float]:
     return count_from_shapes(model), float(flops)
 
 
-def config_table(workloads: Iterable[Workload], known: pd.DataFrame | None = None) -> pd.DataFrame:
+def config_table(workloads: Iterable[Workload], known: pd.DataFrame | None = None,
+                 trace_real: bool = True) -> pd.DataFrame:
     """One row per workload: its fields, ``params``, ``model_flops_per_step`` (FLOP),
     ``state_bytes``, ``gradient_bytes``, ``batch_bytes``, ``activation_bytes`` and
     ``memory_bytes`` (B per device; NaN where unknown) and ``memory_source``.
 
     ``known``: store rows; a real model's params and FLOPs are taken from an ``ok`` row of the
-    same ``workload_key`` when there is one instead of tracing the model.
+    same ``workload_key`` when there is one instead of tracing the model. ``trace_real`` False:
+    a real model without such a row gets NaN sizes instead of being traced (seconds each).
     """
     stored: dict[str, tuple[float, float]] = {}
     if known is not None and len(known):
@@ -190,6 +192,13 @@ def config_table(workloads: Iterable[Workload], known: pd.DataFrame | None = Non
             if w.key in stored:
                 params, step_flops = stored[w.key]
                 source = "stored record"
+            elif not trace_real:
+                row.update(params=math.nan, model_flops_per_step=math.nan, state_bytes=math.nan,
+                           gradient_bytes=math.nan, batch_bytes=math.nan,
+                           activation_bytes=math.nan, memory_bytes=math.nan,
+                           memory_source="unknown (real model not traced)")
+                rows.append(row)
+                continue
             else:
                 params, per_example = _real_sizes(w.spec, w.dtype, w.optimizer)
                 step_flops = per_example * w.batch
@@ -242,17 +251,26 @@ def compiled_memory(workload: Workload, steps_per_call: int) -> tuple[int, float
 
 @dataclass(frozen=True)
 class PowerFit:
-    """``y = 10**a * x**b`` fitted in log-log space over ``n`` points; ``floor_rate`` (x per y)
-    bounds it: a prediction is never faster than ``x / floor_rate``."""
+    """``y = 10**a * x**b`` fitted in log-log space over ``n`` points up to ``x_max``.
+
+    ``floor_rate`` (x per y) bounds it: a prediction is never faster than ``x / floor_rate``.
+    With ``rate_above`` (x per y), beyond ``x_max`` y is ``x / rate_above``: the median rate of
+    the larger half of the records. A sub-linear slope fitted on small models (where fixed
+    costs dominate), or the best rate of one noisy small record, must not promise ever higher
+    efficiency for models larger than any measured."""
 
     a: float
     b: float
     n: int
     floor_rate: float = math.inf
+    x_max: float = math.inf
+    rate_above: float | None = None
 
     def __call__(self, x: float) -> float:
         if not x > 0:
             return 10 ** self.a
+        if self.rate_above is not None and x > self.x_max:
+            return max(x / self.rate_above, 10 ** (self.a + self.b * math.log10(self.x_max)))
         y = 10 ** (self.a + self.b * math.log10(x))
         return max(y, x / self.floor_rate) if math.isfinite(self.floor_rate) else y
 
@@ -269,8 +287,11 @@ def _power_fit(x: np.ndarray, y: np.ndarray, slope: tuple[float, float],
     else:  # too few or too similar points for a slope: assume the default one
         b = default_slope
     a = float(np.median(ly - b * lx))
-    rate = float(np.max(x / y)) if bounded else math.inf
-    return PowerFit(a, b, int(len(x)), rate)
+    if not bounded:
+        return PowerFit(a, b, int(len(x)))
+    top = x >= np.median(x)
+    return PowerFit(a, b, int(len(x)), float(np.max(x / y)), float(np.max(x)),
+                    float(np.median(x[top] / y[top])))
 
 
 @dataclass
@@ -281,8 +302,9 @@ class TimeModel:
 
     * ``step_s``: a power law in the analytic FLOPs per step fitted to ok records of the same
       family and dtype on this platform (slope 0.5..1, 1 when fewer than 3 records or less
-      than a 4x FLOP range), never faster than the best FLOP rate those records reached; falls
-      back to the family's records of any dtype, then to all records.
+      than a 4x FLOP range), never faster than the best FLOP rate those records reached, and
+      beyond the largest record FLOPs over the median rate of the larger half of the records;
+      falls back to the family's records of any dtype, then to all records.
     * ``compile_s``: a power law of the same kind (slope 0..1, 0 = the median when few records).
     * ``calls``: timed calls of the protocol: until ``time_budget_s`` is spent, at least
       ``min_calls`` and at most ``max_calls`` (an upper bound: a run stops earlier when its
@@ -591,7 +613,9 @@ def estimate_seconds(workloads: Iterable[Workload], frame: pd.DataFrame,
     model = fit_time_model(frame, platform)
     if model.method == "none":
         return {}, model.source
-    table = config_table(workloads, frame)
+    # No tracing here: the sweep is waiting to start. Real models without a stored record of
+    # the same workload get no estimate (the progress line uses the mean of the others).
+    table = config_table(workloads, frame, trace_real=False)
     out: dict[str, float] = {}
     for w, fam, dt, fl in zip(workloads, table["family"], table["dtype"],
                               table["model_flops_per_step"]):

@@ -239,3 +239,19 @@ def test_revision_is_stored_but_not_in_the_key():
     assert a.key == b.key  # resume works across commits and edits
     assert a.key != c.key  # but not across the software that shapes a measurement
     assert a.to_dict()["paradnn_revision"] == "git:" + "a" * 40
+
+
+@pytest.mark.slow
+def test_calibration_run_times_configs_of_this_sweep(tmp_path):
+    """--calibrate: a few configs of the sweep itself are timed (in a temporary store, the
+    store given is not touched) and the estimate is fitted to them."""
+    workloads = grid("fc", layers=2, nodes=[32, 64, 96, 128], input=64, output=10, batch=8)
+    store = tmp_path / "untouched.db"
+    p = plan(workloads, store=store, settings=TINY, calibrate=True)
+    s = p.summary
+    assert not store.exists()
+    assert s["calibration"]["method"] == "calibration run"
+    assert 1 <= s["calibration"]["records"] <= 2  # 10th and 50th percentile of FLOPs
+    assert "calibration run of" in s["calibration"]["source"]
+    assert s["wall_s"] is not None and s["wall_s"] > 0
+    assert (p.table["wall_s"] > 0).all()
