@@ -80,7 +80,8 @@ class Progress:
         self._drawn = 0  # length of the line on the terminal
         if stream is not None:
             total_s = self._remaining_estimate()
-            estimate = (f"; estimated {_duration(total_s)} ({calibration})" if total_s is not None
+            estimate = ("" if not total else
+                        f"; estimated {_duration(total_s)} ({calibration})" if total_s is not None
                         else f"; no time estimate yet ({calibration})" if calibration else "")
             stream.write(f"paradnn sweep: {total} config(s) to measure, {skipped} already in the "
                          f"store (skipped: resume; --repeat N measures again){estimate}\n")
@@ -90,7 +91,8 @@ class Progress:
     def announce(stream: IO[str] | None, configs: int, source: str) -> None:
         """The first line, before the executor starts (a child process takes seconds)."""
         if stream is not None:
-            stream.write(f"paradnn sweep: {configs} config(s) in {source}; starting the "
+            where = "the grid" if source == "<grid>" else source
+            stream.write(f"paradnn sweep: {configs} config(s) in {where}; starting the "
                          "executor and checking the store\n")
             stream.flush()
 

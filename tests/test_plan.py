@@ -255,3 +255,17 @@ def test_calibration_run_times_configs_of_this_sweep(tmp_path):
     assert "calibration run of" in s["calibration"]["source"]
     assert s["wall_s"] is not None and s["wall_s"] > 0
     assert (p.table["wall_s"] > 0).all()
+
+
+def test_compile_flag_takes_xla_memory_analysis():
+    from paradnn.plan import compiled_memory
+
+    w = Workload(FC(2, 32, 64, 10), 8)
+    p = plan([w], store=None, settings=TINY, compile=True, memory_limit_bytes="1GB")
+    row = p.table.iloc[0]
+    assert p.summary["memory_method"] == "compiled"
+    assert row["memory_source"] == "XLA memory analysis (compiled)"
+    assert row["measured_compile_s"] > 0
+    assert row["memory_bytes"] == compiled_memory(w, TINY["steps_per_call"])[0]
+    # At least the arguments: weights + rmsprop state + the batch.
+    assert row["memory_bytes"] >= row["state_bytes"] + row["batch_bytes"]
