@@ -157,13 +157,16 @@ def _batch_bytes(spec: Any, batch: int, dtype: str) -> int:
 
 
 @functools.lru_cache(maxsize=None)
-def _real_sizes(spec: Real, dtype: str, optimizer: str) -> tuple[int, float]:
-    """(params, train FLOPs per example) of a real model, by tracing it once (no compile)."""
+def _real_sizes(spec: Real) -> tuple[int, float]:
+    """(params, train FLOPs per example) of a real model, by tracing it once (no compile).
+    Neither depends on the dtype or the optimizer (no matmuls in an update), so one float32
+    trace with the model's default optimizer serves every variant."""
     from paradnn import costs
     from paradnn.models import build, count_from_shapes
 
-    model = build(spec, dtype)
-    flops = costs.model_flops_per_step(Workload(spec, 1, dtype, optimizer), model, optimizer)
+    model = build(spec, "float32")
+    optimizer = model.default_optimizer
+    flops = costs.model_flops_per_step(Workload(spec, 1, "float32", optimizer), model, optimizer)
     return count_from_shapes(model), float(flops)
 
 
@@ -200,7 +203,7 @@ def config_table(workloads: Iterable[Workload], known: pd.DataFrame | None = Non
                 rows.append(row)
                 continue
             else:
-                params, per_example = _real_sizes(w.spec, w.dtype, w.optimizer)
+                params, per_example = _real_sizes(w.spec)
                 step_flops = per_example * w.batch
                 source = "traced"
             state = state_bytes(int(params), w.optimizer)
@@ -336,7 +339,7 @@ class TimeModel:
         NaN without records to calibrate from)."""
         step_fit = self._lookup(self.step, family, dtype)
         compile_fit = self._lookup(self.compile, family, dtype)
-        if step_fit is None or compile_fit is None:
+        if step_fit is None or compile_fit is None or not math.isfinite(flops) or flops <= 0:
             nan = math.nan
             return dict(compile_s=nan, step_s=nan, timing_s=nan, overhead_s=nan, wall_s=nan)
         step_s = step_fit(flops)
@@ -375,7 +378,10 @@ def _overheads(rows: pd.DataFrame, start_utc: str | None = None) -> dict[str, fl
             prev = prev.fillna(pd.Timestamp(start_utc))
         gap = (group["t"] - prev).dt.total_seconds()
         calls = group["timed_calls"].astype(float) + group["warmup_calls"].astype(float)
-        timed = calls * group["steps_per_call"].astype(float) * group["step_time_s"].astype(float)
+        steps = group["steps_per_call"].astype(float)
+        if "steps_per_call_used" in group:  # records of an adaptive protocol say what it chose
+            steps = group["steps_per_call_used"].astype(float).fillna(steps)
+        timed = calls * steps * group["step_time_s"].astype(float)
         rest = gap - group["compile_s"].astype(float) - timed
         ok = (group["status"] == "ok") & gap.notna() & (gap > 0) & (gap < 1800) & rest.notna()
         for family, value in zip(group["family"][ok], rest[ok]):

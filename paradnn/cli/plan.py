@@ -48,16 +48,21 @@ def format_plan(result: Any, rows: int = 10) -> str:
     s, t = result.summary, result.table
     fams = ", ".join(f"{f} {n:,}" for f, n in s["by_family"].items())
     where = s["source"] + (f" ({s['description']})" if s["description"] else "")
+    has_real = "real" in s["by_family"]
     memory_note = ("XLA memory analysis of each compiled program" if s["memory_method"] == "compiled"
                    else "analytic estimate: weights + optimizer state + gradients + batch + "
-                        "activations (docs/sweeps.md)")
+                        "activations (docs/sweeps.md)"
+                        + ("; real models: weights + optimizer state + gradients only, a floor"
+                           if has_real else ""))
+    params_note = ("closed forms" + ("; real models: from shapes or a stored record"
+                                     if has_real else ""))
     lines = [
         f"plan of {where} on {s['platform']}",
         f"configs          {s['configs']:,} ({fams}); repeat {s['repeat']}",
         f"                 {s['stored']:,} already in the store (skipped on resume), "
         f"{s['to_run']:,} to measure, {s['oom']:,} predicted oom",
         f"parameters       {si(s['params_min'], '')} .. {si(s['params_max'], '')} per config "
-        "(closed forms)",
+        f"({params_note})",
         f"FLOPs per step   {si(s['flops_min'], 'FLOP')} .. {si(s['flops_max'], 'FLOP')} "
         "(analytic: matmuls and convolutions, forward + backward)",
         f"memory           up to {_bytes(s['memory_max_bytes'])} per device; {memory_note}",
