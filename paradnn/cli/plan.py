@@ -9,6 +9,7 @@ import argparse
 import json
 import math
 import sys
+import textwrap
 from typing import Any
 
 from paradnn.errors import ParadnnError
@@ -189,10 +190,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "plan", parents=[_options(defaults=True)],
         help="count, size, memory and time of a sweep (or one config) without running it",
-        description="Plan a sweep without running it: the number of configs, parameters, "
-        "analytic FLOPs per step and predicted memory of each, the configs predicted to run "
-        "out of memory, and the estimated wall time (compile + timing), calibrated on this "
-        "platform's records in the store or, with --calibrate, on a short calibration run.",
+        description=textwrap.fill(
+            "Plan a sweep without running it: the number of configs, parameters, analytic "
+            "FLOPs per step and predicted memory of each, the configs predicted to run out of "
+            "memory, and the estimated wall time (compile + timing), calibrated on this "
+            "platform's records in the store or, with --calibrate, on a short calibration run. "
+            "Nothing is measured (except by --calibrate, into a temporary store) and the "
+            "store is not written.", 88),
         epilog=_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("target", metavar="SWEEP_OR_SPEC",
                    help="a sweep file (YAML, docs/sweeps.md), or a family fc|cnn|rnn|real "

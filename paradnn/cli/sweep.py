@@ -128,7 +128,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "memory and oom, estimated time), as `paradnn plan FILE` does")
     p.set_defaults(func=_sweep)
 
-    p = sub.add_parser("status", help="counts of a store's rows by status, family, platform")
+    p = sub.add_parser("status", help="counts of a store's rows; failures grouped by reason, "
+                       "with an example config and the next command to run")
     p.add_argument("store", nargs="+", help="one or more stores")
     p.set_defaults(func=_status)
 
