@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import json
 import math
 import os
@@ -83,8 +84,49 @@ def platform_info() -> dict[str, Any]:
     }
 
 
+# Seconds each git call may take when reading paradnn's source revision: a slow or hung git
+# (network file system, credential prompt) must never hold up a measurement.
+_GIT_TIMEOUT_S = 2.0
+
+
+@functools.lru_cache(maxsize=1)
+def paradnn_revision() -> str:
+    """The paradnn source that is running: ``git:<commit>`` or ``git:<commit>+dirty`` when the
+    package is imported from a git checkout, else ``version:<paradnn.__version__>``.
+
+    Dirty means tracked files differ from the commit (``git status --porcelain
+    --untracked-files=no``): stores, reports and other untracked files do not count. The
+    package directory must itself be tracked by that checkout, so a wheel installed into a
+    virtual environment that happens to live inside some git repository reports its version,
+    not that repository's commit. No git, a timeout or any git failure gives the version.
+    """
+    import subprocess
+
+    import paradnn
+
+    package_dir = Path(paradnn.__file__).resolve().parent
+    # GIT_DIR/GIT_WORK_TREE from the caller's environment would point git at another repo.
+    env = {k: v for k, v in os.environ.items() if k not in ("GIT_DIR", "GIT_WORK_TREE")}
+
+    def git(*args: str) -> str | None:
+        try:
+            done = subprocess.run(["git", "-C", str(package_dir), *args], capture_output=True,
+                                  text=True, timeout=_GIT_TIMEOUT_S, env=env)
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return done.stdout.strip() if done.returncode == 0 else None
+
+    commit = git("rev-parse", "HEAD")
+    tracked = commit and git("ls-files", "--", "__init__.py")
+    status = git("status", "--porcelain", "--untracked-files=no") if tracked else None
+    if not commit or not tracked or status is None:
+        return f"version:{paradnn.__version__}"
+    return f"git:{commit}" + ("+dirty" if status else "")
+
+
 def software_info() -> dict[str, Any]:
-    """Versions of everything that shapes a measurement."""
+    """Versions of everything that shapes a measurement, and the paradnn source revision
+    (:func:`paradnn_revision`; recorded in every row but not part of the record key)."""
     import flax
     import jaxlib
     import optax
@@ -93,6 +135,7 @@ def software_info() -> dict[str, Any]:
 
     return {
         "paradnn_version": paradnn.__version__,
+        "paradnn_revision": paradnn_revision(),
         "jax_version": jax.__version__,
         "jaxlib_version": jaxlib.__version__,
         "flax_version": flax.__version__,

@@ -135,9 +135,12 @@ class Record:
 
         ``host`` is left out so that the same run on two identical machines dedups as one
         configuration measured twice is not lost: ``merge`` keys rows on ``key`` + ``time_utc``.
+        ``paradnn_revision`` (the source commit, "+dirty" after any edit) is left out too, so a
+        sweep resumes across commits and edits of paradnn; every row still stores it.
         """
         platform = {k: v for k, v in self.platform.items() if k != "host"}
-        return stable_hash([self.workload, platform, self.software, self.settings])
+        software = {k: v for k, v in self.software.items() if k != "paradnn_revision"}
+        return stable_hash([self.workload, platform, software, self.settings])
 
     def to_dict(self) -> dict[str, Any]:
         """The flat row: identity, status, workload fields, platform, software, settings, metrics."""

@@ -55,49 +55,127 @@ GridLike = Union[str, os.PathLike, Workload, Iterable[Workload]]
 
 
 class Progress:
-    """A one-line progress bar on a stream (stderr): done/total, counts by status, ETA.
+    """A one-line progress bar on a stream (stderr): done/total, counts by status, elapsed,
+    ETA and the config running now.
 
-    On a terminal the line is redrawn in place; otherwise one line is written per finished
-    config, so logs of long sweeps show the history.
+    A line is written at once when the sweep starts (configs to measure, configs already in
+    the store, and the estimated time). On a terminal the line is redrawn in place; otherwise
+    one line is written per started and per finished config, so logs of long sweeps show the
+    history.
+
+    ETA: with ``estimates`` (workload key -> estimated seconds of one measurement, from the
+    time model of :mod:`paradnn.plan`) and ``planned`` (the workload key of every measurement
+    to make, repeats included), the estimates of the measurements left, scaled by how long the
+    finished ones took against their estimates; without them, the mean time per finished
+    config times the configs left.
     """
 
-    def __init__(self, total: int, skipped: int, stream: IO[str] | None, width: int = 20):
+    def __init__(self, total: int, skipped: int, stream: IO[str] | None, width: int = 20,
+                 estimates: dict[str, float] | None = None, planned: list[str] | None = None,
+                 calibration: str | None = None):
         self.total, self.skipped, self.stream, self.width = total, skipped, stream, width
         self.counts = {s: 0 for s in STATUSES}
         self.done = 0
         self.start = time.monotonic()
         self.tty = bool(stream is not None and getattr(stream, "isatty", lambda: False)())
-        if stream is not None and skipped:
-            stream.write(f"paradnn sweep: {skipped} config(s) already in the store, skipped "
-                         "(resume; use repeat to measure again)\n")
+        self.estimates = dict(estimates or {})
+        self.pending: dict[str, int] = {}
+        for key in planned or []:
+            self.pending[key] = self.pending.get(key, 0) + 1
+        self.estimated_done = 0.0  # estimated seconds of the finished measurements
+        self.running: str | None = None
+        self._drawn = 0  # length of the line on the terminal
+        if stream is not None:
+            total_s = self._remaining_estimate()
+            estimate = ("" if not total else
+                        f"; estimated {_duration(total_s)} ({calibration})" if total_s is not None
+                        else f"; no time estimate yet ({calibration})" if calibration else "")
+            stream.write(f"paradnn sweep: {total} config(s) to measure, {skipped} already in the "
+                         f"store (skipped: resume; --repeat N measures again){estimate}\n")
             stream.flush()
+
+    @staticmethod
+    def announce(stream: IO[str] | None, configs: int, source: str) -> None:
+        """The first line, before the executor starts (a child process takes seconds)."""
+        if stream is not None:
+            where = "the grid" if source == "<grid>" else source
+            stream.write(f"paradnn sweep: {configs} config(s) in {where}; starting the "
+                         "executor and checking the store\n")
+            stream.flush()
+
+    def _remaining_estimate(self) -> float | None:
+        """Estimated seconds of the measurements not finished, None without estimates."""
+        if not self.estimates or not self.pending:
+            return None
+        known = [self.estimates[k] for k in self.pending if k in self.estimates]
+        if not known:
+            return None
+        mean = sum(known) / len(known)  # for the few keys the time model could not estimate
+        return sum(self.estimates.get(k, mean) * n for k, n in self.pending.items())
+
+    def eta(self) -> float | None:
+        """Estimated seconds left, None when nothing can be said yet."""
+        elapsed = time.monotonic() - self.start
+        remaining = self._remaining_estimate()
+        if remaining is not None:
+            if self.done and self.estimated_done > 0:
+                remaining *= elapsed / self.estimated_done  # this host today vs the model
+            return remaining
+        if not self.done:
+            return None
+        return elapsed / self.done * (self.total - self.done)
 
     def line(self) -> str:
         elapsed = time.monotonic() - self.start
         frac = self.done / self.total if self.total else 1.0
         filled = int(round(frac * self.width))
-        eta = "?" if not self.done else _duration(elapsed / self.done * (self.total - self.done))
+        eta = self.eta()
         counts = " ".join(f"{s} {n}" for s, n in self.counts.items() if n or s in ("ok", "oom",
                                                                                  "error"))
+        running = f" | running {self.running}" if self.running else ""
         return (f"[{'#' * filled}{'.' * (self.width - filled)}] {self.done}/{self.total} "
-                f"| {counts} | elapsed {_duration(elapsed)} ETA {eta}")
+                f"| {counts} | elapsed {_duration(elapsed)} ETA "
+                f"{'?' if eta is None else _duration(eta)}{running}")
+
+    def begin(self, workload: Workload) -> None:
+        """A config is handed to the executor: name it on the line."""
+        from paradnn.plan import short_name
+
+        self.running = short_name(workload)
+        self._draw()
+
+    def _finish_key(self, key: str | None) -> None:
+        if key is not None and self.pending.get(key):
+            self.pending[key] -= 1
+            if not self.pending[key]:
+                del self.pending[key]
+            self.estimated_done += self.estimates.get(key, 0.0)
 
     def update(self, record: Record | None) -> None:
         if record is not None:
             self.done += 1
             self.counts[record.status] = self.counts.get(record.status, 0) + 1
+            self._finish_key(record.workload_key)
+            self.running = None
         self._draw()
 
-    def skip(self) -> None:
+    def skip(self, workload: Workload | None = None) -> None:
         """A config another sweep on the same store measured: one less to do here."""
         self.total -= 1
+        if workload is not None and self.pending.get(workload.key):
+            self.pending[workload.key] -= 1
+            if not self.pending[workload.key]:
+                del self.pending[workload.key]
         self._draw()
 
     def _draw(self) -> None:
         if self.stream is None:
             return
         if self.tty:
-            self.stream.write("\r" + self.line())
+            line = self.line()
+            # Pad so that a shorter line fully covers the previous one.
+            self.stream.write("\r" + line.ljust(self._drawn))
+            self._drawn = len(line)
         else:
             self.stream.write(self.line() + "\n")
         self.stream.flush()
@@ -218,6 +296,7 @@ def sweep(
     stream: IO[str] | None = (sys.stderr if progress is True else None if progress is False
                               else progress)
 
+    Progress.announce(stream, len(plan.workloads), plan.path)
     with Store(store) as db:
         with make_executor(executor, timeout_s=timeout_s, cache_dir=cache_dir, run_fn=run_fn,
                            address=address, resources=resources) as ex:
@@ -235,7 +314,17 @@ def sweep(
             counts = db.counts_by_key(keyed, unstable=not remeasure_unstable)
             todo = sum(max(0, repeat - counts.get(k, 0)) for k in keyed)
             skipped = sum(1 for k in keyed if counts.get(k, 0) >= repeat)
-            bar = Progress(todo, skipped, stream)
+            planned = [w.key for key, w in keyed.items()
+                       for _ in range(max(0, repeat - counts.get(key, 0)))]
+            estimates, calibration = ({}, None)
+            if stream is not None and planned:
+                from paradnn.plan import estimate_seconds
+
+                estimates, calibration = estimate_seconds(
+                    [keyed[k] for k in keyed if counts.get(k, 0) < repeat], db.frame(),
+                    platform, measure_settings)
+            bar = Progress(todo, skipped, stream, estimates=estimates, planned=planned,
+                           calibration=calibration)
             written: set[str] = set()
             stale_after_s = float(timeout_s) * 2 + 600
             claimed: dict[int, Task] = {}
@@ -249,10 +338,11 @@ def sweep(
                             continue
                         claim = db.claim(key, rep + 1, stale_after_s, unstable=not remeasure_unstable)
                         if claim is None:
-                            bar.skip()
+                            bar.skip(w)
                             continue
                         task = Task(w, measure_settings, limit, key, claim)
                         claimed[claim] = task
+                        bar.begin(w)
                         yield task
 
             warned = False

@@ -270,7 +270,9 @@ def _cmd_list(args: argparse.Namespace) -> int:
         print(json.dumps(rows))
         return 0
     print("Options for every family: --batch N --dtype " + "|".join(DTYPES) + " --optimizer "
-          + "|".join(OPTIMIZERS) + " (default rmsprop; adafactor for transformer) --devices N")
+          + "|".join(OPTIMIZERS) + " (default: rmsprop for fc, cnn and rnn; a real model's own "
+          "reference optimizer, e.g. momentum for resnet50, adam for bert_base, sgd for lstm_lm: "
+          "docs/models.md) --devices N")
     for r in rows:
         print(f"\n{r['family']}: {r['description']}" + (f"; default batch {r['default_batch']}, paper batch "
                                                          f"{r['paper_batch']}" if 'default_batch' in r else ""))

@@ -12,28 +12,76 @@ def _sweep(args: argparse.Namespace) -> int:
 
     if args.no_cache and args.cache_dir:
         raise ParadnnError("--cache-dir and --no-cache exclude each other")
+    if args.dry_run:
+        from paradnn.cli.plan import show_plan
+
+        return show_plan(args.file, store=args.store, memory_limit=args.memory_limit,
+                         repeat=args.repeat)
+    import datetime as _dt
+
+    started = _dt.datetime.now(_dt.timezone.utc)
     df = sweep(
         args.file, store=args.store, executor=args.executor, repeat=args.repeat,
         memory_limit_bytes=args.memory_limit, timeout_s=args.timeout, address=args.address,
         cache_dir=None if args.no_cache else (args.cache_dir or DEFAULT_CACHE),
         progress=not args.quiet, max_configs=args.max_configs,
         remeasure_unstable=args.remeasure_unstable)
-    counts = df["status"].value_counts().to_dict() if len(df) else {}
-    summary = ", ".join(f"{s} {n}" for s, n in sorted(counts.items()))
-    print(f"{args.store}: {len(df)} rows for this sweep ({summary or 'none'})")
+    # Rows written since this sweep started were measured now (by it, or by a sweep sharing
+    # the store); the others were already in the store and were skipped.
+    import pandas as pd
+
+    when = pd.to_datetime(df["time_utc"], utc=True, format="ISO8601") if len(df) else None
+    now = df[when >= started] if len(df) else df
+
+    def summary(frame) -> str:
+        counts = frame["status"].value_counts().to_dict() if len(frame) else {}
+        return ", ".join(f"{s} {n}" for s, n in sorted(counts.items())) or "none"
+
+    print(f"{args.store}: {len(now)} measured now ({summary(now)}), {len(df) - len(now)} already "
+          f"in the store; {len(df)} rows for this sweep ({summary(df)})"
+          + ("; `paradnn status` groups the failures" if (df["status"] != "ok").any() else ""))
     return 0
 
 
 def _status(args: argparse.Namespace) -> int:
-    from paradnn.store import load, status_counts
+    import pandas as pd
 
-    tables = status_counts(args.store)
-    n = len(load(args.store))
-    print(f"{', '.join(args.store)}: {n} rows")
-    for title, table in (("by status", tables["status"]), ("by family", tables["family"]),
-                         ("by platform (backend/device kind)", tables["platform"])):
-        print(f"\n{title}:")
-        print(table.to_string() if len(table) else "  (none)")
+    from paradnn.status import failures
+    from paradnn.store import load
+
+    stores = [args.store] if isinstance(args.store, str) else list(args.store)
+    df = load(stores)
+    print(f"{', '.join(stores)}: {len(df)} rows")
+    if not len(df):
+        print("nothing measured yet: `paradnn sweep sweeps/smoke.yaml` fills a store")
+        return 0
+    ok = int((df["status"] == "ok").sum())
+    print(f"ok {ok}, failed {len(df) - ok}")
+
+    def crosstab(index) -> str:
+        table = pd.crosstab(index, df["status"])
+        return "\n".join("  " + line for line in table.to_string().splitlines())
+
+    print("\nrows by family and status:")
+    print(crosstab(df["family"].fillna("?").rename("family")))
+    platform = (df["backend"].fillna("?").astype(str) + "/"
+                + df["device_kind"].fillna("?").astype(str)).rename("backend/device")
+    print("\nrows by platform and status:")
+    print(crosstab(platform))
+    table = failures(df)
+    if not len(table):
+        print("\nno failures")
+        return 0
+    print(f"\nfailures by reason ({len(table)} reason(s), most frequent first):")
+    for i, r in table.iterrows():
+        print(f"\n{i + 1}. {r['reason']}: {r['count']} row(s) ({r['family']})")
+        print(f"   example  {r['example']}  [key {r['example_key']}]")
+        if r["error"]:
+            print(f"   message  {r['error'][:160]}{'...' if len(r['error']) > 160 else ''}")
+        print(f"   next     {r['next_command']}")
+        print(f"   why      {r['advice']}")
+    print("\nA sweep skips configs that have a record, failures included: after a fix, measure "
+          "again with `paradnn sweep FILE --repeat N` or into a new store.")
     return 0
 
 
@@ -89,9 +137,13 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="measure again the configs whose stored runs missed their precision "
                    "target (stable false); their old rows stay")
     p.add_argument("--quiet", action="store_true", help="no progress line on stderr")
+    p.add_argument("--dry-run", action="store_true",
+                   help="run nothing: print the plan (configs, parameters, FLOPs, predicted "
+                   "memory and oom, estimated time), as `paradnn plan FILE` does")
     p.set_defaults(func=_sweep)
 
-    p = sub.add_parser("status", help="counts of a store's rows by status, family, platform")
+    p = sub.add_parser("status", help="counts of a store's rows; failures grouped by reason, "
+                       "with an example config and the next command to run")
     p.add_argument("store", nargs="*", default=[DEFAULT_STORE],
                    help="one or more stores (default: %(default)s)")
     p.set_defaults(func=_status)
