@@ -106,7 +106,7 @@ def run_workload(
     if workload.devices > platform["device_count"]:
         raise SpecError("devices", workload.devices, f"at most {platform['device_count']} on this host")
     limit = memory_limit_bytes if memory_limit_bytes is not None else hardware.device_memory_bytes()
-    # Cheapest check first (paradnn.preflight): the analytic weights + optimizer state + batch
+    # Cheapest check first (paradnn.preflight): the analytic weights + optimizer state
     # against the limit, before anything is traced; --layers 1000000000 must not trace for hours.
     from paradnn.preflight import predicted_oom
 

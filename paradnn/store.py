@@ -145,16 +145,17 @@ def _check_meta(path: Path) -> int:
     con = _open_ro(path)
     try:
         try:
-            rows = dict(con.execute("SELECT name, value FROM paradnn_meta").fetchall())
-        except sqlite3.DatabaseError as exc:
-            if "no such table" in str(exc):
-                (tables,) = con.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
-                if tables == 0:
+            tables = {name for (name,) in con.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table'")}
+            if "paradnn_meta" not in tables:
+                if not tables:
                     # An SQLite file with nothing in it: another process is creating this store
                     # right now (or the user made an empty database). Initializing it is safe.
                     return 0
                 raise ParadnnError(f"store {path}: not a paradnn store (an SQLite file without "
-                                   "a paradnn_meta table); choose another path") from None
+                                   "a paradnn_meta table); choose another path")
+            rows = dict(con.execute("SELECT name, value FROM paradnn_meta").fetchall())
+        except sqlite3.DatabaseError as exc:
             raise _store_error(path, exc, "be read") from None
     finally:
         con.close()

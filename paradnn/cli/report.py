@@ -60,8 +60,6 @@ def _load(paths: list[str]) -> list[pd.DataFrame]:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from paradnn.report import write_report
-
     from paradnn.store import load
 
     out_dir = Path(args.output)  # checked before the (possibly long) load and analyses
@@ -89,13 +87,10 @@ def _report(args: argparse.Namespace) -> int:
 def _write_report_guarded(df: pd.DataFrame, out_dir: Path, args: argparse.Namespace, ops) -> Path:
     """write_report into a temporary folder beside ``out_dir``, then move index.html through
     the output guard: never over an input, never over a page paradnn did not write."""
-    from paradnn.outputs import check_output, write_output
+    from paradnn.outputs import write_output
     from paradnn.report import write_report
 
-    if out_dir.exists() and not out_dir.is_dir():
-        raise ParadnnError(f"report -o {out_dir}: exists and is not a directory; allowed: a folder")
     page = out_dir / "index.html"
-    check_output(page, "report -o", args.stores, args.force)
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=".paradnn-report-", dir=out_dir))
