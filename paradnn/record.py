@@ -53,6 +53,8 @@ METRICS: dict[str, tuple[str, str]] = {
     "warmup_calls_used": ("1", "measured: untimed warm-up calls"),
     "warmup_s": ("s", "measured: wall time of the warm-up calls"),
     "timing_s": ("s", "measured: wall time of the whole timing phase (warm-up and timed calls)"),
+    "oom_predicted": ("bool", "an oom status predicted without running: from the analytic weights and "
+                      "optimizer state, or the compiled memory analysis, against the memory limit"),
     "peak_method": ("", "how peak_flops was obtained: the vendor table entry, or the probe's methods "
                     "and which one was best"),
 }

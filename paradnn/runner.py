@@ -18,7 +18,7 @@ import jax
 import numpy as np
 
 from paradnn import costs, hardware
-from paradnn.errors import ParadnnError, SpecError
+from paradnn.errors import InfrastructureError, ParadnnError, SpecError
 from paradnn.measure import MeasureSettings, time_calls
 from paradnn.models import ModelDef, build, count_from_shapes
 from paradnn.record import Record, physics_warnings
@@ -127,7 +127,7 @@ def run_workload(
             return Record.failed(
                 workload, "oom",
                 f"predicted before compiling: weights+optimizer state {floor} B > limit {limit} B",
-                metrics=metrics, tags=tags, **context)
+                metrics={**metrics, "oom_predicted": True}, tags=tags, **context)
 
         t0 = time.perf_counter()
         compiled = wl.compile_multi_step(model, optimizer_name, mesh, state_shapes, batch_shapes,
@@ -145,7 +145,7 @@ def run_workload(
                 return Record.failed(
                     workload, "oom",
                     f"predicted from compiled memory analysis: peak {metrics['memory_peak_bytes']} B > limit {limit} B",
-                    metrics=metrics, tags=tags, **context)
+                    metrics={**metrics, "oom_predicted": True}, tags=tags, **context)
 
         state, batch = wl.init_inputs(workload, model, optimizer_name, mesh)
         timing = time_calls(lambda st, b, k: compiled(st, b, np.int32(k)), state, batch, settings)
@@ -162,6 +162,10 @@ def run_workload(
         warnings = physics_warnings(metrics, workload.devices)
     except ParadnnError:
         raise  # bad input (e.g. an image too small for a zoo model) is the user's to fix, not data
+    except OSError as exc:
+        # The file system, a cache, a pipe: the environment failed, not the workload. Never a
+        # row; the executor stops the sweep with one line (or retries), and resume runs it.
+        raise InfrastructureError(f"{type(exc).__name__}: {exc}") from exc
     except Exception as exc:  # noqa: BLE001 - every failure becomes data
         status = "oom" if is_oom(exc) else "error"
         message = f"{type(exc).__name__}: {exc}"
