@@ -215,3 +215,28 @@ def test_nvml_on_the_gpu_during_matmuls():
     power = r.joules / r.seconds
     assert 50 < power < 1500, (power, r)  # a busy data-centre GPU draws tens to hundreds of W
     print(f"NVML: {r.joules:.1f} J over {r.seconds:.2f} s = {power:.0f} W, {n} matmuls, source {r.source}")
+
+
+def test_energy_figure_by_model_and_batch_leaves_out_unavailable_rows():
+    import io
+
+    import pandas as pd
+
+    from paradnn import plots_extra
+    from paradnn.errors import ParadnnError
+
+    base = {"status": "ok", "kind": "real", "family": "real", "dtype": "float32"}
+    rows = [{**base, "model": m, "batch": b, "power_w": p, "energy_per_example_j": p / (b * 10),
+             "energy_source": "nvml", "energy_note": "NVML"}
+            for m, p in (("resnet50", 300.0), ("bert_base", 350.0)) for b in (32, 64, 128)]
+    rows.append({**base, "model": "resnet50", "batch": 256, "power_w": None, "energy_per_example_j": None,
+                 "energy_source": "unavailable", "energy_note": "window too short"})
+    fig = plots_extra.energy(pd.DataFrame(rows))
+    power, per_example = fig.axes
+    assert [len(line.get_xdata()) for line in power.get_lines()] == [3, 3]
+    assert power.get_ylabel() == "average power (W)" and "J/example" in per_example.get_ylabel()
+    assert "1 run(s) without energy left out" in fig._suptitle.get_text()
+    assert "nvml" in fig._suptitle.get_text()
+    fig.savefig(io.BytesIO(), format="png")
+    with pytest.raises(ParadnnError, match="window too short"):
+        plots_extra.energy(pd.DataFrame(rows[-1:]))

@@ -1,5 +1,7 @@
 """Memory breakdown (TBD Fig 8): parts from shapes and JAX's residuals, summed to the compiled total."""
 
+import io
+
 import pytest
 
 import paradnn
@@ -79,3 +81,28 @@ def test_observation_10_feature_maps_dominate_resnet50():
     m64 = memory_breakdown(*_inputs(paradnn.Real("resnet50", image=64), 64)).metrics()
     share = lambda d: d["memory_activations_bytes"] / sum(v for v in d.values() if v)  # noqa: E731
     assert share(m64) > share(m) > 0.5
+
+
+def test_memory_figure_renders_stacked_bars_from_a_dataframe():
+    import pandas as pd
+
+    from paradnn import plots_extra
+    from paradnn.errors import ParadnnError
+
+    rows = []
+    for model, batch, maps in (("resnet50", 32, 6e9), ("resnet50", 64, 12e9), ("vgg16", 32, 4e9)):
+        rows.append({"status": "ok", "kind": "real", "family": "real", "model": model, "batch": batch,
+                     "dtype": "float32", "memory_weights_bytes": 1e8, "memory_gradients_bytes": 1e8,
+                     "memory_optimizer_bytes": 2e8, "memory_activations_bytes": maps,
+                     "memory_workspace_bytes": 5e7})
+    rows.append({**rows[0], "status": "oom", "memory_activations_bytes": None})  # left out
+    fig = plots_extra.memory_breakdown(pd.DataFrame(rows))
+    ax = fig.axes[0]
+    assert len(ax.patches) == 3 * len(MEMORY_PARTS)  # 3 bars of 5 parts
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["resnet50 (32)", "resnet50 (64)", "vgg16 (32)"]
+    assert "GiB" in ax.get_ylabel()
+    shares = [t.get_text() for t in ax.texts]
+    assert shares == [f"{100 * m / (m + 4.5e8):.0f}%" for m in (6e9, 12e9, 4e9)]
+    fig.savefig(io.BytesIO(), format="png")
+    with pytest.raises(ParadnnError, match="memory_weights_bytes"):
+        plots_extra.memory_breakdown(pd.DataFrame([{"status": "ok", "batch": 1}]))
