@@ -19,6 +19,15 @@ from typing import Any, Iterator, Sequence
 from paradnn import energy, hostutil
 
 
+#: Metrics of a window that are null, with the reason in ``energy_note``/``device_busy_note``,
+#: where the host has no readable counter (energy), no /proc/stat (host utilization) or no
+#: accelerator trace (device busy fraction): a check that every metric is set leaves these out.
+MAY_BE_NULL: frozenset[str] = frozenset({
+    "energy_per_step_j", "energy_per_example_j", "power_w", "examples_per_joule",
+    "host_cpu_utilization", "host_cpu_utilization_per_core", "device_busy_fraction",
+})
+
+
 class Window:
     """The meters of one window; :meth:`metrics` once it closed."""
 

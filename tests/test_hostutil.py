@@ -134,3 +134,8 @@ def test_window_around_a_compiled_step_gives_registered_metrics(tmp_path, tiny_s
     assert m["power_w"] == pytest.approx(12 / m["meter_window_s"])
     assert m["process_cpu_s"] >= 0 and m["device_busy_fraction"] is None
     assert "CPU backend" in m["device_busy_note"]
+
+
+def test_may_be_null_names_registered_metrics_with_a_reason_field():
+    assert meters.MAY_BE_NULL <= set(METRICS)
+    assert {"energy_note", "device_busy_note"} <= set(METRICS) - meters.MAY_BE_NULL
