@@ -57,6 +57,34 @@ METRICS: dict[str, tuple[str, str]] = {
                       "optimizer state, or the compiled memory analysis, against the memory limit"),
     "peak_method": ("", "how peak_flops was obtained: the vendor table entry, or the probe's methods "
                     "and which one was best"),
+    # Memory breakdown of the step (paradnn.memory; TBD's categories), B per device. The five
+    # parts sum to the compiled total argument + output + temp - alias.
+    "memory_weights_bytes": ("B", "shapes: parameters + model state (batch-norm statistics) + the "
+                             "compute-dtype weight copies the backward pass keeps, per device"),
+    "memory_gradients_bytes": ("B", "weight gradients: what the compiled total leaves after weights, "
+                               "optimizer state and feature maps, at most the parameters' bytes"),
+    "memory_optimizer_bytes": ("B", "shapes: optimizer state (momentum, moments), per device"),
+    "memory_activations_bytes": ("B", "feature maps: input batch + the residuals JAX's autodiff saves "
+                                 "for the backward pass (jax.vjp under jax.eval_shape), per device"),
+    "memory_workspace_bytes": ("B", "compiled total minus the other four parts (0 if they exceed it)"),
+    # Energy over the timed window (paradnn.energy); None with energy_source "unavailable".
+    "energy_per_step_j": ("J", "measured: energy counter over the timed window / training steps in it"),
+    "energy_per_example_j": ("J/example", "measured: energy over the timed window / examples in it"),
+    "power_w": ("W", "measured: energy over the timed window / its wall time (average power)"),
+    "examples_per_joule": ("examples/J", "measured: examples in the timed window / its energy"),
+    "energy_source": ("", "nvml (GPU energy counter), nvml-power (sampled GPU power), rapl (CPU "
+                      "package counters) or unavailable"),
+    "energy_note": ("", "which counters were read, or why no energy was measured"),
+    # Host and device utilization over the timed window (paradnn.hostutil).
+    "host_cpu_utilization": ("1", "measured: /proc/stat, busy share of the window's ticks, mean over "
+                             "the host's cores (all processes)"),
+    "host_cpu_utilization_per_core": ("1", "measured: as host_cpu_utilization per core, comma-separated"),
+    "process_cpu_s": ("s", "measured: CPU time (user + system, all threads) of the measuring process in "
+                      "the timed window"),
+    "device_busy_fraction": ("1", "measured: union of kernel times on the device streams of a profiler "
+                             "trace / the window's wall time (GPU/TPU only)"),
+    "device_busy_note": ("", "how device_busy_fraction was obtained, or why not"),
+    "meter_window_s": ("s", "measured: wall time of the metered window (energy and utilization)"),
 }
 
 #: Physics and consistency checks a measured record can fail: code -> what it means and the
