@@ -25,6 +25,7 @@ the stopping rule are testable on a fake clock.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import time
@@ -146,6 +147,12 @@ class Timing:
     warmup_s: float
     cv_target: float
     timing_s: float
+    meter: Any = None  # what ``window()`` yielded around the timed calls (paradnn.meters.Window)
+
+    @property
+    def timed_steps(self) -> int:
+        """Training steps run in the timed calls."""
+        return int(self.step_times_s.size) * self.steps_per_call
 
     @property
     def median_s(self) -> float:
@@ -192,6 +199,7 @@ def time_calls(
     settings: MeasureSettings,
     sync: Callable[[Any], Any] | None = None,
     clock: Callable[[], float] = time.perf_counter,
+    window: Callable[[], Any] | None = None,
 ) -> Timing:
     """Run the protocol on ``call(state, batch, k) -> (state, loss)``, k steps per call (state
     donated). ``sync`` blocks until its argument is ready on the device (default
@@ -233,16 +241,19 @@ def time_calls(
     warmup_s = clock() - start
 
     times: list[float] = []
-    while len(times) < settings.max_calls:
-        expected = float(np.median(times)) if times else last
-        if len(times) >= MIN_TIMED_CALLS and (clock() - start) + expected > settings.time_budget_s:
-            break
-        times.append(timed(k))
-        if len(times) >= max(settings.min_calls, MIN_TIMED_CALLS):
-            arr = np.asarray(times)
-            if np.std(arr) / np.mean(arr) <= settings.cv_target:
+    # The meters (energy, host utilization) read their counters around the timed calls only;
+    # every call before and in it is synchronized, so the window holds exactly these calls.
+    with (window() if window is not None else contextlib.nullcontext()) as meter:
+        while len(times) < settings.max_calls:
+            expected = float(np.median(times)) if times else last
+            if len(times) >= MIN_TIMED_CALLS and (clock() - start) + expected > settings.time_budget_s:
                 break
+            times.append(timed(k))
+            if len(times) >= max(settings.min_calls, MIN_TIMED_CALLS):
+                arr = np.asarray(times)
+                if np.std(arr) / np.mean(arr) <= settings.cv_target:
+                    break
     timing_s = clock() - start
     final_loss = float(loss)
     del state  # the donated state is not needed after timing; free it before cost compiles
-    return Timing(np.asarray(times) / k, final_loss, k, warm, warmup_s, settings.cv_target, timing_s)
+    return Timing(np.asarray(times) / k, final_loss, k, warm, warmup_s, settings.cv_target, timing_s, meter)

@@ -17,7 +17,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from paradnn import costs, hardware
+from paradnn import costs, hardware, memory, meters
 from paradnn.errors import InfrastructureError, ParadnnError, SpecError
 from paradnn.measure import MeasureSettings, time_calls
 from paradnn.models import ModelDef, build, count_from_shapes
@@ -113,7 +113,7 @@ def run_workload(
     too_big = predicted_oom(workload, limit)
     if too_big is not None:
         return Record.failed(workload, "oom", too_big["error"], metrics=too_big["metrics"], **context)
-    metrics: dict[str, Any] = {}
+    metrics: dict[str, Any] = {"oom_predicted": False}
     tags: dict[str, Any] = {}
     try:
         model = build(workload.spec, workload.dtype)
@@ -148,15 +148,20 @@ def run_workload(
                     metrics={**metrics, "oom_predicted": True}, tags=tags, **context)
 
         state, batch = wl.init_inputs(workload, model, optimizer_name, mesh)
-        timing = time_calls(lambda st, b, k: compiled(st, b, np.int32(k)), state, batch, settings)
+        devices = jax.devices()[:workload.devices]
+        timing = time_calls(lambda st, b, k: compiled(st, b, np.int32(k)), state, batch, settings,
+                            window=lambda: meters.window(platform["backend"], devices))
         del state, batch  # free device memory before compiling the cost variants
         metrics.update(timing.stats())
+        metrics.update(timing.meter.metrics(steps=timing.timed_steps,
+                                            examples=timing.timed_steps * workload.batch))
         metrics["final_loss"] = timing.final_loss
         if not np.isfinite(timing.final_loss):
             return Record.failed(workload, "error", f"non-finite loss {timing.final_loss}",
                                  metrics=metrics, tags=tags, **context)
 
         metrics.update(costs.xla_step_costs(workload, model, optimizer_name, compiled))
+        metrics.update(memory.memory_breakdown(workload, model, state_shapes, batch_shapes, compiled).metrics())
         metrics["model_flops_per_step"] = costs.model_flops_per_step(workload, model, optimizer_name)
         metrics.update(derived_metrics(metrics, workload, platform))
         warnings = physics_warnings(metrics, workload.devices)
