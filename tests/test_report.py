@@ -158,65 +158,155 @@ class _DevTools:
         raise TimeoutError(method)
 
 
-def test_report_renders_in_headless_chromium(written):
-    chromium = _chromium()
-    if chromium is None:
-        pytest.skip("no chromium on PATH (Debian: apt-get install chromium)")
-    websocket = pytest.importorskip("websocket", reason="needs websocket-client for DevTools")
-    path, _ = written
-    profile = tempfile.mkdtemp(prefix="paradnn-chromium-")
-    proc = subprocess.Popen(
-        [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--disable-component-update", "--no-first-run", f"--user-data-dir={profile}",
-         "--remote-debugging-port=0", "--remote-allow-origins=*", "--window-size=1200,900",
-         "about:blank"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+class _Browser:
+    """One headless Chromium page driven over the DevTools protocol."""
+
+    def __init__(self, width: int, height: int = 1000):
+        chromium = _chromium()
+        if chromium is None:
+            pytest.skip("no chromium on PATH (Debian: apt-get install chromium)")
+        websocket = pytest.importorskip("websocket", reason="needs websocket-client for DevTools")
+        self.profile = tempfile.mkdtemp(prefix="paradnn-chromium-")
+        self.proc = subprocess.Popen(
+            [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+             "--disable-component-update", "--no-first-run", f"--user-data-dir={self.profile}",
+             "--remote-debugging-port=0", "--remote-allow-origins=*",
+             f"--window-size={width},{height}", "--hide-scrollbars", "about:blank"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            port_file = Path(self.profile) / "DevToolsActivePort"
+            end = time.time() + 30
+            while not port_file.exists() or not port_file.read_text().strip():
+                assert self.proc.poll() is None, "chromium exited before opening DevTools"
+                assert time.time() < end, "chromium did not open DevTools within 30 s"
+                time.sleep(0.1)
+            port = int(port_file.read_text().split()[0])
+            targets = json.load(urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=10))
+            page = next(t for t in targets if t["type"] == "page")
+            self.ws = websocket.create_connection(page["webSocketDebuggerUrl"], timeout=60,
+                                                  suppress_origin=True)
+            self.dt = _DevTools(self.ws)
+            for domain in ("Page", "Runtime", "Log"):
+                self.dt.call(f"{domain}.enable")
+            # The page as a reader sees it at this width, at 100% zoom, on a 1x screen.
+            self.dt.call("Emulation.setDeviceMetricsOverride", width=width, height=height,
+                         deviceScaleFactor=1, mobile=False)
+        except BaseException:
+            self.close()
+            raise
+
+    def open(self, url: str) -> None:
+        self.dt.call("Page.navigate", url=url)
+        self.dt.wait("Page.loadEventFired", timeout=60)
+
+    def eval(self, expression: str):
+        return self.dt.call("Runtime.evaluate", returnByValue=True, awaitPromise=True,
+                            expression=expression)["result"]["value"]
+
+    def screenshot(self, clip: dict | None = None) -> bytes:
+        import base64
+
+        params = {"format": "png"}
+        if clip:
+            params.update(clip={**clip, "scale": 1}, captureBeyondViewport=True)
+        return base64.b64decode(self.dt.call("Page.captureScreenshot", **params)["data"])
+
+    def errors(self) -> list:
+        return [e for e in self.dt.events if
+                (e.get("method") == "Runtime.consoleAPICalled" and e["params"]["type"] in ("error", "assert"))
+                or e.get("method") == "Runtime.exceptionThrown"
+                or (e.get("method") == "Log.entryAdded" and e["params"]["entry"]["level"] == "error")]
+
+    def close(self) -> None:
+        ws = getattr(self, "ws", None)
+        if ws is not None:
+            ws.close()
+        self.proc.terminate()
+        self.proc.wait(timeout=30)
+        shutil.rmtree(self.profile, ignore_errors=True)
+
+
+_LAYOUT = """
+(async () => {
+  const imgs = Array.from(document.images);
+  await Promise.all(imgs.map(i => i.decode().catch(() => null)));
+  const doc = document.documentElement;
+  const body = document.body.getBoundingClientRect();
+  return {title: document.title, images: imgs.length,
+          broken: imgs.filter(i => !(i.complete && i.naturalWidth > 0)).length,
+          sections: Array.from(document.querySelectorAll('section[data-analysis]'))
+                         .map(s => s.dataset.analysis),
+          viewport: window.innerWidth, scrollWidth: doc.scrollWidth, clientWidth: doc.clientWidth,
+          body: [body.left, body.right],
+          figures: imgs.map(i => { const r = i.getBoundingClientRect();
+                                   return {left: r.left, right: r.right, width: r.width,
+                                           natural: i.naturalWidth, attr: i.width,
+                                           top: r.top + window.scrollY, height: r.height}; }),
+          widest: Math.max(...Array.from(document.querySelectorAll('body *'))
+                                 .map(e => e.getBoundingClientRect().right)),
+          anchors: Object.fromEntries(Array.from(document.querySelectorAll('section[id]'))
+                                 .map(s => [s.id, s.getBoundingClientRect().top + window.scrollY]))};
+})()"""
+
+
+def _shots_dir():
+    out = os.environ.get("PARADNN_TEST_SCREENSHOT")
+    if out:
+        Path(out).mkdir(parents=True, exist_ok=True)
+    return Path(out) if out else None
+
+
+def _check_png(png: bytes):
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
+
+
+def test_report_renders_in_headless_chromium_at_1400px(trust_written):
+    """The report at 1400 px: loads without errors, every image decodes, every figure fits the
+    page at its full 1x width (no horizontal scroll), and is drawn at 2x (natural = 2 x shown)."""
+    path, _ = trust_written
+    browser = _Browser(1400)
     try:
-        port_file = Path(profile) / "DevToolsActivePort"
-        end = time.time() + 30
-        while not port_file.exists() or not port_file.read_text().strip():
-            assert proc.poll() is None, "chromium exited before opening DevTools"
-            assert time.time() < end, "chromium did not open DevTools within 30 s"
-            time.sleep(0.1)
-        port = int(port_file.read_text().split()[0])
-        targets = json.load(urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=10))
-        page = next(t for t in targets if t["type"] == "page")
-        ws = websocket.create_connection(page["webSocketDebuggerUrl"], timeout=30, suppress_origin=True)
-        dt = _DevTools(ws)
-        for domain in ("Page", "Runtime", "Log"):
-            dt.call(f"{domain}.enable")
-        dt.call("Page.navigate", url=path.as_uri())
-        dt.wait("Page.loadEventFired")
-        state = dt.call("Runtime.evaluate", returnByValue=True, awaitPromise=True, expression="""
-            (async () => {
-              const imgs = Array.from(document.images);
-              await Promise.all(imgs.map(i => i.decode().catch(() => null)));
-              return {title: document.title, images: imgs.length,
-                      broken: imgs.filter(i => !(i.complete && i.naturalWidth > 0)).length,
-                      sections: Array.from(document.querySelectorAll('section[data-analysis]'))
-                                     .map(s => s.dataset.analysis),
-                      width: imgs.length ? imgs[0].naturalWidth : 0};
-            })()""")["result"]["value"]
-        shot = dt.call("Page.captureScreenshot", format="png")["data"]
-        ws.close()
+        browser.open(path.as_uri())
+        state = browser.eval(_LAYOUT)
+        shots = {"top": browser.screenshot()}
+        for name in ("warnings", "heatmap:fc", "roofline", "speedup:dtype", "saturation", "unsupported"):
+            top = state["anchors"][name]
+            shots[name] = browser.screenshot({"x": 0, "y": top, "width": 1400, "height": 1000})
+        errors = browser.errors()
     finally:
-        proc.terminate()
-        proc.wait(timeout=30)
-        shutil.rmtree(profile, ignore_errors=True)
-    errors = [e for e in dt.events if
-              (e.get("method") == "Runtime.consoleAPICalled" and e["params"]["type"] in ("error", "assert"))
-              or e.get("method") == "Runtime.exceptionThrown"
-              or (e.get("method") == "Log.entryAdded" and e["params"]["entry"]["level"] == "error")]
+        browser.close()
     assert errors == []
     assert state["title"] == "paradnn report"
-    assert state["images"] >= len(ALL) and state["broken"] == 0 and state["width"] > 100
+    assert state["images"] >= len(ALL) and state["broken"] == 0
     assert state["sections"][:2] == ["params_range", "heatmap:fc"]
-    import base64
+    # No horizontal scroll, nothing sticks out of the viewport.
+    assert state["scrollWidth"] <= state["viewport"], state
+    assert state["widest"] <= state["clientWidth"] + 0.5, state
+    for f in state["figures"]:
+        assert state["body"][0] - 0.5 <= f["left"] and f["right"] <= state["body"][1] + 0.5, f
+        # Full page width at 1x (1100 px) and twice as many pixels behind it.
+        assert f["width"] == pytest.approx(1100, abs=1), f
+        assert f["natural"] == pytest.approx(2 * f["width"], abs=2), f
+    out = _shots_dir()
+    for name, png in shots.items():
+        _check_png(png)
+        if out:
+            (out / f"report-1400-{name.replace(':', '-')}.png").write_bytes(png)
 
-    png = base64.b64decode(shot)
-    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
-    if os.environ.get("PARADNN_TEST_SCREENSHOT"):
-        Path(os.environ["PARADNN_TEST_SCREENSHOT"]).write_bytes(png)
+
+def test_report_fits_a_narrow_window_without_horizontal_scroll(written):
+    """At 800 px the figures shrink to the page (no horizontal scroll); tables scroll inside
+    their own box."""
+    path, _ = written
+    browser = _Browser(800)
+    try:
+        browser.open(path.as_uri())
+        state = browser.eval(_LAYOUT)
+    finally:
+        browser.close()
+    assert state["broken"] == 0
+    assert state["scrollWidth"] <= state["viewport"], state
+    assert all(f["right"] <= state["body"][1] + 0.5 for f in state["figures"])
 
 
 # -- the CLI on a real store -------------------------------------------------------------------
