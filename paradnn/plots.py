@@ -193,7 +193,7 @@ def _marks_legend(unstable: bool, flagged: bool) -> list:
     out = []
     if unstable:
         out.append(Line2D([], [], marker="o", linestyle="", markerfacecolor="none",
-                          markeredgecolor="0.2", label="hollow: unstable timing (left out of summaries)"))
+                          markeredgecolor="0.2", label="hollow: unstable timing (missed its precision target)"))
     if flagged:
         out.append(Line2D([], [], marker="o", linestyle="", markerfacecolor="none", markersize=11,
                           markeredgecolor=WARNING_COLOR, markeredgewidth=1.8,
@@ -496,8 +496,9 @@ def roofline(rf: pd.DataFrame, color_by: str = "dtype", title: str | None = None
                             color=colours, size=size, unstable=unstable[sel.index],
                             flagged=flagged[sel.index])
         else:
+            sel_dtype = sel["dtype"].fillna("?") if "dtype" in sel.columns else pd.Series("?", index=sel.index)
             for d in dtypes:
-                sd = sel[(sel["dtype"].fillna("?") if "dtype" in sel.columns else "?") == d]
+                sd = sel[sel_dtype == d]
                 if len(sd):
                     _scatter_marked(ax, sd["arithmetic_intensity"], sd["flops_per_sec"],
                                     marker=marker, color=_dtype_color(d, dtypes), size=size,
@@ -517,7 +518,7 @@ def roofline(rf: pd.DataFrame, color_by: str = "dtype", title: str | None = None
         if isinstance(norm, mcolors.LogNorm):
             _log_axis(cb.ax.yaxis, fmt=_fmt, max_ticks=6)
     else:
-        handles += [Patch(color=_dtype_color(d, dtypes), label=f"dtype {d}") for d in dtypes]
+        handles += [Patch(color=_dtype_color(d, dtypes), label=f"dtype {d}") for d in dtypes if d != "?"]
     handles += _marks_legend(bool(unstable.any()), bool(flagged.any()))
     xmin = rows["arithmetic_intensity"].min() / 2
     xmax = rows["arithmetic_intensity"].max() * 2

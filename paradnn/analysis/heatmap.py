@@ -98,6 +98,7 @@ def heatmap(
         rows = rows[rows["status"].isin(("ok", *FAILED))]
     if rows.empty:
         raise ParadnnError(f"heatmap: no rows have both {x!r} and {y!r}")
+    rows = rows.reset_index(drop=True)  # cells are looked up by label: labels must be unique
 
     names = [c for c in group_columns(rows, exclude=(x, y, *fixed)) if rows[c].dropna().nunique() > 1]
     split: list[str] = []
