@@ -507,9 +507,11 @@ def roofline(rf: pd.DataFrame, color_by: str = "dtype", title: str | None = None
                               markersize=13 if f == "real" else 7,
                               label=FAMILY_NAMES.get(f, f) + (" (star)" if f == "real" else "")))
         if f == "real" and annotate_real:
-            for _, r in sel.iterrows():
+            # Alternate below/above so that two real models at one place stay readable.
+            for k, (_, r) in enumerate(sel.sort_values("arithmetic_intensity").iterrows()):
                 ax.annotate(str(r.get("model", "real")), (r["arithmetic_intensity"], r["flops_per_sec"]),
-                            textcoords="offset points", xytext=(7, -12), fontsize=9)
+                            textcoords="offset points", xytext=(8, -14 if k % 2 == 0 else 6),
+                            fontsize=9)
     if numeric is not None:
         from matplotlib.cm import ScalarMappable
 
@@ -724,15 +726,16 @@ def saturation(curves: pd.DataFrame, title: str | None = None, max_models: int =
         raise ParadnnError("plots.saturation: no model was measured at two or more batch sizes")
     thr = curves.attrs.get("threshold", 0.9)
     models = list(dict.fromkeys(curves["model"]))[:max_models]
-    fig, ax = _figure(5.2)
+    fig, ax = _figure(5.0 + 0.2 * math.ceil((len(models) + 2) / 2))
     # Words every model name shares (family, fixed hyperparameters) go to the title once.
     common = set.intersection(*(set(m.split()) for m in models))
     any_unstable = False
     for k, m in enumerate(models):
         c = curves[curves["model"] == m].sort_values("batch")
         # Offsets of a few percent in batch (log2 axis): coincident curves stay visible.
-        shift = 2.0 ** (0.05 * (k - (len(models) - 1) / 2))
+        shift = 2.0 ** (0.025 * (k - (len(models) - 1) / 2))
         short = " ".join(w for w in m.split() if w not in common) or m
+        short = short if len(short) <= 70 else short[:67] + "..."
         color, marker = f"C{k % 10}", _MODEL_MARKERS[k % len(_MODEL_MARKERS)]
         bx = c["batch"].to_numpy(dtype=float) * shift
         fy = c["fraction_of_best"].to_numpy(dtype=float)
@@ -741,7 +744,7 @@ def saturation(curves: pd.DataFrame, title: str | None = None, max_models: int =
         ax.plot(bx, fy, color=color, linestyle=_LINESTYLES[(k // 10) % 4], linewidth=1.4, alpha=0.85,
                 marker=None, zorder=2)
         ax.scatter(bx[~shaky], fy[~shaky], marker=marker, s=30, color=color, zorder=3,
-                   label=short if len(short) < 60 else short[:57] + "...")
+                   label=short)
         if shaky.any():
             ax.scatter(bx[shaky], fy[shaky], marker=marker, s=30, facecolors="none",
                        edgecolors=color, linewidths=1.3, zorder=3)
@@ -762,7 +765,9 @@ def saturation(curves: pd.DataFrame, title: str | None = None, max_models: int =
                     markersize=8, label=f"saturation batch (first >= {thr:.0%} of best)")]
     extra += _marks_legend(any_unstable, False)
     h, _ = ax.get_legend_handles_labels()
-    fig.legend(handles=h + extra, loc="outside right upper", frameon=False)
+    # Below the plot, in columns: model names are long, and a legend beside the axes would
+    # squeeze them (and the title) off the page.
+    fig.legend(handles=h + extra, loc="outside lower center", ncol=2, frameon=False)
     n_models = curves["model"].nunique()
     shown = f" (first {max_models} of {n_models} models)" if n_models > max_models else ""
     same = " ".join(w for w in models[0].split() if w in common)

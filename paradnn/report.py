@@ -151,6 +151,20 @@ def _metric(rows: pd.DataFrame, *names: str) -> str | None:
     return None
 
 
+def _n(count: int, noun: str) -> str:
+    """``1 run``, ``4 runs``."""
+    return f"{count} {noun}" + ("" if count == 1 else "s")
+
+
+_PANEL_NAMES = {"backend": "platform", "device_kind": "platform", "device_count": "platform",
+                "jax_version": "jax version", "jaxlib_version": "jax version",
+                "tf_version": "tf version", "xla_flags": "XLA flags"}
+
+
+def _panel_words(columns: list[str]) -> str:
+    return ", ".join(dict.fromkeys(_PANEL_NAMES.get(c, c) for c in columns))
+
+
 def _marks(rows: pd.DataFrame) -> tuple[int, int]:
     """(unstable ok runs, ok runs with a physics warning) among ``rows``."""
     ok = ok_rows(rows)
@@ -161,9 +175,9 @@ def _marks_text(rows: pd.DataFrame, unstable_how: str, flagged_how: str) -> str:
     n_u, n_f = _marks(rows)
     parts = []
     if n_u:
-        parts.append(f"{n_u} unstable runs (timing missed its precision target) {unstable_how}")
+        parts.append(f"{_n(n_u, 'unstable run')} (timing missed its precision target) {unstable_how}")
     if n_f:
-        parts.append(f"{n_f} runs with a physics warning {flagged_how} (see Warnings)")
+        parts.append(f"{_n(n_f, 'run')} with a physics warning {flagged_how} (see Warnings)")
     return ("; ".join(parts) + ". ") if parts else ""
 
 
@@ -225,14 +239,14 @@ def _heatmaps(df: pd.DataFrame, family: str) -> list[Section]:
         n_f = int((hm["warnings"] != "").sum())
         marks = []
         if n_u:
-            marks.append(f"{n_u} cross-hatched cells rest on unstable runs only (timing missed its "
-                         "precision target; they do not set the colour scale)")
+            marks.append(f"{_n(n_u, 'cross-hatched cell')} rest on unstable runs only (timing "
+                         "missed its precision target; they do not set the colour scale)")
         if n_f:
-            marks.append(f"{n_f} cells framed red and marked ! carry a physics warning (see Warnings)")
+            marks.append(f"{_n(n_f, 'cell')} framed red and marked ! carry a physics warning "
+                         "(see Warnings)")
         section.items.append(Item(
             f"{label(m)} of {family.upper()} models over {x} and {y} (log2 axes), "
-            + (f"one panel per {', '.join(c.replace('_version', '') for c in split)}" if split
-               else "one map")
+            + (f"one panel per {_panel_words(split)}" if split else "one map")
             + f"; other settings fixed: {fixed or 'none'}. One shared log colour scale; cell "
             "labels in one format (k = thousand, M = million). White cells marked OOM ran out "
             "of device memory; light grey cells were not measured. "
@@ -549,14 +563,15 @@ def warnings_table(df: pd.DataFrame) -> pd.DataFrame:
     for i, cs in codes.items():
         r = ok.loc[i]
         for code in cs:
-            rec = {"code": code, "workload": workload_label(r), "platform": platform_label(r)}
+            rec = {"code": code, "workload": workload_label(r), "batch": r.get("batch"),
+                   "platform": platform_label(r)}
             for c in ("model_flops_utilization", "flops_utilization", "flops_per_sec",
                       "arithmetic_intensity", "peak_flops", "peak_source"):
                 if c in ok.columns:
                     rec[c] = r.get(c)
             rec["likely cause"] = warning_meaning(code)
             out.append(rec)
-    cols = ["code", "workload", "platform"] + [
+    cols = ["code", "workload", "batch", "platform"] + [
         c for c in ("model_flops_utilization", "flops_utilization", "flops_per_sec",
                     "arithmetic_intensity", "peak_flops", "peak_source") if c in ok.columns] + ["likely cause"]
     return pd.DataFrame(out, columns=cols)
@@ -624,7 +639,7 @@ _CSS = """
 body{font-family:system-ui,sans-serif;max-width:1140px;margin:2em auto;padding:0 20px;color:#222;
 line-height:1.45}
 h1{font-size:1.6em} h2{border-bottom:1px solid #ccc;padding-bottom:.2em;margin-top:2em}
-figure{margin:1em 0} img{max-width:100%;height:auto;border:1px solid #eee;display:block}
+figure{margin:1em 0} img{max-width:100%;height:auto;outline:1px solid #e4e4e4;display:block}
 figcaption{font-size:.95em;color:#333;margin:.4em 0}
 .scroll{max-width:100%;overflow-x:auto}
 table.data{border-collapse:collapse;font-size:.85em} table.data td,table.data th{padding:2px 6px;
@@ -646,13 +661,13 @@ def _warnings_html(df: pd.DataFrame) -> str:
                     "mismatch).</p></section>")
         return ""
     out = ['<section id="warnings"><h2 class=warn>Warnings</h2>',
-           f"<p>{len(wt)} physics warnings on {wt['workload'].nunique()} workloads. These runs "
+           f"<p>{len(wt)} physics warnings on {_marks(df)[1]} runs. These runs "
            "are marked in the figures (red ring on rooflines, red frame and ! on heat maps), "
            "not hidden; their numbers should not be published before the cause is fixed.</p><ul>"]
     for code, g in wt.groupby("code", sort=True):
-        out.append(f"<li><b>{esc(code)}</b> ({len(g)} runs): {esc(warning_meaning(code))}</li>")
+        out.append(f"<li><b>{esc(code)}</b> ({_n(len(g), 'run')}): {esc(warning_meaning(code))}</li>")
     out.append("</ul>")
-    shown = wt.head(MAX_WARNING_ROWS)
+    shown = wt.head(MAX_WARNING_ROWS).drop(columns=["likely cause"])  # said once per code above
     out.append(_html_table(shown))
     if len(wt) > len(shown):
         out.append(f"<p class=note>first {len(shown)} of {len(wt)} warnings</p>")

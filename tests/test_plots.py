@@ -73,18 +73,33 @@ def _drawn_tick_labels(ax):
     return out
 
 
+def _inside(box, width, height, tol=1.0):
+    return box.x0 >= -tol and box.y0 >= -tol and box.x1 <= width + tol and box.y1 <= height + tol
+
+
 def assert_legible(fig):
     """Width of a page; every visible text at least MIN_FONT_PT (10 px at 1x); no two tick
     labels, axis titles or panel titles overlapping anywhere on the figure."""
     assert fig.get_figwidth() == pytest.approx(P.PAGE_WIDTH_IN)
     fig.canvas.draw()
     renderer = fig.canvas.get_renderer()
-    texts = [t for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip()]
+    # Tick labels count only where a tick is drawn (matplotlib keeps labels of ticks outside
+    # the view, not drawn).
+    tick_labels = {id(lb) for ax in fig.axes for axis in (ax.xaxis, ax.yaxis)
+                   for tick in axis.get_major_ticks() + axis.get_minor_ticks()
+                   for lb in (tick.label1, tick.label2)}
+    drawn = [lb for ax in fig.axes if ax.get_visible() for lb in _drawn_tick_labels(ax)]
+    texts = [t for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip()
+             and id(t) not in tick_labels] + drawn
     assert texts
     small = [(t.get_text(), t.get_fontsize()) for t in texts if t.get_fontsize() < P.MIN_FONT_PT]
     assert small == [], f"text below {P.MIN_FONT_PT} pt: {small[:5]}"
     # In pixels at 1x: 10 px or more.
     assert min(t.get_fontsize() for t in texts) * P.DPI_1X / 72 >= 10 - 1e-9
+    # Nothing cut off at the figure's edges.
+    w, h = fig.bbox.width, fig.bbox.height
+    cut = [t.get_text() for t in texts if not _inside(t.get_window_extent(renderer), w, h)]
+    assert cut == [], f"text outside the figure: {cut[:5]}"
     boxes = []
     for ax in fig.axes:
         if not ax.get_visible():
@@ -111,6 +126,11 @@ def test_style_check_catches_small_text_and_overlaps():
     ax = fig.add_subplot()
     ax.set_xticks([0.0, 0.001], ["3x10^3", "4x10^3"], fontsize=10)
     with pytest.raises(AssertionError, match="overlapping"):
+        assert_legible(fig)
+    fig = Figure(figsize=(P.PAGE_WIDTH_IN, 3))
+    FigureCanvasAgg(fig)
+    fig.text(0.9, 0.5, "a text running off the right edge of the page")
+    with pytest.raises(AssertionError, match="outside the figure"):
         assert_legible(fig)
 
 

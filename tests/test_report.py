@@ -1,6 +1,7 @@
 """The HTML report: exactly the analyses the data supports, self-contained, and rendered by a real
 headless Chromium (page loads, every image decodes, no console errors); and the CLI."""
 
+import html
 import json
 import os
 import re
@@ -32,6 +33,19 @@ def gold():
     return golden.make_frame()
 
 
+@pytest.fixture(scope="module")
+def registry():
+    """paradnn.record's warning registry (a test-only fallback until the record module has it)."""
+    with pytest.MonkeyPatch.context() as mp:
+        golden.ensure_warning_registry(mp)
+        yield
+
+
+@pytest.fixture(scope="module")
+def trust(registry):
+    return golden.make_trust_frame()
+
+
 def _ids(df, ops=None):
     sections, missing = report.plan(df, ops)
     return [s.id for s in sections], sorted(m.id for m in missing)
@@ -61,7 +75,7 @@ def test_tiny_store_lists_what_it_cannot_support(gold):
                           "sensitivity:cnn", "sensitivity:rnn", "oplevel", "speedup:platform",
                           "speedup:dtype", "speedup:software"}
     assert "varying two hyperparameters" in needs["heatmap:fc"]
-    assert "at least 8 ok FC runs" in needs["sensitivity:fc"]
+    assert "at least 8 stable ok FC runs of one dtype on one platform" in needs["sensitivity:fc"]
     assert "two platforms" in needs["speedup:platform"]
 
 
@@ -112,12 +126,115 @@ def test_html_is_self_contained_and_lists_exactly_the_analyses(written, gold):
     assert "approximate on CPU" in page
 
 
+@pytest.fixture(scope="module")
+def trust_written(trust, tmp_path_factory):
+    out = tmp_path_factory.mktemp("trust-report")
+    path = report.write_report(trust, out, store="trust.db")
+    return path, path.read_text()
+
+
+def test_report_marks_unstable_runs_and_says_how_many_were_left_out(trust_written, trust):
+    _, page = trust_written
+    n_ok = int((trust.status == "ok").sum())
+    assert f"4 of {n_ok} ok runs are unstable" in page
+    caption = re.search(r"<figcaption>(Speedup of bfloat16 on synthetic-a \(tpu\) over float32[^<]*)",
+                        page).group(1)
+    assert "12 workloads" in caption and "4 unstable runs left out of this summary" in caption
+    m = re.search(r"geometric mean ([0-9.]+)x, 95% CI ([0-9.]+)x-([0-9.]+)x", caption)
+    assert m and float(m.group(2)) <= float(m.group(1)) <= float(m.group(3))
+    assert "4 cross-hatched cells rest on unstable runs only" in page
+    assert "unstable runs left out" in page  # utilization ranges
+
+
+def test_report_warnings_section_lists_flagged_runs_with_cause(trust_written, trust):
+    from paradnn import record
+
+    _, page = trust_written
+    section = re.search(r'<section id="warnings">(.*?)</section>', page, re.S).group(1)
+    for code in ("utilization_above_1", "above_roof", "flops_mismatch"):
+        assert code in section and html.escape(record.WARNINGS[code]) in section
+    flagged = trust[trust.warnings.fillna("") != ""]
+    n = sum(len(w.split(",")) for w in flagged["warnings"])
+    assert f"{n} physics warnings on {len(flagged)} runs" in section
+    assert "cells framed red and marked !" in page and "ringed red" in page
+
+
+def test_report_headline_is_model_flops_utilization_with_xla_beside(trust_written):
+    _, page = trust_written
+    assert "model FLOPS utilization (MFU)" in page or "model FLOPS utilization" in page
+    assert "XLA&#x27;s executed-FLOPs utilization (flops_utilization) is" in page
+
+
+def test_old_store_report_says_precision_is_unknown(written):
+    _, page = written
+    assert "Timing precision: unknown" in page
+    assert 'id="warnings"' not in page  # no warnings column: no section, no guess
+
+
 def test_missing_analyses_are_listed_with_needs(gold, tmp_path):
     rows = gold[(gold.device_kind == "synthetic-a") & (gold.family == "rnn")].head(6)
     page = report.write_report(rows, tmp_path).read_text()
-    missing = re.findall(r'<li data-analysis="([^"]+)"><b>[^<]+</b>: needs ([^<]+)</li>', page)
+    missing = re.findall(r'<li data-analysis="([^"]+)"><b>[^<]+</b>: needs ([^<]+?)\.<', page)
     assert {m for m, _ in missing} >= {"oplevel", "speedup:platform"}
     assert all(needs.strip() for _, needs in missing)
+    # Every entry says what to run and how long it takes.
+    entries = re.findall(r'<li data-analysis="[^"]+">(.*?)</li>', page, re.S)
+    assert entries and all('class="command"' in e and "Estimated time" in e for e in entries)
+
+
+def test_missing_analysis_gives_a_sweep_file_that_supplies_it(gold, tmp_path):
+    """The suggested sweep file parses, has the promised number of configs, and once its
+    configs are in the store the analysis is supported; the estimate is the store's median
+    (compile + timing) per config times that number."""
+    from paradnn.analysis import cost
+    from paradnn.grids import load_sweep_file
+
+    tiny = gold[(gold.family == "fc") & (gold.device_kind == "synthetic-a") & (gold.layers == 4)
+                & (gold.nodes == 256) & (gold.dtype == "float32") & (gold.jax_version == "0.10.2")]
+    _, missing = report.plan(tiny, store="tiny.db")
+    m = {u.id: u for u in missing}["heatmap:fc"]
+    assert m.command == "paradnn sweep fc-grid.yaml --store tiny.db"
+    path = tmp_path / "fc-grid.yaml"
+    path.write_text(m.sweep_file)
+    plan = load_sweep_file(path)
+    assert len(plan.workloads) == m.configs == 12
+    # joins the store's own runs: same fixed hyperparameters and dtype
+    assert {(w.spec.layers, w.spec.input, w.spec.output, w.dtype) for w in plan.workloads} == \
+        {(4, 2000, 1000, "float32")}
+    per = cost.config_seconds(tiny[tiny.status == "ok"]).median()
+    assert m.seconds == pytest.approx(12 * per)
+    assert "median" in m.basis and "family=fc dtype=float32" in m.basis
+    assert "about" in m.estimate and "12 configs" in m.estimate
+    # Simulate the sweep: the golden store has those configs' kind of data; with them the
+    # FC heat map and sensitivity are supported.
+    fc = gold[(gold.family == "fc") & (gold.device_kind == "synthetic-a") & (gold.layers == 4)
+              & (gold.dtype == "float32") & (gold.jax_version == "0.10.2")]
+    assert {"heatmap:fc", "sensitivity:fc"} <= set(report.supported(fc))
+
+
+def test_sensitivity_rule_is_counted_per_dtype(gold):
+    """12 ok FC runs split 6 float32 + 6 bfloat16 are not 12 runs of one setting."""
+    fc = gold[(gold.family == "fc") & (gold.device_kind == "synthetic-a") & (gold.layers == 4)
+              & (gold.jax_version == "0.10.2") & (gold.status == "ok") & (gold.nodes.isin([64, 256]))]
+    six = pd.concat([fc[fc.dtype == d].head(6) for d in ("float32", "bfloat16")])
+    assert len(six) == 12
+    _, missing = report.plan(six)
+    needs = {m.id: m.needs for m in missing}["sensitivity:fc"]
+    assert "of one dtype on one platform" in needs
+    assert "bfloat16 on synthetic-a (tpu): 6" in needs and "float32 on synthetic-a (tpu): 6" in needs
+
+
+def test_missing_estimate_without_records_uses_a_stated_default():
+    from paradnn.analysis import cost
+
+    df = pd.DataFrame({"status": ["oom", "error"], "family": ["fc", "fc"], "batch": [8, 16]})
+    _, missing = report.plan(df)
+    m = {u.id: u for u in missing}["heatmap:fc"]
+    assert m.seconds == 12 * cost.DEFAULT_CONFIG_S and "default" in m.basis
+    smoke = {u.id: u for u in missing}["params_range"]
+    assert smoke.command == "paradnn sweep sweeps/smoke.yaml --store results.db"
+    assert len(__import__("paradnn.grids", fromlist=["x"]).load_sweep_file(
+        ROOT / "sweeps" / "smoke.yaml").workloads) == smoke.configs
 
 
 # -- a real headless Chromium over the DevTools protocol --------------------------------------
@@ -242,7 +359,9 @@ _LAYOUT = """
                                    return {left: r.left, right: r.right, width: r.width,
                                            natural: i.naturalWidth, attr: i.width,
                                            top: r.top + window.scrollY, height: r.height}; }),
+          // Wide tables scroll inside their own .scroll box; everything else must fit.
           widest: Math.max(...Array.from(document.querySelectorAll('body *'))
+                                 .filter(e => !e.parentElement.closest('.scroll'))
                                  .map(e => e.getBoundingClientRect().right)),
           anchors: Object.fromEntries(Array.from(document.querySelectorAll('section[id]'))
                                  .map(s => [s.id, s.getBoundingClientRect().top + window.scrollY]))};
