@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import Callable, Sequence
+from typing import Callable
 
 import numpy as np
 import pandas as pd
@@ -34,7 +34,7 @@ from matplotlib.patches import Patch, Rectangle
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter, NullLocator
 
 from paradnn.analysis._common import (
-    PLATFORM_KEY, flagged_mask, label, platform_label, unit, unstable_mask, warning_lists,
+    PLATFORM_KEY, flagged_mask, label, platform_label, unit, unstable_mask,
 )
 from paradnn.analysis.oplevel import CATEGORIES
 from paradnn.errors import ParadnnError

@@ -454,6 +454,8 @@ def test_cli_report_and_plot(store, tmp_path):
     page = (tmp_path / "rep" / "index.html").read_text()
     assert re.findall(r'<section id="[^"]+" data-analysis="([^"]+)"', page) == [
         "params_range", "heatmap:fc", "sensitivity:fc", "roofline", "utilization", "saturation"]
+    # the missing analyses name this store in their commands
+    assert f"paradnn sweep cnn-grid.yaml --store {store}" in page
     r = _cli("plot", "heatmap", store, "-o", tmp_path / "hm.png", "--where", "family=fc",
              "--x", "batch", "--y", "nodes", "--fixed", "layers=16")
     assert r.returncode == 0, r.stderr
@@ -465,3 +467,14 @@ def test_cli_errors_are_one_line_exit_2(store, tmp_path):
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "missing.db" in r.stderr
     r = _cli("plot", "heatmap", store, "-o", tmp_path / "x.png", "--x", "batch", "--y", "nope")
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "'nope'" in r.stderr
+
+
+def test_cli_plot_help_lists_kinds_with_an_example_and_flags():
+    from paradnn.cli.report import PLOT_KINDS
+
+    r = _cli("plot", "--help")
+    assert r.returncode == 0, r.stderr
+    text = " ".join(r.stdout.split())  # argparse wraps lines
+    for kind, (_, example, flags) in PLOT_KINDS.items():
+        assert f"{kind}: " in text and f"e.g. paradnn plot {kind} " in text
+        assert " ".join(f"flags: {flags}".split()) in text
