@@ -134,6 +134,18 @@ def test_style_check_catches_small_text_and_overlaps():
         assert_legible(fig)
 
 
+def _paper_size_grid():
+    """FC at the paper's grid sizes (6 layers x 9 nodes x 9 batches x 2 dtypes): 12 panels of
+    9 x 9 cells, the densest heat map the report draws."""
+    rng = np.random.default_rng(0)
+    rows = [dict(family="fc", layers=la, nodes=n, input=2000, output=1000, batch=b, dtype=d,
+                 status="ok" if n * la < 200_000 else "oom",
+                 examples_per_sec=b * 1e6 / (n * la) * rng.uniform(0.5, 2))
+            for la, n, b, d in itertools.product((4, 8, 16, 32, 64, 128), 2 ** np.arange(5, 14),
+                                                 2 ** np.arange(6, 15), ("float32", "bfloat16"))]
+    return pd.DataFrame(rows)
+
+
 def _every_figure(gold, trust):
     fc = gold[gold.family == "fc"]
     c = [c for c in A.comparisons(trust) if c.kind == "dtype"][0]
@@ -143,6 +155,8 @@ def _every_figure(gold, trust):
         "heatmap-panels": lambda: P.heatmap(A.heatmap(fc, "batch", "nodes", "examples_per_sec", panels=True)),
         "heatmap-trust": lambda: P.heatmap(A.heatmap(
             trust[trust.family == "fc"], "batch", "nodes", "model_flops_utilization", panels=True)),
+        "heatmap-paper-size": lambda: P.heatmap(A.heatmap(
+            _paper_size_grid(), "batch", "nodes", "examples_per_sec", panels=True)),
         "heatmap-cnn": lambda: P.heatmap(A.heatmap(gold[gold.family == "cnn"], "batch", "filters",
                                                    "flops_utilization", panels=True)),
         "heatmap-rnn": lambda: P.heatmap(A.heatmap(gold[gold.family == "rnn"], "batch", "embed",
@@ -165,7 +179,7 @@ def _every_figure(gold, trust):
     }
 
 
-FIGURES = ["heatmap-panels", "heatmap-trust", "heatmap-cnn", "heatmap-rnn", "sensitivity",
+FIGURES = ["heatmap-panels", "heatmap-trust", "heatmap-paper-size", "heatmap-cnn", "heatmap-rnn", "sensitivity",
            "roofline", "roofline-trust", "roofline-batch", "speedup", "speedup-dtype",
            "speedup-ranges", "params", "utilization", "saturation", "saturation-trust",
            "op_roofline", "op_breakdown"]

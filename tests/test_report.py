@@ -120,6 +120,13 @@ def test_html_is_self_contained_and_lists_exactly_the_analyses(written, gold):
     assert missing == []  # golden + ops: nothing missing
     srcs = re.findall(r'<img[^>]*src="([^"]{0,30})', page)
     assert srcs and all(s.startswith("data:image/png;base64,") for s in srcs)
+    # Figures at full page width (1100 px) and 2x resolution behind it.
+    import base64
+    import struct
+
+    for width, data in re.findall(r'<img width="(\d+)"[^>]*src="data:image/png;base64,([^"]+)"', page):
+        png = base64.b64decode(data[:64])
+        assert int(width) == 1100 and struct.unpack(">I", png[16:20])[0] == 2200
     assert not re.search(r'(src|href)="(https?:|//|file:)', page)
     assert page.count("table behind this figure") >= len(ALL)
     assert "[examples/s]" in page and "spec = vendor spec sheet" in page

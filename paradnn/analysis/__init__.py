@@ -4,9 +4,10 @@ every analysis a store supports.
 
 >>> import paradnn
 >>> df = paradnn.load("results.db")
->>> hm = paradnn.analysis.heatmap(df[df.family == "fc"], "batch", "nodes", "flops_utilization")
->>> w = paradnn.analysis.sensitivity(df[df.family == "fc"], "flops_utilization",
-...                                  ["layers", "nodes", "batch"])
+>>> hm = paradnn.analysis.heatmap(df[df.family == "fc"], "batch", "nodes",
+...                               "model_flops_utilization", panels=True)
+>>> w = paradnn.analysis.sensitivity(df[df.family == "fc"], "model_flops_utilization",
+...                                  ["layers", "nodes", "batch"])   # unstable runs left out
 >>> rf = paradnn.analysis.roofline(df)
 """
 
