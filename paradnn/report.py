@@ -447,12 +447,28 @@ def _yaml_value(v: Any) -> str:
     return "[" + ", ".join(_yaml_value(x) for x in v) + "]" if isinstance(v, (list, tuple)) else fmt(v)
 
 
-def _sweep_yaml(description: str, family: str, fixed: dict, axes: dict, dtypes: list[str]) -> str:
+def _sweep_yaml(description: str, family: str, fixed: dict, axes: dict, dtypes: list[str],
+                settings: dict | None = None) -> str:
     def mapping(d: dict) -> str:
         return "{" + ", ".join(f"{k}: {_yaml_value(v)}" for k, v in d.items()) + "}"
 
     return (f"description: {description}\nfamily: {family}\nfixed: {mapping(fixed)}\n"
-            f"axes: {mapping(axes)}\ndtypes: {_yaml_value(dtypes)}\n")
+            f"axes: {mapping(axes)}\ndtypes: {_yaml_value(dtypes)}\n"
+            + (f"settings: {mapping(settings)}\n" if settings else ""))
+
+
+def _store_settings(ok: pd.DataFrame) -> dict:
+    """The measurement settings of the store's most common protocol, as a sweep file states
+    them: new runs then time like the old ones (and the estimate, made from the old ones,
+    holds)."""
+    from paradnn.grids import _SETTINGS_KEYS  # the keys a sweep file's settings accept
+
+    keys = [k for k in _SETTINGS_KEYS if k in ok.columns and ok[k].notna().any()]
+    if not keys or ok.empty:
+        return {}
+    sig = ok[keys].astype(str).agg("|".join, axis=1)
+    row = ok[sig == sig.value_counts().index[0]].iloc[0]
+    return {k: row[k] for k in keys if pd.notna(row[k])}
 
 
 def _common_dtype(rows: pd.DataFrame) -> str:
@@ -482,7 +498,7 @@ def _how(df: pd.DataFrame, m: Unsupported, how: dict, store: str) -> Unsupported
                 fixed[k] = fam_rows[k].value_counts().index[0]
         name = f"{family}-grid.yaml"  # one file supplies the heat map and the sensitivity
         m.sweep_file = _sweep_yaml(f"{family.upper()} grid for the report's heat map and "
-                                   "sensitivity", family, fixed, axes, [dtype])
+                                   "sensitivity", family, fixed, axes, [dtype], _store_settings(ok))
         m.command = f"paradnn sweep {name} --store {store}"
         m.configs = len(axes[next(iter(axes))]) * len(axes[list(axes)[1]])
         m.seconds, m.basis = estimate_seconds(df, m.configs, {"family": family, "dtype": dtype})
@@ -507,7 +523,7 @@ def _how(df: pd.DataFrame, m: Unsupported, how: dict, store: str) -> Unsupported
         fields = [f for f in FAMILY_FIELDS.get(family, ()) if f in r and pd.notna(r[f])]
         m.sweep_file = _sweep_yaml(f"{workload_label(r)} at four batch sizes", family,
                                    {f: r[f] for f in fields}, {"batch": batches},
-                                   [str(r.get("dtype", "float32"))])
+                                   [str(r.get("dtype", "float32"))], _store_settings(ok))
         m.command = f"paradnn sweep saturation.yaml --store {store}"
         m.configs = len(batches) - 1  # the measured batch is already in the store
         m.seconds, m.basis = estimate_seconds(df, m.configs, {"family": family})

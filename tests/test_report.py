@@ -205,6 +205,10 @@ def test_missing_analysis_gives_a_sweep_file_that_supplies_it(gold, tmp_path):
     path.write_text(m.sweep_file)
     plan = load_sweep_file(path)
     assert len(plan.workloads) == m.configs == 12
+    # the store's own measurement protocol, so the new runs time like the old (and the estimate,
+    # made from the old, holds)
+    assert {k: float(v) for k, v in plan.settings.items()} == \
+        {k: float(v) for k, v in golden.SETTINGS.items()}
     # joins the store's own runs: same fixed hyperparameters and dtype
     assert {(w.spec.layers, w.spec.input, w.spec.output, w.dtype) for w in plan.workloads} == \
         {(4, 2000, 1000, "float32")}
