@@ -457,6 +457,35 @@ def _sweep_yaml(description: str, family: str, fixed: dict, axes: dict, dtypes: 
             + (f"settings: {mapping(settings)}\n" if settings else ""))
 
 
+MAX_REPLAY_PARTS = 24  # beyond this a listed sweep file is no help to a reader
+
+
+def _replay_yaml(rows: pd.DataFrame, dtype: str, settings: dict) -> tuple[str, int] | None:
+    """A sweep file that measures the generated workloads of ``rows`` again in ``dtype``: one
+    part per model with its batches. ``(yaml, configs)``, or None when there are too many
+    models to list (or none)."""
+    parts = []
+    gen = rows[rows["family"].isin(GENERATED)] if "family" in rows.columns else rows.iloc[0:0]
+    for family, g in gen.groupby("family", sort=True):
+        fields = [f for f in FAMILY_FIELDS[family] if f in g.columns and g[f].notna().any()]
+        for key, gg in g.groupby(fields, sort=True):
+            key = key if isinstance(key, tuple) else (key,)
+            parts.append((family, dict(zip(fields, key)), sorted(gg["batch"].dropna().unique())))
+    if not parts or len(parts) > MAX_REPLAY_PARTS:
+        return None
+
+    def mapping(d: dict) -> str:
+        return "{" + ", ".join(f"{k}: {_yaml_value(v)}" for k, v in d.items()) + "}"
+
+    lines = [f"description: the store's workloads again, in {dtype}", "parts:"]
+    for family, fixed, batches in parts:
+        lines += [f"  - family: {family}", f"    fixed: {mapping(fixed)}",
+                  f"    axes: {{batch: {_yaml_value(batches)}}}", f"    dtypes: [{dtype}]"]
+    if settings:
+        lines.append(f"settings: {mapping(settings)}")
+    return "\n".join(lines) + "\n", sum(len(b) for _, _, b in parts)
+
+
 def _store_settings(ok: pd.DataFrame) -> dict:
     """The measurement settings of the store's most common protocol, as a sweep file states
     them: new runs then time like the old ones (and the estimate, made from the old ones,
@@ -539,26 +568,37 @@ def _how(df: pd.DataFrame, m: Unsupported, how: dict, store: str) -> Unsupported
         return m
     # Speedups: the same workloads again in another dtype, platform or software version.
     kind = m.id.split(":", 1)[1] if m.id.startswith("speedup:") else ""
-    if kind and len(ok):
+    if kind and len(ok) and "family" in ok.columns:
         dtype = _common_dtype(ok)
-        n = int(ok[ok["dtype"] == dtype]["workload_key"].nunique()) if "workload_key" in ok.columns \
-            and "dtype" in ok.columns else len(ok)
-        m.configs = n
-        m.seconds, m.basis = estimate_seconds(df, n, {"dtype": dtype})
+        base = ok[ok["dtype"] == dtype] if "dtype" in ok.columns else ok
+        if present(base, PLATFORM_KEY):  # the store's most common platform
+            labels = base.apply(platform_label, axis=1)
+            base = base[labels == labels.value_counts().index[0]]
+        other = ("bfloat16" if dtype == "float32" else "float32") if kind == "dtype" else dtype
+        replay = _replay_yaml(base, other, _store_settings(ok))
+        if replay is not None:
+            text, n = replay
+            m.sweep_file, m.configs = text, n
+            m.seconds, m.basis = estimate_seconds(df, n, {"dtype": dtype})
+        else:  # too many workloads to list: say how to change the sweep file that made them
+            n = int(base["workload_key"].nunique()) if "workload_key" in base.columns else len(base)
+            m.configs = n
+            m.seconds, m.basis = estimate_seconds(df, n, {"dtype": dtype})
+        name = f"speedup-{kind}.yaml" if replay is not None else "YOUR_SWEEP.yaml"
         if kind == "dtype":
-            other = "bfloat16" if dtype == "float32" else "float32"
-            m.change = (f"in the sweep file that measured these runs, set dtypes: [{dtype}, {other}] "
-                        f"and run it again (the {dtype} configs in the store are skipped)")
-            m.command = f"paradnn sweep YOUR_SWEEP.yaml --store {store}"
+            if replay is None:
+                m.change = (f"in the sweep file that measured these runs, set dtypes: [{dtype}, "
+                            f"{other}] and run it again (the {dtype} configs in the store are skipped)")
+            m.command = f"paradnn sweep {name} --store {store}"
         elif kind == "platform":
-            m.change = "run the sweep file that measured these runs on a second machine"
-            m.command = (f"paradnn sweep YOUR_SWEEP.yaml --store other.db   # on the other machine\n"
+            m.change = f"run {'it' if replay is not None else 'the sweep file that measured these runs'} on a second machine"
+            m.command = (f"paradnn sweep {name} --store other.db   # on the other machine\n"
                          f"paradnn merge {store} other.db -o both.db && paradnn report both.db -o report/")
             m.basis += "; time here, the other machine's is unknown"
         else:
-            m.change = ("install another jax version in a second virtual environment and run the "
-                        "sweep file that measured these runs from it")
-            m.command = f"paradnn sweep YOUR_SWEEP.yaml --store {store}   # from the other environment"
+            m.change = ("install another jax version in a second virtual environment and run "
+                        f"{'it' if replay is not None else 'the sweep file that measured these runs'} from there")
+            m.command = f"paradnn sweep {name} --store {store}   # from the other environment"
         return m
     if not len(ok):
         m.command = f"paradnn sweep {SMOKE_SWEEP} --store {store}"

@@ -489,3 +489,25 @@ def test_cli_plot_help_lists_kinds_with_an_example_and_flags():
     for kind, (_, example, flags) in PLOT_KINDS.items():
         assert f"{kind}: " in text and f"e.g. paradnn plot {kind} " in text
         assert " ".join(f"flags: {flags}".split()) in text
+
+
+def test_missing_speedup_gives_the_store_workloads_again(gold, tmp_path):
+    """Without a reduced-precision twin, the report lists a sweep file of the store's own
+    workloads in bfloat16; it parses to exactly those workloads."""
+    from paradnn.grids import load_sweep_file
+
+    one = gold[(gold.device_kind == "synthetic-b") & (gold.family == "fc") & (gold.layers == 4)
+               & (gold.nodes.isin([64, 256]))]
+    _, missing = report.plan(one, store="b.db")
+    m = {u.id: u for u in missing}["speedup:dtype"]
+    assert m.command == "paradnn sweep speedup-dtype.yaml --store b.db"
+    path = tmp_path / "speedup-dtype.yaml"
+    path.write_text(m.sweep_file)
+    plan = load_sweep_file(path)
+    ok = one[one.status == "ok"]
+    assert m.configs == len(plan.workloads) == ok["workload_key"].nunique()
+    assert {w.dtype for w in plan.workloads} == {"bfloat16"}
+    assert {(w.spec.nodes, w.batch) for w in plan.workloads} == set(zip(ok.nodes, ok.batch))
+    platform = {u.id: u for u in missing}["speedup:platform"]
+    assert "paradnn merge b.db other.db -o both.db" in platform.command
+    assert "other machine's is unknown" in platform.basis
