@@ -495,7 +495,7 @@ def _store_settings(ok: pd.DataFrame) -> dict:
     keys = [k for k in _SETTINGS_KEYS if k in ok.columns and ok[k].notna().any()]
     if not keys or ok.empty:
         return {}
-    sig = ok[keys].astype(str).agg("|".join, axis=1)
+    sig = ok[keys].map(str).agg("|".join, axis=1)
     row = ok[sig == sig.value_counts().index[0]].iloc[0]
     return {k: row[k] for k in keys if pd.notna(row[k])}
 
@@ -544,7 +544,7 @@ def _how(df: pd.DataFrame, m: Unsupported, how: dict, store: str) -> Unsupported
         return m
     if how.get("batches") and len(ok):
         key = [c for c in ("family", *SPEC_FIELDS, "dtype") if c in ok.columns]
-        sig = ok[key].astype(str).agg("|".join, axis=1)
+        sig = ok[key].map(str).agg("|".join, axis=1)
         r = ok[sig == sig.value_counts().index[0]].iloc[0]  # the most measured workload
         family = r.get("family")
         b = int(r["batch"])

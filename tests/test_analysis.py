@@ -434,3 +434,26 @@ def test_config_seconds_and_estimate_from_records(gold):
         new.compile_s.iloc[0] + 2.0 + new.timed_calls.iloc[0] * 3 * new.step_time_s.iloc[0])
     empty, why = A.estimate_seconds(gold.iloc[0:0], 4, {"family": "cnn"})
     assert empty == 4 * cost.DEFAULT_CONFIG_S and "default" in why
+
+
+def test_wall_seconds_between_consecutive_records_of_a_host():
+    from paradnn.analysis import cost
+
+    t0 = pd.Timestamp("2026-01-01T00:00:00Z")
+    df = pd.DataFrame({
+        "status": "ok", "family": "fc", "host": ["a", "a", "a", "a", "b", "b"],
+        "time_utc": [str(t0 + pd.Timedelta(seconds=s)) for s in (0, 10, 22, 3600, 5, 9)],
+        "compile_s": 1.0, "timed_calls": 2, "steps_per_call": 1, "warmup_calls": 1,
+        "step_time_s": 1.0,  # compile + timing = 1 + (1 + 2) x 1 x 1 = 4 s
+    })
+    walls = cost.wall_seconds(df)
+    # host a: 10 s and 12 s; the hour-long gap is a pause (> 4 s + MAX_OVERHEAD_S); host b: 4 s
+    assert walls.tolist()[1:3] == [10.0, 12.0] and np.isnan(walls.iloc[3])
+    assert np.isnan(walls.iloc[0]) and np.isnan(walls.iloc[4]) and walls.iloc[5] == 4.0
+    total, basis = A.estimate_seconds(df, 10, {"family": "fc"})
+    assert total == pytest.approx(10 * np.median([10.0, 12.0, 4.0]))
+    assert "wall time between consecutive records" in basis
+    # a gap shorter than the record's own compile + timing is not a config's wall time
+    short = df.assign(compile_s=20.0)
+    assert cost.wall_seconds(short).notna().sum() == 0
+    assert "lower bound" in A.estimate_seconds(short, 1, {})[1]

@@ -511,3 +511,23 @@ def test_missing_speedup_gives_the_store_workloads_again(gold, tmp_path):
     platform = {u.id: u for u in missing}["speedup:platform"]
     assert "paradnn merge b.db other.db -o both.db" in platform.command
     assert "other machine's is unknown" in platform.basis
+
+
+def test_missing_saturation_gives_the_batches_to_add(gold, tmp_path):
+    """One model at one batch: the report lists the same model at four batches (the measured
+    one among them, so three new configs). The golden rows have NaN in other families' columns,
+    as real stores do."""
+    from paradnn.grids import load_sweep_file
+
+    one = gold[(gold.family == "fc") & (gold.device_kind == "synthetic-a") & (gold.layers == 4)
+               & (gold.nodes == 256) & (gold.dtype == "float32") & (gold.jax_version == "0.10.2")
+               & (gold.batch == 256)]
+    assert len(one) == 1 and one["block"].isna().all()
+    _, missing = report.plan(one)
+    m = {u.id: u for u in missing}["saturation"]
+    path = tmp_path / "saturation.yaml"
+    path.write_text(m.sweep_file)
+    plan = load_sweep_file(path)
+    assert sorted(w.batch for w in plan.workloads) == [128, 256, 512, 1024]
+    assert {(w.spec.layers, w.spec.nodes) for w in plan.workloads} == {(4, 256)}
+    assert m.configs == 3 and m.command == "paradnn sweep saturation.yaml --store results.db"
