@@ -197,7 +197,7 @@ def _marks_legend(unstable: bool, flagged: bool) -> list:
     if flagged:
         out.append(Line2D([], [], marker="o", linestyle="", markerfacecolor="none", markersize=11,
                           markeredgecolor=WARNING_COLOR, markeredgewidth=1.8,
-                          label="red ring: physics warning (see Warnings)"))
+                          label="red ring: physics warning or above its roof"))
     return out
 
 
@@ -475,6 +475,10 @@ def roofline(rf: pd.DataFrame, color_by: str = "dtype", title: str | None = None
     fig, ax = _figure(5.6)
     fam = rows.apply(_family_of, axis=1) if len(rows) else pd.Series(dtype=object)
     unstable, flagged = unstable_mask(rows), flagged_mask(rows)
+    # A point above its own roof is impossible whatever the record says (older stores have no
+    # warnings column): it is ringed too.
+    if "roof_fraction" in rows.columns:
+        flagged = flagged | (pd.to_numeric(rows["roof_fraction"], errors="coerce") > 1.0 + 1e-9)
     dtypes = list(dict.fromkeys(rows["dtype"].fillna("?"))) if "dtype" in rows.columns else ["?"]
     numeric = None
     if color_by != "dtype" and color_by in rows.columns:

@@ -309,6 +309,10 @@ def _roofline(df: pd.DataFrame) -> list[Section]:
             "Marker shape: family; colour: dtype"
             + ("; stars: real models" if has_real else "") + ". "
             + _marks_text(prow, "drawn hollow", "ringed red")
+            + (f"{_n(above, 'run')} above its roof (roof_fraction > 1, ringed red): impossible, "
+               "so the peak used is too low or the FLOPs are overcounted; do not publish these. "
+               if (above := int((pd.to_numeric(prow['roof_fraction'], errors='coerce') > 1 + 1e-9).sum()))
+               else "")
             + "roof_fraction = achieved / roof at that intensity.",
             lambda prow=prow, plat=plat: P.roofline(prow, title=f"roofline{' - ' + plat if plat else ''}"),
             table))
@@ -782,11 +786,15 @@ def render_html(df: pd.DataFrame, sections: list[Section], missing: list[Unsuppo
         out.append("</section>")
     out.append('<section id="unsupported"><h2>Analyses this store cannot support</h2>')
     if missing:
-        items = []
+        items, shown = [], set()
         for m in missing:
             text = [f'<li data-analysis="{esc(m.id)}"><b>{esc(m.title)}</b>: needs {esc(m.needs)}.']
-            if m.sweep_file:
-                text.append(f"<br>Write this sweep file (<code>{esc(m.command.split()[2])}</code>):"
+            name = esc(m.command.split()[2]) if m.sweep_file else ""
+            if m.sweep_file and m.sweep_file in shown:
+                text.append(f"<br>The sweep file <code>{name}</code> above supplies this too:")
+            elif m.sweep_file:
+                shown.add(m.sweep_file)
+                text.append(f"<br>Write this sweep file (<code>{name}</code>):"
                             f"<pre>{esc(m.sweep_file)}</pre>")
             if m.change:
                 text.append(f"<br>{esc(m.change[0].upper() + m.change[1:])}:")

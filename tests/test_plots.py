@@ -430,3 +430,13 @@ def test_op_plots():
     ax = _check(P.op_breakdown(A.op_breakdown(ops)))
     assert ax.get_xlabel() == "share of step time (%)"
     assert "approximate on CPU" in ax.get_title()
+
+
+def test_roofline_rings_points_above_their_roof_without_a_warnings_column():
+    df = pd.DataFrame({"arithmetic_intensity": [1.0, 100.0], "flops_per_sec": [5.0, 150.0]})
+    fig = P.roofline(A.roofline(df, peak_flops=100.0, peak_bytes_per_sec=10.0))
+    ax = _check(fig)
+    rings = [c for c in ax.collections if len(c.get_offsets()) and c.get_facecolor().size == 0
+             and mcolors.to_hex(c.get_edgecolor()[0]) == mcolors.to_hex(P.WARNING_COLOR)]
+    assert [tuple(c.get_offsets()[0]) for c in rings] == [(100.0, 150.0)]
+    assert any("above its roof" in t for t in _legend_texts(fig))

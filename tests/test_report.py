@@ -164,6 +164,7 @@ def test_report_warnings_section_lists_flagged_runs_with_cause(trust_written, tr
     n = sum(len(w.split(",")) for w in flagged["warnings"])
     assert f"{n} physics warnings on {len(flagged)} runs" in section
     assert "cells framed red and marked !" in page and "ringed red" in page
+    assert "1 run above its roof (roof_fraction &gt; 1, ringed red)" in page
 
 
 def test_report_headline_is_model_flops_utilization_with_xla_beside(trust_written):
