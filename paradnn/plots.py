@@ -280,6 +280,10 @@ def heatmap(hm: pd.DataFrame, title: str | None = None, cmap: str = "viridis") -
     flagged = (hm["warnings"].fillna("").astype(str) != "") if "warnings" in hm.columns \
         else pd.Series(False, index=hm.index)
     vals = pd.to_numeric(hm[value], errors="coerce").to_numpy(dtype=float)
+    if value.endswith("utilization"):
+        # Above the peak is impossible whatever the record says (older stores have no
+        # warnings column): such cells are framed too.
+        flagged = flagged | pd.Series(vals > 1.0 + 1e-9, index=hm.index)
     norm, extend = _heat_norm(vals, vals[~unstable.to_numpy()])
 
     # Geometry: cells at least ~0.45 in (45 px at 1x) wide so a label like "3.81k" fits.
@@ -375,7 +379,7 @@ def heatmap(hm: pd.DataFrame, title: str | None = None, cmap: str = "viridis") -
                              label="unstable timing (missed its precision target)"))
     if "flagged" in seen:
         handles.append(Patch(facecolor="white", edgecolor=WARNING_COLOR, linewidth=2,
-                             label="! physics warning (see Warnings)"))
+                             label="! physics warning or utilization above 1"))
     if handles:
         fig.legend(handles=handles, loc="outside lower center", ncol=min(3, len(handles)),
                    frameon=False)

@@ -236,14 +236,19 @@ def _heatmaps(df: pd.DataFrame, family: str) -> list[Section]:
         fixed = ", ".join(f"{k}={fmt(v)}" for k, v in hm.attrs["fixed"].items())
         split = hm.attrs["panel_columns"]
         n_u = int(hm["unstable"].sum())
-        n_f = int((hm["warnings"] != "").sum())
+        over = pd.to_numeric(hm[m], errors="coerce") > 1 + 1e-9 if m.endswith("utilization") \
+            else pd.Series(False, index=hm.index)
+        n_w, n_o = int((hm["warnings"] != "").sum()), int(over.sum())
+        n_f = int(((hm["warnings"] != "") | over).sum())
         marks = []
         if n_u:
             marks.append(f"{_n(n_u, 'cross-hatched cell')} rest on unstable runs only (timing "
                          "missed its precision target; they do not set the colour scale)")
         if n_f:
-            marks.append(f"{_n(n_f, 'cell')} framed red and marked ! carry a physics warning "
-                         "(see Warnings)")
+            why = ([f"{n_w} with a physics warning (see Warnings)"] if n_w else []) + (
+                [f"{n_o} with a utilization above 1, which is impossible: the peak used is too "
+                 "low or the FLOPs are overcounted"] if n_o else [])
+            marks.append(f"{_n(n_f, 'cell')} framed red and marked !: {'; '.join(why)}")
         section.items.append(Item(
             f"{label(m)} of {family.upper()} models over {x} and {y} (log2 axes), "
             + (f"one panel per {_panel_words(split)}" if split else "one map")

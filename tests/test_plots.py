@@ -440,3 +440,14 @@ def test_roofline_rings_points_above_their_roof_without_a_warnings_column():
              and mcolors.to_hex(c.get_edgecolor()[0]) == mcolors.to_hex(P.WARNING_COLOR)]
     assert [tuple(c.get_offsets()[0]) for c in rings] == [(100.0, 150.0)]
     assert any("above its roof" in t for t in _legend_texts(fig))
+
+
+def test_heatmap_frames_utilization_above_one_without_a_warnings_column():
+    df = pd.DataFrame({"family": "fc", "nodes": [64, 64, 128, 128], "batch": [8, 16, 8, 16],
+                       "status": "ok", "flops_utilization": [0.2, 0.5, 0.7, 1.4]})
+    hm = A.heatmap(df, "batch", "nodes", "flops_utilization")
+    fig = P.heatmap(hm)
+    ax = _check(fig)
+    red = [p for p in ax.patches if isinstance(p, Rectangle)
+           and mcolors.to_hex(p.get_edgecolor()) == mcolors.to_hex(P.WARNING_COLOR)]
+    assert len(red) == 1 and [t for t in _texts(ax) if t.endswith("!")] == ["1.4!"]
