@@ -2,7 +2,7 @@
 :mod:`paradnn.report`, :mod:`paradnn.analysis` / :mod:`paradnn.plots` and :mod:`paradnn.profile`.
 
     paradnn report results.db [more.db ...] -o report/
-    paradnn plot heatmap results.db -o fc.png --where family=fc --x batch --y nodes
+    paradnn plot heatmap results.db -o fc.png --where family=fc --x batch --y nodes   # --help: kinds
     paradnn plot speedup tpu.db gpu.db -o speedup.png        # A = first store, B = second
     paradnn profile -o ops/ fc --layers 4 --nodes 256 --input 2000 --output 1000 --batch 128
 """
@@ -21,7 +21,39 @@ import pandas as pd
 
 from paradnn.errors import ParadnnError
 
-PLOT_KINDS = ("heatmap", "sensitivity", "roofline", "speedup", "params", "utilization", "saturation")
+# kind -> (what it draws, an example command, the flags that apply). One place: the choices,
+# the dispatch check and `paradnn plot --help` all read it.
+PLOT_KINDS: dict[str, tuple[str, str, str]] = {
+    "heatmap": ("a metric over two hyperparameters, one panel per value of the others and per "
+                "dtype/platform (ParaDnn Fig 2a-c, 7)",
+                "paradnn plot heatmap results.db -o fc.png --where family=fc --x batch --y nodes",
+                "--x --y (required), --value, --fixed COL=VALUE (fewer panels)"),
+    "sensitivity": ("standardized regression weights with bootstrap CIs (Fig 2d-f)",
+                    "paradnn plot sensitivity results.db -o s.png --where family=fc "
+                    "--features layers,nodes,batch --log2",
+                    "--features (required), --target, --log2, --interactions, --bootstrap, --seed"),
+    "roofline": ("achieved FLOP/s against arithmetic intensity, one roof per dtype (Fig 3a, 3c)",
+                 "paradnn plot roofline results.db -o roof.png",
+                 "--color-by (default dtype), --peak-flops, --peak-bytes-per-sec"),
+    "speedup": ("speedup of A over B per workload against its size (Fig 8-10)",
+                "paradnn plot speedup results.db -o bf16.png --a dtype=bfloat16 --b dtype=float32",
+                "two stores (A, B), or --a COL=VALUE --b COL=VALUE; --color-by (default batch)"),
+    "params": ("trainable parameters per family and real model (Fig 1)",
+               "paradnn plot params results.db -o params.png", "none"),
+    "utilization": ("utilization ranges per family and platform (Fig 11 bottom)",
+                    "paradnn plot utilization results.db -o util.png", "none"),
+    "saturation": ("throughput against batch relative to each model's best, saturation batch "
+                   "marked (TBD benchmark suite)",
+                   "paradnn plot saturation results.db -o sat.png --where family=fc",
+                   "--threshold (default 0.9)"),
+}
+
+
+def _plot_epilog() -> str:
+    lines = ["kinds (flags that apply; --where, -o and --dpi apply to all):"]
+    for kind, (what, example, flags) in PLOT_KINDS.items():
+        lines += [f"  {kind}: {what}", f"      flags: {flags}", f"      e.g. {example}"]
+    return "\n".join(lines)
 
 
 def _value(text: str):
@@ -97,7 +129,7 @@ def _write_report_guarded(df: pd.DataFrame, out_dir: Path, args: argparse.Namesp
     except OSError as exc:
         raise ParadnnError(f"report -o {out_dir}: cannot write there: {exc.strerror or exc}") from None
     try:
-        built = write_report(df, staging, ops=ops, title=args.title)
+        built = write_report(df, staging, ops=ops, title=args.title, store=args.stores)
         return write_output(page, lambda tmp: os.replace(built, tmp), "report -o", args.stores,
                             args.force)
     finally:
@@ -120,17 +152,22 @@ def _plot(args: argparse.Namespace) -> int:
     if kind == "heatmap":
         if not (args.x and args.y):
             raise ParadnnError("plot heatmap: --x and --y are required (two hyperparameters)")
-        fig = P.heatmap(A.heatmap(df, args.x, args.y, args.value or "flops_utilization",
-                                  fixed=_pairs(args.fixed, "--fixed")))
+        from paradnn.analysis._common import headline_utilization
+
+        value = args.value or headline_utilization(df) or "examples_per_sec"
+        fig = P.heatmap(A.heatmap(df, args.x, args.y, value, fixed=_pairs(args.fixed, "--fixed"),
+                                  panels=True))
     elif kind == "sensitivity":
         if not args.features:
             raise ParadnnError("plot sensitivity: --features is required (comma-separated)")
+        from paradnn.analysis._common import headline_utilization
+
         fig = P.sensitivity(A.sensitivity(
-            df, args.target or "flops_utilization", args.features.split(","),
+            df, args.target or headline_utilization(df) or "examples_per_sec", args.features.split(","),
             interactions=args.interactions, log2=args.log2, bootstrap=args.bootstrap, seed=args.seed))
     elif kind == "roofline":
         fig = P.roofline(A.roofline(df, args.peak_flops, args.peak_bytes_per_sec),
-                         color_by=args.color_by or "batch")
+                         color_by=args.color_by or "dtype")
     elif kind == "speedup":
         if len(frames) == 2:
             sp = A.speedup(frames[0], frames[1])
@@ -148,10 +185,14 @@ def _plot(args: argparse.Namespace) -> int:
     elif kind == "params":
         fig = P.params_range(A.params_range(df))
     elif kind == "utilization":
-        from paradnn.analysis._common import platform_label
+        from paradnn.analysis._common import headline_utilization, platform_label
 
         df = df.assign(platform=df.apply(platform_label, axis=1))
-        fig = P.utilization_comparison(A.family_ranges(df, "flops_utilization", by="platform"))
+        value = headline_utilization(df)
+        if value is None:
+            raise ParadnnError("plot utilization: no run has model_flops_utilization or "
+                               "flops_utilization")
+        fig = P.utilization_comparison(A.family_ranges(df, value, by="platform"))
     else:  # saturation
         fig = P.saturation(A.saturation(df, threshold=args.threshold))
     from paradnn.outputs import write_output
@@ -233,8 +274,10 @@ def register(subparsers) -> None:
                    help="attributes of --ops, e.g. peak_flops=1e14 peak_bytes_per_sec=9e11")
     p.set_defaults(func=_report)
 
-    p = subparsers.add_parser("plot", help="one figure of one analysis")
-    p.add_argument("kind", choices=PLOT_KINDS, help="which analysis")
+    p = subparsers.add_parser("plot", help="one figure of one analysis",
+                              description="One figure of one analysis, written as PNG, SVG or PDF.",
+                              epilog=_plot_epilog(), formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("kind", choices=list(PLOT_KINDS), help="the figure (see the list below)")
     p.add_argument("stores", nargs="*", metavar="STORE", default=[DEFAULT_STORE],
                    help="results store(s) to read (default: %(default)s)")
     p.add_argument("-o", "--output", required=True, metavar="FILE.png",
@@ -243,9 +286,11 @@ def register(subparsers) -> None:
     p.add_argument("--where", action="append", metavar="COL=VALUE", help="keep rows where COL equals VALUE")
     p.add_argument("--x", help="heat map: the hyperparameter (column) along x")
     p.add_argument("--y", help="heat map: the hyperparameter (column) along y")
-    p.add_argument("--value", help="metric of a heat map (default flops_utilization)")
+    p.add_argument("--value", help="metric of a heat map (default model_flops_utilization, "
+                   "else flops_utilization)")
     p.add_argument("--fixed", action="append", metavar="COL=VALUE", help="heat map: fixed columns")
-    p.add_argument("--target", help="sensitivity target metric (default flops_utilization)")
+    p.add_argument("--target", help="sensitivity target metric (default model_flops_utilization, "
+                   "else flops_utilization)")
     p.add_argument("--features", help="sensitivity features, comma-separated")
     p.add_argument("--interactions", action="store_true", help="sensitivity: pairwise terms")
     p.add_argument("--log2", action="store_true", help="sensitivity: regress on log2 features")
@@ -253,7 +298,8 @@ def register(subparsers) -> None:
                    default=200, metavar="N", help="sensitivity: bootstrap resamples, a count")
     p.add_argument("--seed", type=typed(parse_int, "seed", minimum=0, maximum=2**32 - 1), default=0,
                    metavar="N", help="sensitivity: bootstrap random seed")
-    p.add_argument("--color-by", help="roofline/speedup colour column (default batch)")
+    p.add_argument("--color-by", help="roofline/speedup colour column (default: dtype for the "
+                   "roofline, batch for speedup)")
     p.add_argument("--peak-flops", type=typed(parse_number, "peak-flops", unit="FLOP/s"),
                    metavar="FLOP/S", help="roofline peak FLOP/s (default: the records')")
     p.add_argument("--peak-bytes-per-sec", type=typed(parse_number, "peak-bytes-per-sec", unit="B/s"),
@@ -262,8 +308,9 @@ def register(subparsers) -> None:
     p.add_argument("--b", action="append", metavar="COL=VALUE", help="speedup baseline rows")
     p.add_argument("--threshold", type=typed(parse_number, "threshold", maximum=1.0), default=0.9,
                    help="saturation: fraction of the best throughput, in (0, 1]")
-    p.add_argument("--dpi", type=typed(parse_int, "dpi", maximum=2400), default=120,
-                   help="resolution of raster figures in dots per inch")
+    p.add_argument("--dpi", type=typed(parse_int, "dpi", maximum=2400), default=200,
+                   help="resolution of raster figures in dots per inch (default 200: twice the "
+                   "1x size of 1100 px wide figures)")
     p.set_defaults(func=_plot)
 
     try:
