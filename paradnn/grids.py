@@ -326,7 +326,6 @@ RUN_KEYS: dict[str, str] = {
 }
 # Measurement settings are parsed and range-checked where they are defined (their fields'
 # metadata in paradnn.measure): one place for each setting's type, limits and meaning.
-_SETTINGS_KEYS = SETTINGS_FIELDS
 
 
 @dataclasses.dataclass(frozen=True)
@@ -625,9 +624,9 @@ def load_sweep_file(path: str | Any, max_configs: int | None = None) -> SweepPla
     if not isinstance(settings, dict):
         raise _file_error(path, "settings", "a mapping of measurement settings")
     for key, value in settings.items():
-        if key not in _SETTINGS_KEYS:
+        if key not in SETTINGS_FIELDS:
             raise _file_error(path, f"settings.{key}",
-                              "unknown key (allowed: " + ", ".join(_SETTINGS_KEYS) + ")")
+                              "unknown key (allowed: " + ", ".join(SETTINGS_FIELDS) + ")")
     if settings:
         try:
             from paradnn.measure import MeasureSettings

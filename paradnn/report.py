@@ -499,9 +499,9 @@ def _store_settings(ok: pd.DataFrame) -> dict:
     """The measurement settings of the store's most common protocol, as a sweep file states
     them: new runs then time like the old ones (and the estimate, made from the old ones,
     holds)."""
-    from paradnn.grids import _SETTINGS_KEYS  # the keys a sweep file's settings accept
+    from paradnn.measure import SETTINGS_FIELDS  # the keys a sweep file's settings accept
 
-    keys = [k for k in _SETTINGS_KEYS if k in ok.columns and ok[k].notna().any()]
+    keys = [k for k in SETTINGS_FIELDS if k in ok.columns and ok[k].notna().any()]
     if not keys or ok.empty:
         return {}
     sig = ok[keys].map(str).agg("|".join, axis=1)
