@@ -71,7 +71,9 @@ def amdahl_speedup(devices: Sequence[int] | np.ndarray, serial: float) -> np.nda
 
 @dataclass(frozen=True)
 class ScalingResult:
-    """The records of a scaling experiment and its summary table (one row per mode and count)."""
+    """The records of a scaling experiment (one per measured workload, annotated with
+    ``scaling_modes`` and ``weak_``/``strong_`` ``scaling_efficiency`` and ``speedup``) and its
+    summary table (one row per mode and device count)."""
 
     records: list[Record]
     table: pd.DataFrame
@@ -142,15 +144,19 @@ def run_scaling(spec: ModelSpec, devices: Sequence[int], per_device_batch: int |
                      "compute_step_time_s": compute.metrics["step_time_s"]})
     table, serial = summarize(pd.DataFrame(rows))
     table["simulated_devices"] = simulated
-    for row in table.itertuples():
-        rec = measured[(row.batch, row.devices)]
-        # One record per (mode, devices): a copy when weak and strong share a workload.
-        rec = dataclasses.replace(rec, metrics=dict(rec.metrics))
-        rec.metrics.update(scaling_mode=row.mode, scaling_efficiency=row.scaling_efficiency,
-                           speedup=row.speedup, overhead_share=row.overhead_share,
-                           overhead_source="compute-only variant: same per-device batch on one device",
-                           per_device_examples_per_sec=row.per_device_examples_per_sec,
-                           simulated_devices=simulated,
-                           amdahl_serial_fraction=serial if row.mode == "strong" else None)
-        records.append(rec)
+    # One record per measured workload (a workload can serve weak and strong scaling and be the
+    # compute-only variant of another point): never two rows for one measurement.
+    for (batch, d), rec in measured.items():
+        metrics = dict(rec.metrics)
+        uses = table[(table["batch"] == batch) & (table["devices"] == d)]
+        metrics.update(scaling_modes=",".join(uses["mode"]) or "compute-only", simulated_devices=simulated,
+                       per_device_examples_per_sec=batch / d / rec.metrics["step_time_s"])
+        for use in uses.itertuples():
+            metrics[f"{use.mode}_scaling_efficiency"] = use.scaling_efficiency
+            metrics[f"{use.mode}_speedup"] = use.speedup
+            metrics["overhead_share"] = use.overhead_share
+            metrics["overhead_source"] = "compute-only variant: the same per-device batch on one device"
+            if use.mode == "strong":
+                metrics["amdahl_serial_fraction"] = serial
+        records.append(dataclasses.replace(rec, metrics=metrics))
     return ScalingResult(records, table, serial)
