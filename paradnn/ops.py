@@ -287,6 +287,8 @@ def thread_scan(shapes: Sequence[OpShape], threads: Sequence[int], dtypes: Seque
     many CPUs (``os.sched_setaffinity`` before JAX starts; XLA:CPU sizes its thread pools from
     the affinity at start). Returns the children's rows (dicts, as the store keeps them) with
     ``threads`` (count), ``cpu_affinity`` and ``os_threads`` (threads the child ran)."""
+    if not hasattr(os, "sched_setaffinity"):
+        raise ParadnnError("ops --threads: needs os.sched_setaffinity (Linux) to limit XLA:CPU's threads")
     available = sorted(os.sched_getaffinity(0))
     for t in threads:
         if not 1 <= t <= len(available):

@@ -65,6 +65,14 @@ def test_op_rows_in_the_store_and_on_the_roofline_with_model_points(tiny_setting
     assert len(df[df["family"] == "fc"]) == 1
     assert len(analysis.roofline(df[df["family"] == "fc"])) == 1
 
+    # The HTML report reads model rows only: op rows at two dtypes (a would-be dtype
+    # comparison with nothing to join) must not break it.
+    from paradnn.report import write_report
+
+    half = df[df["family"] == "op"].assign(dtype="bfloat16", key=lambda d: d["key"] + "h")
+    write_report(pd.concat([df, half], ignore_index=True), tmp_path / "report")
+    assert (tmp_path / "report" / "index.html").exists()
+
     points = ops.roofline_points(df)
     assert sorted(points["point"]) == ["model", "op", "op"]
     assert set(points.loc[points["point"] == "op", "label"]) == {
