@@ -78,6 +78,7 @@ class ScalingResult:
     records: list[Record]
     table: pd.DataFrame
     serial_fraction: float  # Amdahl fit of the strong-scaling times, NaN without strong runs
+    failed: list[str]  # points left out of the table: "mode d=N batch=B: status: error"
 
 
 def summarize(points: pd.DataFrame) -> tuple[pd.DataFrame, float]:
@@ -89,6 +90,8 @@ def summarize(points: pd.DataFrame) -> tuple[pd.DataFrame, float]:
     serial = float("nan")
     for mode, g in points.groupby("mode", sort=False):
         g = g.sort_values("devices").copy()
+        if 1 not in set(g["devices"]):
+            continue  # no baseline (its run failed): no efficiency for this mode
         g["examples_per_sec"] = g["batch"] / g["step_time_s"]
         g["per_device_examples_per_sec"] = g["examples_per_sec"] / g["devices"]
         g["scaling_efficiency"] = efficiency(g["devices"], g["examples_per_sec"])
@@ -97,15 +100,20 @@ def summarize(points: pd.DataFrame) -> tuple[pd.DataFrame, float]:
         if mode == "strong":
             serial = amdahl_fit(g["devices"], g["step_time_s"])
         out.append(g)
+    if not out:
+        return points.iloc[0:0].copy(), serial
     return pd.concat(out, ignore_index=True), serial
 
 
 def run_scaling(spec: ModelSpec, devices: Sequence[int], per_device_batch: int | None = None,
                 global_batch: int | None = None, dtype: str = "float32", optimizer: str | None = None,
-                settings: MeasureSettings | None = None) -> ScalingResult:
+                settings: MeasureSettings | None = None,
+                memory_limit_bytes: int | None = None) -> ScalingResult:
     """Weak scaling at ``per_device_batch`` and/or strong scaling at ``global_batch`` (examples)
     over ``devices`` (must include 1). Each distinct (batch, devices) workload is measured once;
-    the compute-only variants are the one-device runs at the per-device batch."""
+    the compute-only variants are the one-device runs at the per-device batch. A point whose
+    run (or compute-only variant) fails is left out of the table and listed in ``failed``; its
+    record is kept. ``memory_limit_bytes`` as for :func:`paradnn.runner.run_workload`."""
     from paradnn.collectives import simulated_devices
     from paradnn.runner import run_workload
 
@@ -124,7 +132,8 @@ def run_scaling(spec: ModelSpec, devices: Sequence[int], per_device_batch: int |
 
     def measure(batch: int, d: int) -> Record:
         if (batch, d) not in measured:
-            measured[(batch, d)] = run_workload(Workload(spec, batch, dtype, optimizer, d), settings)
+            measured[(batch, d)] = run_workload(Workload(spec, batch, dtype, optimizer, d), settings,
+                                                memory_limit_bytes)
         return measured[(batch, d)]
 
     plan = []
@@ -132,22 +141,26 @@ def run_scaling(spec: ModelSpec, devices: Sequence[int], per_device_batch: int |
         plan += [("weak", d, per_device_batch * d, per_device_batch) for d in devices]
     if global_batch is not None:
         plan += [("strong", d, global_batch, global_batch // d) for d in devices]
-    rows, records = [], []
+    rows, records, failed = [], [], []
     for mode, d, batch, local in plan:
         rec, compute = measure(batch, d), measure(local, 1)
         if rec.status != "ok" or compute.status != "ok":
             bad = rec if rec.status != "ok" else compute
-            raise SpecError("workload", f"{mode} d={d} batch={batch}",
-                            f"a workload that runs here (got {bad.status}: {bad.error})")
+            failed.append(f"{mode} d={d} batch={batch}: {bad.status}: {bad.error}")
+            continue
         rows.append({"mode": mode, "devices": d, "batch": batch, "per_device_batch": local,
                      "step_time_s": rec.metrics["step_time_s"],
                      "compute_step_time_s": compute.metrics["step_time_s"]})
-    table, serial = summarize(pd.DataFrame(rows))
+    columns = ["mode", "devices", "batch", "per_device_batch", "step_time_s", "compute_step_time_s"]
+    table, serial = summarize(pd.DataFrame(rows, columns=columns))
     table["simulated_devices"] = simulated
     # One record per measured workload (a workload can serve weak and strong scaling and be the
     # compute-only variant of another point): never two rows for one measurement.
     for (batch, d), rec in measured.items():
         metrics = dict(rec.metrics)
+        if rec.status != "ok":
+            records.append(dataclasses.replace(rec, metrics={**metrics, "simulated_devices": simulated}))
+            continue
         uses = table[(table["batch"] == batch) & (table["devices"] == d)]
         metrics.update(scaling_modes=",".join(uses["mode"]) or "compute-only", simulated_devices=simulated,
                        per_device_examples_per_sec=batch / d / rec.metrics["step_time_s"])
@@ -159,4 +172,4 @@ def run_scaling(spec: ModelSpec, devices: Sequence[int], per_device_batch: int |
             if use.mode == "strong":
                 metrics["amdahl_serial_fraction"] = serial
         records.append(dataclasses.replace(rec, metrics=metrics))
-    return ScalingResult(records, table, serial)
+    return ScalingResult(records, table, serial, failed)

@@ -111,3 +111,27 @@ def test_scaling_cli_needs_the_baseline(paradnn_cmd):
     proc = subprocess.run([*paradnn_cmd, "scaling", "fc", "--layers", "1", "--nodes", "8", "--input", "4",
                            "--output", "2", "--devices", "2,x"], capture_output=True, text=True)
     assert proc.returncode == 2 and "devices" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_summarize_skips_a_mode_without_its_baseline():
+    points = pd.DataFrame({"mode": ["weak", "strong"], "devices": [1, 2], "batch": [4, 8],
+                           "step_time_s": [1.0, 1.0], "compute_step_time_s": [1.0, 1.0]})
+    table, serial = summarize(points)
+    assert list(table["mode"]) == ["weak"] and np.isnan(serial)
+
+
+def test_failed_points_are_kept_as_rows_and_exit_1(paradnn_cmd, tmp_path):
+    # A 1 KB memory limit makes every run an oom found before compiling: the rows are stored,
+    # the points are listed as left out, nothing is lost.
+    db = tmp_path / "f.db"
+    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+    proc = subprocess.run(
+        [*paradnn_cmd, "scaling", "fc", "--layers", "1", "--nodes", "16", "--input", "8", "--output", "4",
+         "--batch", "4", "--devices", "1,2", "--simulate-devices", "--memory-limit", "1KB", "--json",
+         "--store", str(db)], capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == 1, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["table"] == [] and len(out["failed"]) == 4
+    assert all("oom" in line for line in out["failed"])
+    df = paradnn.load(db)
+    assert len(df) == 3 and set(df["status"]) == {"oom"}

@@ -195,14 +195,14 @@ def _cmd_scaling(args: argparse.Namespace) -> int:
         global_batch = args.global_batch or workload.batch * devices[-1]
     simulated = _need_devices(devices[-1], args.simulate_devices)
     result = run_scaling(workload.spec, devices, per_device, global_batch, workload.dtype,
-                         workload.optimizer, settings_from_args(args))
+                         workload.optimizer, settings_from_args(args), args.memory_limit)
     _save(result.records, args.store)
     table = result.table
     if args.json:
         print(json.dumps({"simulated_devices": simulated, "serial_fraction": result.serial_fraction,
-                          "table": table.to_dict(orient="records"),
+                          "failed": result.failed, "table": table.to_dict(orient="records"),
                           "rows": [r.to_dict() for r in result.records]}, default=str))
-        return 0
+        return 1 if result.failed else 0
     if simulated:
         print(SIMULATED_NOTE, file=sys.stderr)
     _print_table(table.to_dict(orient="records"), [
@@ -215,7 +215,9 @@ def _cmd_scaling(args: argparse.Namespace) -> int:
     if global_batch is not None:
         print(f"Amdahl serial fraction (least squares on strong-scaling step times): "
               f"{result.serial_fraction:.3g}")
-    return 0
+    for line in result.failed:
+        print(f"paradnn: left out: {line}", file=sys.stderr)
+    return 1 if result.failed else 0
 
 
 def register(sub: argparse._SubParsersAction) -> None:
