@@ -29,7 +29,6 @@ analyses that select model families (``fc``, ``cnn``, ``rnn``, ``real``) never s
 from __future__ import annotations
 
 import json
-import math
 import os
 import subprocess
 import sys
