@@ -178,13 +178,15 @@ def _operands(shape: OpShape, dtype: str):
 
 
 def measure_op(shape: OpShape, dtype: str = "float32", settings: MeasureSettings | None = None,
-               extra: dict[str, Any] | None = None) -> Record:
+               extra: dict[str, Any] | None = None, peak: Any = None) -> Record:
     """Compile and time one op on the default device; return its op row.
 
     Metrics: ``step_time_s`` (s, median time of one op), ``flops_per_sec`` (FLOP/s, analytic
     FLOPs / median time), ``flops_utilization`` (achieved / the device's peak for ``dtype``),
     ``bytes_per_step`` (B, XLA cost analysis), ``arithmetic_intensity`` (FLOP/B, analytic FLOPs /
-    XLA bytes). ``extra`` adds fields to the metrics (the thread scan's affinity)."""
+    XLA bytes). ``extra`` adds fields to the metrics (the thread scan's affinity); ``peak`` (a
+    :class:`paradnn.hardware.Peak`) replaces this device's peak (the thread scan passes the
+    whole host's)."""
     import jax
 
     from paradnn import hardware
@@ -220,7 +222,8 @@ def measure_op(shape: OpShape, dtype: str = "float32", settings: MeasureSettings
     metrics.update(timing.stats())
     flops = shape.flops()
     step = metrics["step_time_s"]
-    peak = hardware.peaks(platform["device_kind"], dtype, platform["backend"])
+    if peak is None:
+        peak = hardware.peaks(platform["device_kind"], dtype, platform["backend"])
     xla_bytes = float(cost.get("bytes accessed", 0.0)) or None
     metrics.update(
         model_flops_per_step=flops,
@@ -254,6 +257,8 @@ def run_ops(shapes: Sequence[OpShape], dtypes: Sequence[str] = ("float32",),
 
 def _child_main(payload: str) -> None:
     """Entry of a scan child: measure the ops and print one JSON list of rows on stdout."""
+    from paradnn.hardware import Peak
+
     job = json.loads(payload)
     settings = MeasureSettings(**job["settings"])
     cpus = sorted(os.sched_getaffinity(0))
@@ -263,7 +268,7 @@ def _child_main(payload: str) -> None:
         for dtype in job["dtypes"]:
             extra = {"threads": len(cpus), "thread_limit": "sched_setaffinity",
                      "cpu_affinity": ",".join(map(str, cpus))}
-            rec = measure_op(shape, dtype, settings, extra)
+            rec = measure_op(shape, dtype, settings, extra, Peak(*job["peaks"][dtype]))
             rec.metrics["os_threads"] = _os_threads()
             out.append(rec.to_dict())
     json.dump(out, sys.stdout, default=str)
@@ -285,7 +290,8 @@ def thread_scan(shapes: Sequence[OpShape], threads: Sequence[int], dtypes: Seque
     """Measure ``shapes`` once per thread count, each in a child process restricted to that
     many CPUs (``os.sched_setaffinity`` before JAX starts; XLA:CPU sizes its thread pools from
     the affinity at start). Returns the children's rows (dicts, as the store keeps them) with
-    ``threads`` (count), ``cpu_affinity`` and ``os_threads`` (threads the child ran)."""
+    ``threads`` (count), ``cpu_affinity`` and ``os_threads`` (threads the child ran). The
+    fraction of peak divides by the whole host's peak (probed in this process, all CPUs)."""
     if not hasattr(os, "sched_setaffinity"):
         raise ParadnnError("ops --threads: needs os.sched_setaffinity (Linux) to limit XLA:CPU's threads")
     available = sorted(os.sched_getaffinity(0))
@@ -293,8 +299,21 @@ def thread_scan(shapes: Sequence[OpShape], threads: Sequence[int], dtypes: Seque
         if not 1 <= t <= len(available):
             raise SpecError("threads", t, f"an integer from 1 to {len(available)} (CPUs this process may use)")
     settings = settings or MeasureSettings()
+    # Every thread count divides by the whole host's peak, measured here with all CPUs: a child
+    # restricted to fewer CPUs must never probe, or its lower peak would be cached for the host.
+    import jax
+
+    from paradnn import hardware
+
+    if jax.default_backend() != "cpu":
+        raise ParadnnError("ops --threads scans XLA:CPU threads: run it with JAX_PLATFORMS=cpu")
+    kind = jax.devices()[0].device_kind
+    peaks = {}
+    for dtype in dtypes:
+        p = hardware.peaks(kind, dtype, "cpu")
+        peaks[dtype] = p._replace(method=f"{p.method}; the whole host ({len(available)} CPUs)")
     payload = json.dumps({"shapes": [s.fields() for s in shapes], "dtypes": list(dtypes),
-                          "settings": settings.to_dict()})
+                          "settings": settings.to_dict(), "peaks": peaks})
     rows: list[dict[str, Any]] = []
     for t in threads:
         cpus = set(available[:t])

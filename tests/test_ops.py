@@ -96,6 +96,8 @@ def test_thread_scan_limits_xla_cpu_threads_by_affinity(tiny_settings):
     assert [r["threads"] for r in rows] == threads
     assert all(r["status"] == "ok" and r["thread_limit"] == "sched_setaffinity" for r in rows)
     assert len(rows[0]["cpu_affinity"].split(",")) == 1
+    # Every count divides by the same (whole-host) peak, probed in this process.
+    assert len({r["peak_flops"] for r in rows}) == 1 and "the whole host" in rows[0]["peak_method"]
     if cpus >= 2:
         # XLA:CPU sizes its thread pools from the affinity at start: more CPUs, more threads.
         assert rows[1]["os_threads"] > rows[0]["os_threads"]

@@ -111,6 +111,9 @@ def _cmd_ops(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
     dtypes = args.dtype or ["float32"]
     if args.threads:
+        from paradnn.cli.run import _check_backend
+
+        _check_backend()
         rows = ops.thread_scan(shapes, args.threads, dtypes, settings)
         if args.store:
             from paradnn.store import Store
