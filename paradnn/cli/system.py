@@ -145,9 +145,13 @@ def _cmd_ops(args: argparse.Namespace) -> int:
         print(f"time: median of the timed calls (paradnn.measure protocol); FLOPs analytic; peak "
               f"{si(first['peak_flops'], 'FLOP/s')} for {first['dtype']} ({first['peak_source']}: "
               f"{first['peak_method']}); bytes from XLA cost analysis")
+    from paradnn.record import WARNINGS, warning_codes
+
     for r in rows:
         if r["status"] != "ok":
             print(f"paradnn: {r['op_label']} {r['dtype']}: {r['status']}: {r['error']}", file=sys.stderr)
+        for code in warning_codes(r.get("warnings")):
+            print(f"paradnn: warning: {r['op_label']} {r['dtype']}: {code}: {WARNINGS[code]}", file=sys.stderr)
     return 0 if all(r["status"] == "ok" for r in rows) else 1
 
 
