@@ -649,6 +649,11 @@ def plan(df: pd.DataFrame, ops: pd.DataFrame | None = None,
     names the store in those commands) and its estimated time."""
     if not isinstance(df, pd.DataFrame):
         raise ParadnnError(f"report: expected a pandas DataFrame (paradnn.load), got {type(df).__name__}")
+    if "family" in df.columns:
+        # Rows of the system experiments (family "op", "collective") are not model runs.
+        from paradnn.specs import SPEC_TYPES
+
+        df = df[df["family"].isin(SPEC_TYPES)]
     sections: list[Section] = []
     missing: list[Unsupported] = []
     steps: list[tuple[str, str, Callable[[], list[Section]]]] = [
