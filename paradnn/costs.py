@@ -1,6 +1,6 @@
 """FLOPs and bytes of one training step: XLA cost analysis (with loops handled) and analytic counts.
 
-XLA's cost analysis counts a loop body once (REFERENCE.md section 5): a K-step call reports one
+XLA's cost analysis counts a loop body once (docs/metrics.md, "Loops"): a K-step call reports one
 step, and an RNN scanned over T steps reports about 1/T of its work. So:
 
 * models without inner loops take the cost of the compiled K-step call, whose trip count is a

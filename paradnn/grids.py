@@ -13,7 +13,7 @@ axis is a single value, a list, or a ``range``. Model hyperparameters (``layers`
 >>> len(max_params(g, 10_000))  # drops FC models above 10k trainable parameters
 3
 
-``PAPER[family]`` holds the ranges of the ParaDnn paper's Table 2 (REFERENCE.md section 1),
+``PAPER[family]`` holds the ranges of Table 2 of the ParaDnn paper (Wang, Wei and Brooks, 2019),
 ``PAPER_FIXED[family]`` the values the paper held fixed for its heat maps, and
 ``preset(name, family)`` expands the ``smoke``, ``small`` and ``paper`` presets.
 """
@@ -75,7 +75,7 @@ def _linear_range(start: int, stop: int, step: int) -> range:
     return range(start, stop + 1, step)
 
 
-# Table 2 of the ParaDnn paper (REFERENCE.md section 1). Bounds are inclusive; a geometric range
+# Table 2 of the ParaDnn paper (Wang, Wei and Brooks). Bounds are inclusive; a geometric range
 # stops at the last value not above the maximum (RNN vocab 2..1024 x4 ends at 512).
 PAPER: dict[str, dict[str, list[Any]]] = {
     "fc": {

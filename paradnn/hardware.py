@@ -28,7 +28,7 @@ from paradnn.errors import ParadnnError
 
 T = 1e12
 # JAX device_kind substring (lower case) -> (per-device FLOP/s by dtype, per-device bytes/s, memory B).
-# Dense peaks (REFERENCE.md section 4), never "sparse" ones. TPU v2/v3 chips expose one JAX
+# Dense vendor peaks (datasheets; docs/gpu.md lists them), never "sparse" ones. TPU v2/v3 chips expose one JAX
 # device per TensorCore, so the chip figures are halved. TPU float32 matmuls run as bfloat16
 # passes at default precision, and JAX's default float32 matmul on Ampere/Hopper uses TF32
 # tensor cores: those float32 peaks are the ones that the default precision can reach.

@@ -17,7 +17,7 @@ Counting rules (per execution of an operation):
   parameter, constant) move nothing.
 
 Where per-operation times are approximate it says so in ``attrs["note"]``: on CPU some
-operations run asynchronously and overlap (REFERENCE.md section 5), so times there are
+operations run asynchronously and overlap (measured with jax 0.10 on CPU), so times there are
 indicative and their sum can exceed the step time.
 """
 

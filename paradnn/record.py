@@ -18,7 +18,7 @@ SCHEMA_VERSION = 1
 
 STATUSES = ("ok", "oom", "error", "timeout", "crashed")
 
-# name -> (unit, where it comes from). The contract of DESIGN.md "Metric names" plus extras.
+# name -> (unit, where it comes from). Names are a contract (docs/metrics.md): added, never renamed.
 METRICS: dict[str, tuple[str, str]] = {
     "examples_per_sec": ("examples/s", "measured: global batch / median step time"),
     "step_time_s": ("s", "measured: median time of one training step"),

@@ -15,7 +15,7 @@ SWEEPS = Path(__file__).resolve().parents[1] / "sweeps"
 
 
 def test_paper_table2_ranges():
-    # REFERENCE.md section 1, Table 2; inclusive bounds, x2 / +N steps.
+    # The ParaDnn paper, Table 2; inclusive bounds, x2 / +N steps.
     assert PAPER["fc"]["layers"] == [4, 8, 16, 32, 64, 128]
     assert PAPER["fc"]["nodes"][0] == 32 and PAPER["fc"]["nodes"][-1] == 8192
     assert len(PAPER["fc"]["nodes"]) == 9
