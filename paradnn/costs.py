@@ -1,10 +1,10 @@
 """FLOPs and bytes of one training step: XLA cost analysis (with loops handled) and analytic counts.
 
-XLA's cost analysis counts a loop body once (REFERENCE.md section 5): a K-step call reports one
+XLA's cost analysis counts a loop body once (docs/metrics.md, "Loops"): a K-step call reports one
 step, and an RNN scanned over T steps reports about 1/T of its work. So:
 
-* models without inner loops take the cost of the compiled K-step call, which is one step
-  (checked: if XLA unrolled the K loop away, the cost is divided by K);
+* models without inner loops take the cost of the compiled K-step call, whose trip count is a
+  run-time argument, so XLA keeps it a while loop and counts one step (checked);
 * models with a ``lax.scan`` of ``loop_length`` iterations compile their fully unrolled 1- and
   2-iteration variants; every cost of such a step is affine in the loop length, so
   ``cost(T) = cost(1) + (T - 1) * (cost(2) - cost(1))``.
@@ -46,7 +46,6 @@ def xla_step_costs(
     model: ModelDef,
     optimizer_name: str,
     multi_step_compiled: jax.stages.Compiled,
-    steps_per_call: int,
 ) -> dict[str, float]:
     """``flops_per_step`` and ``bytes_per_step`` (FLOP, B; all devices) from XLA cost analysis."""
     if model.loop_length and model.unrolled is not None:
@@ -56,9 +55,10 @@ def xla_step_costs(
         )
         per_device = {k: c1[k] + (model.loop_length - 1) * (c2[k] - c1[k]) for k in c1}
     else:
+        if not has_while_loop(multi_step_compiled):
+            # A dynamic trip count cannot be unrolled; without the loop the count is not one step.
+            raise RuntimeError("the K-step program has no while loop: its cost is not one step")
         per_device = _cost_dict(multi_step_compiled)
-        if not has_while_loop(multi_step_compiled):  # XLA unrolled the K-step loop: K bodies counted
-            per_device = {k: v / steps_per_call for k, v in per_device.items()}
     return {
         "flops_per_step": per_device["flops"] * workload.devices,
         "bytes_per_step": per_device["bytes"] * workload.devices,

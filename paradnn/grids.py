@@ -13,7 +13,7 @@ axis is a single value, a list, or a ``range``. Model hyperparameters (``layers`
 >>> len(max_params(g, 10_000))  # drops FC models above 10k trainable parameters
 3
 
-``PAPER[family]`` holds the ranges of the ParaDnn paper's Table 2 (REFERENCE.md section 1),
+``PAPER[family]`` holds the ranges of Table 2 of the ParaDnn paper (Wang, Wei and Brooks, 2019),
 ``PAPER_FIXED[family]`` the values the paper held fixed for its heat maps, and
 ``preset(name, family)`` expands the ``smoke``, ``small`` and ``paper`` presets.
 """
@@ -22,18 +22,23 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import math
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from paradnn.errors import ParadnnError, SpecError
+from paradnn.errors import ParadnnError, SpecError, echo
+from paradnn.measure import SETTINGS_FIELDS, parse_setting
 from paradnn.specs import SPEC_TYPES, Workload
-from paradnn.units import parse_bytes  # re-exported: sweep files name sizes
+from paradnn.units import parse_bytes, parse_duration, parse_int, parse_number  # sizes re-exported
 
 __all__ = [
     "PAPER", "PAPER_FIXED", "PRESETS", "WORKLOAD_AXES", "Zipped", "axes_of", "concat", "filter_grid",
     "geometric", "grid", "linear", "load_sweep_file", "max_params", "param_count", "parse_bytes",
     "preset", "zipped", "SweepPlan",
 ]
+
+#: Largest grid a sweep file or :func:`grid` expands unless ``max_configs`` is raised (configs).
+MAX_CONFIGS = 1_000_000
 
 #: Axes every family has besides its model hyperparameters (Workload fields).
 WORKLOAD_AXES = ("batch", "dtype", "optimizer", "devices")
@@ -54,14 +59,23 @@ def geometric(start: int, stop: int, factor: int) -> list[int]:
 
 def linear(start: int, stop: int, step: int) -> list[int]:
     """``start, start+step, ...`` up to and including ``stop`` (Table 2's "+N" steps)."""
-    if not (isinstance(step, int) and step > 0):
+    values = _linear_range(start, stop, step)
+    if len(values) > MAX_CONFIGS:  # len of a range costs nothing; the list would not
+        raise SpecError("range", (start, stop, step), f"at most {MAX_CONFIGS} values")
+    return list(values)
+
+
+def _linear_range(start: int, stop: int, step: int) -> range:
+    """:func:`linear` as a lazy range (sweep files: a huge range is counted, never listed)."""
+    if isinstance(step, bool) or not (isinstance(step, int) and step > 0):
         raise SpecError("step", step, "a positive integer")
-    if not (isinstance(start, int) and isinstance(stop, int) and stop >= start):
+    if isinstance(start, bool) or isinstance(stop, bool) or not (
+            isinstance(start, int) and isinstance(stop, int) and stop >= start):
         raise SpecError("range", (start, stop), "integers with start <= stop")
-    return list(range(start, stop + 1, step))
+    return range(start, stop + 1, step)
 
 
-# Table 2 of the ParaDnn paper (REFERENCE.md section 1). Bounds are inclusive; a geometric range
+# Table 2 of the ParaDnn paper (Wang, Wei and Brooks). Bounds are inclusive; a geometric range
 # stops at the last value not above the maximum (RNN vocab 2..1024 x4 ends at 512).
 PAPER: dict[str, dict[str, list[Any]]] = {
     "fc": {
@@ -154,10 +168,10 @@ def axes_of(family: str) -> tuple[str, ...]:
 def _values(name: str, value: Any) -> list[Any]:
     """An axis as a list: a scalar is one value; a list, tuple or range its elements."""
     if isinstance(value, (list, tuple, range)):
-        values = list(value)
-        if not values:
+        if not len(value):
             raise SpecError(name, value, "a value or a non-empty list or range")
-        return values
+        # A range stays lazy: its length is known without listing it (see check_size).
+        return value if isinstance(value, range) else list(value)
     if isinstance(value, (set, frozenset, dict)) or isinstance(value, Iterable) and not isinstance(
             value, str):
         # Sets have no order and generators are consumed once: ask for a list.
@@ -165,7 +179,7 @@ def _values(name: str, value: Any) -> list[Any]:
     return [value]
 
 
-def grid(family: str, *zips: Zipped, **axes: Any) -> list[Workload]:
+def grid(family: str, *zips: Zipped, max_configs: int | None = None, **axes: Any) -> list[Workload]:
     """The cartesian product of ``axes`` (and of each :class:`Zipped` group) as Workloads.
 
     Every model hyperparameter of ``family`` must be given (a real model's ``image`` and
@@ -173,20 +187,22 @@ def grid(family: str, *zips: Zipped, **axes: Any) -> list[Workload]:
     where it defaults to the model's registered batch size. ``dtype`` defaults to float32,
     ``optimizer`` to the model's default, ``devices`` to 1. Points are ordered like nested loops
     over the axes in the order given (the last axis varies fastest). Duplicate points are kept
-    once.
+    once. A product of more than ``max_configs`` points (default ``MAX_CONFIGS``) raises
+    SpecError before anything is expanded.
     """
     names = axes_of(family)
-    groups: list[list[dict[str, Any]]] = []
+    zip_points: list[list[dict[str, Any]]] = []
     seen: set[str] = set()
     for z in zips:
         if not isinstance(z, Zipped):
             raise SpecError("grid positional argument", z, "zipped(...) groups; pass axes by name")
-        groups.append(z.points())
+        zip_points.append(z.points())
         seen.update(z.axes)
+    axis_values: dict[str, Any] = {}
     for name, value in axes.items():
         if name in seen:
             raise SpecError(name, value, "each axis once (it is also in a zipped group)")
-        groups.append([{name: v} for v in _values(name, value)])
+        axis_values[name] = _values(name, value)
         seen.add(name)
     unknown = sorted(seen - set(names))
     if unknown:
@@ -200,6 +216,9 @@ def grid(family: str, *zips: Zipped, **axes: Any) -> list[Workload]:
     missing = [n for n in required if n not in seen]
     if missing:
         raise SpecError(missing[0], None, f"a value or list (required axis of {family})")
+    check_size(math.prod(len(v) for v in [*zip_points, *axis_values.values()]), max_configs)
+    groups: list[list[dict[str, Any]]] = zip_points + [
+        [{name: v} for v in values] for name, values in axis_values.items()]
 
     out: list[Workload] = []
     keys: set[str] = set()
@@ -219,6 +238,15 @@ def grid(family: str, *zips: Zipped, **axes: Any) -> list[Workload]:
             keys.add(w.key)
             out.append(w)
     return out
+
+
+def check_size(configs: int, max_configs: int | None = None, where: str = "grid") -> None:
+    """Raise SpecError if a grid of ``configs`` points exceeds ``max_configs`` (default
+    ``MAX_CONFIGS``): counted from the axes' lengths, before any point is built."""
+    cap = MAX_CONFIGS if max_configs is None else max_configs
+    if configs > cap:
+        raise ParadnnError(f"{where} has {configs:,} configs, more than max_configs={cap:,}; "
+                           "raise run.max_configs in the sweep file or --max-configs if you mean it")
 
 
 def preset(name: str, family: str | None = None) -> list[Workload]:
@@ -288,14 +316,16 @@ _TOP_KEYS = ("description", "settings", "run", "parts") + _GROUP_KEYS
 RUN_KEYS: dict[str, str] = {
     "executor": "process, inprocess or ray",
     "repeat": "a positive integer (records wanted per config)",
-    "timeout_s": "a positive number of seconds per config",
+    "timeout_s": "a positive, finite number of seconds per config",
+    "max_configs": "a positive integer: the largest grid the file may expand to (default "
+                   f"{MAX_CONFIGS})",
     "memory_limit": "bytes, as an integer or a string such as 2GB or 512MiB",
     "cache_dir": "a directory for the XLA compilation cache, or null to disable it",
     "address": "a Ray cluster address HOST:PORT",
     "resources": "Ray resources per task, e.g. {num_gpus: 1} or {resources: {TPU: 4}}",
 }
-_SETTINGS_KEYS = ("steps_per_call", "warmup_calls", "min_calls", "max_calls", "cv_target",
-                  "time_budget_s")
+# Measurement settings are parsed and range-checked where they are defined (their fields'
+# metadata in paradnn.measure): one place for each setting's type, limits and meaning.
 
 
 @dataclasses.dataclass(frozen=True)
@@ -310,7 +340,7 @@ class SweepPlan:
 
 
 def _file_error(path: str, key: str, reason: str) -> ParadnnError:
-    return ParadnnError(f"sweep file {path}: key {key!r}: {reason}")
+    return ParadnnError(f"sweep file {path}: key {echo(key)}: {reason}")
 
 
 def _yaml_axis(path: str, key: str, value: Any) -> Any:
@@ -326,7 +356,7 @@ def _yaml_axis(path: str, key: str, value: Any) -> Any:
         try:
             if "times" in value:
                 return geometric(value["from"], value["to"], value["times"])
-            return linear(value["from"], value["to"], value["step"])
+            return _linear_range(value["from"], value["to"], value["step"])
         except SpecError as exc:
             raise _file_error(path, key, str(exc)) from None
     if isinstance(value, list):
@@ -334,19 +364,20 @@ def _yaml_axis(path: str, key: str, value: Any) -> Any:
             raise _file_error(path, key, "an empty list sweeps nothing; give at least one value")
         for v in value:
             if isinstance(v, (list, dict)):
-                raise _file_error(path, key, f"list items must be plain values, got {v!r}")
+                raise _file_error(path, key, f"list items must be plain values, got {echo(v)}")
         return value
     if value is None:
         raise _file_error(path, key, "a value, a list or a range mapping, not null")
     return value
 
 
-def _group_workloads(path: str, prefix: str, group: dict[str, Any]) -> list[Workload]:
+def _group_workloads(path: str, prefix: str, group: dict[str, Any],
+                     max_configs: int) -> list[Workload]:
     family = group.get("family")
     if family is None:
         raise _file_error(path, prefix + "family", "required: one of " + ", ".join(SPEC_TYPES))
     if family not in SPEC_TYPES:
-        raise _file_error(path, prefix + "family", f"{family!r} is not one of "
+        raise _file_error(path, prefix + "family", f"{echo(family)} is not one of "
                           + ", ".join(SPEC_TYPES))
     names = axes_of(family)
     where: dict[str, str] = {}  # axis -> key path that set it, for error messages
@@ -401,49 +432,173 @@ def _group_workloads(path: str, prefix: str, group: dict[str, Any]) -> list[Work
                 raise _file_error(path, f"{keypath}.{axis}",
                                   f"axis {axis!r} is already set by {where[axis]!r}")
             where[axis] = f"{keypath}.{axis}"
-            lists[axis] = values if isinstance(values, list) else [values]
+            if isinstance(values, range) and len(values) > max_configs:
+                check_size(len(values), max_configs, f"sweep file {path}: {keypath}.{axis}")
+            lists[axis] = list(values) if isinstance(values, (list, range)) else [values]
         lengths = {len(v) for v in lists.values()}
         if len(lengths) != 1:
             raise _file_error(path, keypath, "zipped axes must have equal lengths, got "
                               + ", ".join(f"{a}: {len(v)}" for a, v in lists.items()))
         zips.append(Zipped(lists))
+    # Count the product from the axes' lengths before building a single point.
+    size = math.prod([len(z.points()) for z in zips]
+                     + [len(v) if isinstance(v, (list, range)) else 1 for v in axes.values()])
+    check_size(size, max_configs, f"sweep file {path}: {prefix or 'the grid'}".rstrip("."))
     try:
-        workloads = grid(family, *zips, **axes)
+        workloads = grid(family, *zips, max_configs=max_configs, **axes)
     except SpecError as exc:
         key = where.get(exc.parameter, prefix + exc.parameter)
         raise _file_error(path, key, str(exc)) from None
     if "max_params" in group:
         limit = group["max_params"]
-        if isinstance(limit, bool) or not isinstance(limit, (int, float)) or limit <= 0:
-            raise _file_error(path, prefix + "max_params", f"{limit!r} is not a positive number")
+        if (isinstance(limit, bool) or not isinstance(limit, (int, float))
+                or not math.isfinite(limit) or limit <= 0):
+            raise _file_error(path, prefix + "max_params",
+                              f"{echo(limit)} is not a positive, finite number of parameters")
         workloads = max_params(workloads, limit)
     return workloads
 
 
-def load_sweep_file(path: str | Any) -> SweepPlan:
-    """Parse and check a YAML sweep file (docs/sweeps.md); raises ParadnnError naming the file,
-    the key and the reason for anything it cannot use."""
+#: Limits on a sweep file, so that no file can exhaust memory or the stack before it is checked.
+MAX_FILE_BYTES = 16 * 2**20
+MAX_YAML_DEPTH = 32
+#: Values the file may expand to when every alias (``*name``) is replaced by what it names.
+MAX_YAML_VALUES = 100_000
+
+
+class _YamlLimit(Exception):
+    def __init__(self, message: str, mark: Any = None):
+        self.message, self.mark = message, mark
+        super().__init__(message)
+
+
+def _safe_loader():
     import yaml
 
-    path = str(path)
+    class Loader(yaml.SafeLoader):
+        """SafeLoader that refuses duplicate keys and nesting deeper than MAX_YAML_DEPTH."""
+
+        depth = 0
+
+        def compose_node(self, parent, index):  # type: ignore[override]
+            self.depth += 1
+            try:
+                if self.depth > MAX_YAML_DEPTH:
+                    raise _YamlLimit(f"nested deeper than {MAX_YAML_DEPTH} levels",
+                                     self.peek_event().start_mark)
+                return super().compose_node(parent, index)
+            finally:
+                self.depth -= 1
+
+        def construct_mapping(self, node, deep=False):  # type: ignore[override]
+            seen: dict[Any, Any] = {}
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                key = (key_node.tag, key_node.value) if isinstance(key_node, yaml.ScalarNode) \
+                    else id(key_node)
+                if key in seen:
+                    raise _YamlLimit(f"duplicate key {echo(key_node.value)} (first at line "
+                                     f"{seen[key].line + 1}); each key may appear once",
+                                     key_node.start_mark)
+                seen[key] = key_node.start_mark
+            return super().construct_mapping(node, deep)
+
+    return Loader
+
+
+def _expanded_size(root: Any) -> int:
+    """Values a YAML node graph holds once every alias is expanded (shared nodes counted each
+    time they are used), computed over distinct nodes, so an alias bomb is measured, not built.
+    A recursive alias raises _YamlLimit."""
+    import yaml
+
+    sizes: dict[int, int] = {}
+    active: set[int] = set()
+
+    def size(node: Any) -> int:
+        if id(node) in sizes:
+            return sizes[id(node)]
+        if id(node) in active:
+            raise _YamlLimit("a recursive alias (a value that contains itself)", node.start_mark)
+        active.add(id(node))
+        if isinstance(node, yaml.SequenceNode):
+            n = 1 + sum(size(c) for c in node.value)
+        elif isinstance(node, yaml.MappingNode):
+            n = 1 + sum(size(k) + size(v) for k, v in node.value)
+        else:
+            n = 1
+        active.discard(id(node))
+        sizes[id(node)] = n = min(n, MAX_YAML_VALUES + 1)  # stop counting past the limit
+        return n
+
+    return size(root)
+
+
+def _read_yaml(path: str) -> Any:
+    """The data of a YAML file read safely: UTF-8 text of at most MAX_FILE_BYTES, no duplicate
+    keys, at most MAX_YAML_DEPTH levels and MAX_YAML_VALUES values after alias expansion."""
+    import yaml
+
     try:
-        with open(path, encoding="utf-8") as f:
-            data = yaml.safe_load(f)
+        with open(path, "rb") as f:
+            raw = f.read(MAX_FILE_BYTES + 1)
     except FileNotFoundError:
         raise ParadnnError(f"sweep file {path}: no such file") from None
     except OSError as exc:
-        raise ParadnnError(f"sweep file {path}: cannot be read: {exc.strerror}") from None
+        raise ParadnnError(f"sweep file {path}: cannot be read: {exc.strerror or exc}") from None
+    if len(raw) > MAX_FILE_BYTES:
+        raise ParadnnError(f"sweep file {path}: larger than {MAX_FILE_BYTES // 2**20} MiB; "
+                           "a sweep file names axes, not configs")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ParadnnError(f"sweep file {path}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at "
+                           f"offset {exc.start}); save it as UTF-8") from None
+    loader = _safe_loader()(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        if _expanded_size(node) > MAX_YAML_VALUES:
+            raise _YamlLimit(f"expands to more than {MAX_YAML_VALUES:,} values through aliases "
+                             "(*name); write the values out or use ranges")
+        return loader.construct_document(node)
+    except _YamlLimit as exc:
+        where = f" at line {exc.mark.line + 1}" if exc.mark is not None else ""
+        raise ParadnnError(f"sweep file {path}: {exc.message}{where}") from None
+    except RecursionError:
+        raise ParadnnError(f"sweep file {path}: nested too deeply") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(exc, "problem", None) or str(exc)
+        problem = " ".join(str(problem).split())  # one line
         raise ParadnnError(f"sweep file {path}: not valid YAML{where}: {problem}") from None
+    finally:
+        loader.dispose()
+
+
+def load_sweep_file(path: str | Any, max_configs: int | None = None) -> SweepPlan:
+    """Parse and check a YAML sweep file (docs/sweeps.md); raises ParadnnError naming the file,
+    the key and the reason for anything it cannot use. ``max_configs`` (default: the file's
+    ``run.max_configs``, else ``MAX_CONFIGS``) caps the grid, counted before it is expanded."""
+    path = str(path)
+    data = _read_yaml(path)
     if not isinstance(data, dict):
         raise ParadnnError(f"sweep file {path}: the top level must be a mapping with a 'family' "
                            f"key, got {type(data).__name__}")
     for key in data:
         if not isinstance(key, str):
             raise _file_error(path, str(key), "keys must be strings")
+
+    run = data.get("run") or {}
+    if max_configs is None and isinstance(run, dict) and "max_configs" in run:
+        reason = _check_run_value("max_configs", run["max_configs"])
+        if reason:
+            raise _file_error(path, "run.max_configs", f"{echo(run['max_configs'])} is not {reason}")
+        max_configs = run["max_configs"]
+    cap = MAX_CONFIGS if max_configs is None else parse_int(max_configs, "max_configs")
 
     workloads: list[Workload] = []
     if "parts" in data:
@@ -460,27 +615,28 @@ def load_sweep_file(path: str | Any) -> SweepPlan:
             for bad in ("settings", "run", "parts", "description"):
                 if bad in part:
                     raise _file_error(path, f"parts[{i}].{bad}", "belongs at the top level")
-            workloads.extend(_group_workloads(path, f"parts[{i}].", part))
+            workloads.extend(_group_workloads(path, f"parts[{i}].", part, cap - len(workloads)))
     else:
-        workloads = _group_workloads(path, "", data)
+        workloads = _group_workloads(path, "", data, cap)
     workloads = concat(workloads)
 
     settings = data.get("settings") or {}
     if not isinstance(settings, dict):
         raise _file_error(path, "settings", "a mapping of measurement settings")
     for key, value in settings.items():
-        if key not in _SETTINGS_KEYS:
+        if key not in SETTINGS_FIELDS:
             raise _file_error(path, f"settings.{key}",
-                              "unknown key (allowed: " + ", ".join(_SETTINGS_KEYS) + ")")
+                              "unknown key (allowed: " + ", ".join(SETTINGS_FIELDS) + ")")
     if settings:
         try:
             from paradnn.measure import MeasureSettings
 
+            # Typed and range-checked like the CLI flags (no nan, no 1e12 steps per call).
+            settings = {k: parse_setting(v, k) for k, v in settings.items()}
             MeasureSettings(**settings)
         except SpecError as exc:
             raise _file_error(path, f"settings.{exc.parameter}", str(exc)) from None
 
-    run = data.get("run") or {}
     if not isinstance(run, dict):
         raise _file_error(path, "run", "a mapping of run settings")
     for key, value in run.items():
@@ -489,7 +645,7 @@ def load_sweep_file(path: str | Any) -> SweepPlan:
                               + ", ".join(RUN_KEYS) + ")")
         reason = _check_run_value(key, value)
         if reason:
-            raise _file_error(path, f"run.{key}", f"{value!r} is not {reason}")
+            raise _file_error(path, f"run.{key}", f"{echo(value)} is not {reason}")
     description = data.get("description", "")
     if not isinstance(description, str):
         raise _file_error(path, "description", "a string")
@@ -504,7 +660,11 @@ def _check_run_value(key: str, value: Any) -> str | None:
         ok = isinstance(value, int) and not isinstance(value, bool) and value >= 1
         return None if ok else RUN_KEYS[key]
     if key == "timeout_s":
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
+        ok = (isinstance(value, (int, float)) and not isinstance(value, bool)
+              and math.isfinite(value) and value > 0)
+        return None if ok else RUN_KEYS[key]
+    if key == "max_configs":
+        ok = isinstance(value, int) and not isinstance(value, bool) and value >= 1
         return None if ok else RUN_KEYS[key]
     if key == "memory_limit":
         try:

@@ -7,26 +7,34 @@ cached under ``~/.cache/paradnn/probe.json`` (``peak_source = "measured"``).
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import functools
 import json
+import math
 import os
 import platform as _platform
 import re
 import socket
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
+
+from paradnn import xla_stack
+from paradnn.errors import ParadnnError
 
 T = 1e12
 # Vendor peak of one JAX device: "flops" {dtype: FLOP/s} (what utilization divides by), "bw"
-# (memory bandwidth, B/s), "mem" (device memory, B). Dense peaks, never "sparse" ones. TPU v2/v3
-# chips expose one JAX device per TensorCore, so the chip figures are halved. TPU float32
-# matmuls run as bfloat16 passes at default precision, and JAX's default float32 matmul on
-# Ampere/Hopper uses TF32 tensor cores (JAX's "Matmul precision" docs: "TF32 on recent GPUs"
-# unless jax_default_matmul_precision asks for more): those float32 peaks are the ones the
-# default precision can reach. The GPU entries also record "float32_full", the non-tensor-core
+# (memory bandwidth, B/s), "mem" (device memory, B). Dense vendor peaks (docs/gpu.md lists
+# them), never "sparse" ones. TPU v2/v3 chips expose one JAX device per TensorCore, so the chip
+# figures are halved. TPU float32 matmuls run as bfloat16 passes at default precision, and JAX's
+# default float32 matmul on Ampere/Hopper uses TF32 tensor cores (JAX's "Matmul precision"
+# docs: "TF32 on recent GPUs" unless jax_default_matmul_precision asks for more): those float32
+# peaks are the ones the default precision can reach. The GPU entries also record "float32_full", the non-tensor-core
 # FP32 peak that precision="highest" (true float32) is bounded by; utilization never divides by
 # it.
 # NVIDIA datasheets print tensor-core peaks "with sparsity"; the dense figures here are half.
@@ -111,8 +119,49 @@ def platform_info() -> dict[str, Any]:
     }
 
 
+# Seconds each git call may take when reading paradnn's source revision: a slow or hung git
+# (network file system, credential prompt) must never hold up a measurement.
+_GIT_TIMEOUT_S = 2.0
+
+
+@functools.lru_cache(maxsize=1)
+def paradnn_revision() -> str:
+    """The paradnn source that is running: ``git:<commit>`` or ``git:<commit>+dirty`` when the
+    package is imported from a git checkout, else ``version:<paradnn.__version__>``.
+
+    Dirty means tracked files differ from the commit (``git status --porcelain
+    --untracked-files=no``): stores, reports and other untracked files do not count. The
+    package directory must itself be tracked by that checkout, so a wheel installed into a
+    virtual environment that happens to live inside some git repository reports its version,
+    not that repository's commit. No git, a timeout or any git failure gives the version.
+    """
+    import subprocess
+
+    import paradnn
+
+    package_dir = Path(paradnn.__file__).resolve().parent
+    # GIT_DIR/GIT_WORK_TREE from the caller's environment would point git at another repo.
+    env = {k: v for k, v in os.environ.items() if k not in ("GIT_DIR", "GIT_WORK_TREE")}
+
+    def git(*args: str) -> str | None:
+        try:
+            done = subprocess.run(["git", "-C", str(package_dir), *args], capture_output=True,
+                                  text=True, timeout=_GIT_TIMEOUT_S, env=env)
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return done.stdout.strip() if done.returncode == 0 else None
+
+    commit = git("rev-parse", "HEAD")
+    tracked = commit and git("ls-files", "--", "__init__.py")
+    status = git("status", "--porcelain", "--untracked-files=no") if tracked else None
+    if not commit or not tracked or status is None:
+        return f"version:{paradnn.__version__}"
+    return f"git:{commit}" + ("+dirty" if status else "")
+
+
 def software_info() -> dict[str, Any]:
-    """Versions of everything that shapes a measurement."""
+    """Versions of everything that shapes a measurement, and the paradnn source revision
+    (:func:`paradnn_revision`; recorded in every row but not part of the record key)."""
     import flax
     import jaxlib
     import optax
@@ -121,6 +170,7 @@ def software_info() -> dict[str, Any]:
 
     return {
         "paradnn_version": paradnn.__version__,
+        "paradnn_revision": paradnn_revision(),
         "jax_version": jax.__version__,
         "jaxlib_version": jaxlib.__version__,
         "flax_version": flax.__version__,
@@ -130,12 +180,14 @@ def software_info() -> dict[str, Any]:
         "tf_version": None,
         "python_version": _platform.python_version(),
         "xla_flags": os.environ.get("XLA_FLAGS", ""),
+        # What each xla_preset setting means here: the preset a record ran is in its settings.
+        "xla_compile_options": xla_stack.describe(jax.default_backend()),
     }
 
 
 def device_memory_bytes() -> int | None:
     """Memory of one device in bytes: from the runtime where it reports it, else the spec table,
-    else None (CPUs: pass a memory limit explicitly)."""
+    else, on a CPU, the host's memory (:func:`host_memory_bytes`); None if none is known."""
     device = jax.devices()[0]
     try:
         stats = device.memory_stats()
@@ -144,94 +196,296 @@ def device_memory_bytes() -> int | None:
     if stats and stats.get("bytes_limit"):
         return int(stats["bytes_limit"])
     entry = spec_peak(device.device_kind)
-    return int(entry["mem"]) if entry else None
+    if entry:
+        return int(entry["mem"])
+    return host_memory_bytes() if device.platform == "cpu" else None
 
 
-def _probe_key(info: dict[str, Any], sw: dict[str, Any]) -> str:
-    return "|".join(str(x) for x in (info["host"], info["backend"], info["device_kind"], info["cpu_model"],
-                                     sw["jax_version"], sw["jaxlib_version"], sw["xla_flags"]))
+def host_memory_bytes() -> int | None:
+    """Physical memory of this host in bytes (sysconf pages x page size), or the memory limit of
+    this process's cgroup (v2 ``memory.max``) where that is smaller; None if neither is known."""
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        total = 0
+    try:
+        text = Path("/sys/fs/cgroup/memory.max").read_text().strip()
+        cgroup = int(text) if text.isdigit() else 0
+    except OSError:
+        cgroup = 0
+    known = [v for v in (total, cgroup) if v > 0]
+    return min(known) if known else None
 
 
-def _best_time(fn, *args, reps: int) -> float:
-    jax.block_until_ready(fn(*args))  # compile and warm
-    best = float("inf")
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        jax.block_until_ready(fn(*args))
-        best = min(best, time.perf_counter() - t0)
-    return best
+class Peak(NamedTuple):
+    """The peak that utilization divides by, for one device and dtype."""
+
+    flops: float  # FLOP/s
+    bytes_per_sec: float  # B/s
+    source: str  # "spec" (vendor table) or "measured" (paradnn probe)
+    method: str  # the table entry, or the probe method that reached it and when
 
 
-def measure_gemm(dtype: str, sizes: tuple[int, ...] = (1024, 2048, 4096), reps: int = 3) -> float:
-    """Best square-matmul throughput in FLOP/s (2*N^3 per product) over ``sizes``."""
-    best = 0.0
-    for n in sizes:
+#: Probe results are not cached when the winning GEMM's repeated timings spread more than this
+#: (coefficient of variation): the host was busy, and a low peak would inflate utilization.
+#: ``PARADNN_PROBE_MAX_CV`` overrides it (e.g. on a shared CI host, where no peak is published).
+PROBE_MAX_CV = 0.10
+
+
+def probe_max_cv() -> float:
+    """The contention threshold in force: ``$PARADNN_PROBE_MAX_CV`` or :data:`PROBE_MAX_CV`."""
+    raw = os.environ.get("PARADNN_PROBE_MAX_CV")
+    try:
+        value = float(raw) if raw is not None else PROBE_MAX_CV
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value <= 0:
+        raise ParadnnError(f"invalid PARADNN_PROBE_MAX_CV={raw!r}: allowed a positive number")
+    return value
+#: Square GEMM sizes N per dtype (FLOPs 2 N^3): large enough to reach the BLAS plateau, small
+#: enough that a probe takes seconds on a 2-core host.
+_PROBE_SIZES = {"float32": (2048, 3072), "bfloat16": (1024, 2048), "float16": (1024, 2048)}
+_PROBE_REPS = 2  # timed repetitions per method and size (after one warm call), best taken
+_SPREAD_REPS = 5  # repetitions of the winner, whose spread decides whether the probe is cached
+
+# In-process results: a probe too noisy to cache is still measured only once per process.
+_MEMO: dict[str, dict[str, Any]] = {}
+
+
+def _xla_gemm(options: dict[str, Any] | None) -> Callable[[str, int], Callable[[], Any]]:
+    def make(dtype: str, n: int) -> Callable[[], Any]:
         key = jax.random.key(n)
         a = jax.random.normal(key, (n, n), jnp.float32).astype(dtype)
         b = jax.random.normal(jax.random.fold_in(key, 1), (n, n), jnp.float32).astype(dtype)
-        t = _best_time(jax.jit(jnp.dot), a, b, reps=reps)
-        best = max(best, 2.0 * n**3 / t)
-    return best
+        compiled = jax.jit(jnp.dot).lower(a, b).compile(options)
+        return lambda: jax.block_until_ready(compiled(a, b))
+
+    return make
 
 
-def measure_bandwidth(megabytes: int = 256, reps: int = 5) -> float:
-    """Best streaming bandwidth in B/s: read and write one float32 array in place (donated)."""
+def _numpy_gemm(dtype: str, n: int) -> Callable[[], Any] | None:
+    if dtype != "float32":
+        return None  # numpy has no BLAS path for bfloat16/float16 (a generic loop, not a peak)
+    rng = np.random.default_rng(n)
+    a = rng.standard_normal((n, n), dtype=np.float32)
+    b = rng.standard_normal((n, n), dtype=np.float32)
+    return lambda: a @ b
+
+
+#: How the probe multiplies matrices on a CPU: name -> factory(dtype, N) of a zero-argument call
+#: that multiplies two NxN matrices and waits for the result (None: not available for the dtype).
+#: The peak is the best of all, so that a slow default path cannot pass for a well-used machine.
+CPU_GEMM_METHODS: dict[str, Callable[[str, int], Callable[[], Any] | None]] = {
+    # XLA under each of paradnn's compile presets (stock = XLA's defaults), so the peak is at
+    # least what the measured step's own stack reaches; then the other libraries.
+    **{f"xla-{name}": _xla_gemm(xla_stack.compile_options(name, "cpu")) for name in xla_stack.PRESETS},
+    "xla-onednn": _xla_gemm({"xla_cpu_use_onednn": True}),
+    "numpy-blas": _numpy_gemm,
+}
+
+
+def _times(fn: Callable[[], Any], reps: int, warm: bool = True) -> list[float]:
+    if warm:
+        fn()  # compile and warm
+    out = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        out.append(time.perf_counter() - t0)
+    return out
+
+
+def _cv(times: list[float]) -> float:
+    return float(np.std(times) / np.mean(times))
+
+
+def measure_gemm(dtype: str, methods: dict[str, Callable] | None = None,
+                 sizes: tuple[int, ...] | None = None) -> dict[str, Any]:
+    """Square-matmul throughput of every method for ``dtype``: ``{"by_method": {name: FLOP/s},
+    "best_method", "best_size", "flops"` (best FLOP/s), ``"cv"`` (spread of the winner over
+    repeated runs)}. A method that fails (an unknown compiler option) is left out."""
+    methods = CPU_GEMM_METHODS if methods is None else methods
+    sizes = sizes or _PROBE_SIZES.get(dtype, (1024, 2048))
+    by_method: dict[str, float] = {}
+    best: tuple[float, str, int, Callable] | None = None
+    for name, factory in methods.items():
+        for n in sizes:
+            try:
+                fn = factory(dtype, n)
+            except Exception:  # noqa: BLE001 - a library path this build lacks is just absent
+                fn = None
+            if fn is None:
+                continue
+            rate = 2.0 * n**3 / min(_times(fn, _PROBE_REPS))
+            by_method[name] = max(by_method.get(name, 0.0), rate)
+            if best is None or rate > best[0]:
+                best = (rate, name, n, fn)
+    if best is None:
+        raise RuntimeError(f"no GEMM method ran for dtype {dtype}")
+    rate, name, n, fn = best
+    spread = _times(fn, _SPREAD_REPS, warm=False)
+    # The best of all repetitions is the peak; the spread says whether the host was quiet.
+    rate = max(rate, 2.0 * n**3 / min(spread))
+    by_method[name] = rate
+    return {"by_method": by_method, "best_method": name, "best_size": n, "flops": rate,
+            "cv": _cv(spread)}
+
+
+def measure_bandwidth(megabytes: int = 256, reps: int = 5) -> tuple[float, float]:
+    """Best streaming bandwidth in B/s (read and write one float32 array in place, donated)
+    and the coefficient of variation of the repetitions."""
     n = megabytes * 2**20 // 4
     f = jax.jit(lambda x: x * 1.0001 + 1.0, donate_argnums=0)
     x = jnp.zeros((n,), jnp.float32)
     x = jax.block_until_ready(f(x))
-    best = float("inf")
+    times = []
     for _ in range(reps):
         t0 = time.perf_counter()
         x = jax.block_until_ready(f(x))
-        best = min(best, time.perf_counter() - t0)
-    return 2.0 * n * 4 / best
+        times.append(time.perf_counter() - t0)
+    return 2.0 * n * 4 / min(times), _cv(times)
+
+
+def nominal_cpu_flops() -> tuple[dict[str, float], str] | None:
+    """The CPU's nominal peak from its cores, clock and vector width, or None where the clock
+    cannot be read. Assumes two FMA units per core (server x86 cores since Skylake-SP/Zen 4) and
+    doubles it for bfloat16 where the CPU has AVX512_BF16 dot products; a nominal figure, not a
+    measurement: utilization never divides by it."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    ghz, flags = None, set()
+    try:
+        max_khz = Path("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq").read_text()
+        ghz = int(max_khz) / 1e6
+    except (OSError, ValueError):
+        pass
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("cpu MHz") and ghz is None:
+                ghz = float(line.split(":", 1)[1]) / 1e3
+            elif line.startswith("flags"):
+                flags = set(line.split(":", 1)[1].split())
+    except (OSError, ValueError):
+        pass
+    if not ghz or not cores:
+        return None
+    lanes = 16 if "avx512f" in flags else 8 if "avx2" in flags else 4
+    fp32 = cores * ghz * 1e9 * lanes * 2 * 2
+    bf16 = fp32 * 2 if "avx512_bf16" in flags else fp32
+    basis = (f"{cores} cores x {ghz:.2f} GHz x {lanes} float32 lanes x 2 FMA units (assumed) x "
+             f"2 FLOP/FMA" + ("; bfloat16 x2 (AVX512_BF16)" if bf16 > fp32 else ""))
+    return {"float32": fp32, "bfloat16": bf16, "float16": fp32}, basis
+
+
+def _probe_versions(sw: dict[str, Any]) -> dict[str, Any]:
+    """What a probe result depends on besides the hardware: it expires when any of these change."""
+    return {"jax": sw["jax_version"], "jaxlib": sw["jaxlib_version"], "numpy": np.__version__,
+            "paradnn": sw["paradnn_version"], "xla_flags": sw["xla_flags"],
+            "methods": sorted(CPU_GEMM_METHODS)}
+
+
+def _probe_key(info: dict[str, Any], versions: dict[str, Any]) -> str:
+    return "|".join(str(x) for x in (info["host"], info["backend"], info["device_kind"],
+                                     info["cpu_model"], json.dumps(versions, sort_keys=True)))
+
+
+@contextlib.contextmanager
+def _cache_lock():
+    """An exclusive lock on the probe cache, so that two probes never measure at once (each
+    would see the other as load) and the second one finds the first one's result."""
+    CACHE_PATH.parent.mkdir(parents=True, exist_ok=True)
+    with open(CACHE_PATH.with_suffix(".lock"), "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def _read_cache() -> dict[str, Any]:
+    try:
+        return json.loads(CACHE_PATH.read_text())
+    except (OSError, ValueError):
+        return {}  # missing or corrupt: measured again, not fatal
 
 
 def probe(refresh: bool = False, dtypes: tuple[str, ...] = ("float32", "bfloat16", "float16")) -> dict[str, Any]:
-    """Measure (or read from the cache) the GEMM peak per dtype and the memory bandwidth of the
-    current device. Returns ``device_kind``, ``peak_flops`` {dtype: FLOP/s},
-    ``peak_bytes_per_sec`` (B/s), ``spec`` (the vendor entry if known), host and versions."""
+    """Measure (or read from the cache) the best GEMM FLOP/s per dtype and the memory bandwidth
+    of the current device.
+
+    Returns ``peak_flops`` {dtype: FLOP/s}, ``gemm`` {dtype: {method: FLOP/s}}, ``best_method``
+    {dtype: method}, ``spread`` {dtype or "bandwidth": coefficient of variation},
+    ``peak_bytes_per_sec`` (B/s), ``nominal_flops`` and ``nominal_basis`` (CPUs, where readable),
+    ``contended`` (True: too noisy, not cached), ``measured_utc``, ``method``, the device,
+    host and versions. A reduced-precision peak is at least the float32 one: XLA:CPU may run
+    reduced-precision matmuls in float32, so the float32 rate is attainable in such a program.
+    """
     info, sw = platform_info(), software_info()
-    key = _probe_key(info, sw)
-    cache: dict[str, Any] = {}
-    if CACHE_PATH.exists():
-        try:
-            cache = json.loads(CACHE_PATH.read_text())
-        except (OSError, ValueError):
-            cache = {}  # a corrupt cache is re-measured, not fatal
-    result = {} if refresh else dict(cache.get(key, {}))
-    missing = [d for d in dtypes if d not in result.get("peak_flops", {})]
-    if not missing and "peak_bytes_per_sec" in result:
-        return result
-    result.update(info)
-    result.update(jax_version=sw["jax_version"], jaxlib_version=sw["jaxlib_version"])
-    result["peak_flops"] = {
-        **result.get("peak_flops", {}),
-        **{d: measure_gemm(d, sizes=(1024, 2048, 4096) if d == "float32" else (1024, 2048)) for d in missing},
-    }
-    if "peak_bytes_per_sec" not in result:
-        result["peak_bytes_per_sec"] = measure_bandwidth()
-    result["measured_utc"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    result["method"] = ("best of 3 jnp.dot NxN (N=1024,2048,4096 fp32; 1024,2048 others); "
-                        "bandwidth: in-place x*a+b on 256 MiB fp32, donated, best of 5")
-    entry = spec_peak(info["device_kind"]) if info["backend"] != "cpu" else None
-    result["spec"] = entry and {"peak_flops": entry["flops"], "peak_bytes_per_sec": entry["bw"]}
-    cache[key] = result
-    CACHE_PATH.parent.mkdir(parents=True, exist_ok=True)
-    tmp = CACHE_PATH.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(cache, indent=1))
-    os.replace(tmp, CACHE_PATH)  # atomic: concurrent sweep children never read half a file
+    versions = _probe_versions(sw)
+    key = _probe_key(info, versions)
+    if not refresh:
+        hit = _MEMO.get(key) or _read_cache().get(key)
+        if hit and all(d in hit.get("peak_flops", {}) for d in dtypes):
+            return hit
+    with _cache_lock():
+        cache = _read_cache()
+        if not refresh and key in cache and all(d in cache[key].get("peak_flops", {}) for d in dtypes):
+            return cache[key]  # another process measured it while this one waited
+        result = _measure(info, versions, tuple(dict.fromkeys(("float32", *dtypes))))
+        _MEMO[key] = result
+        if not result["contended"]:
+            # Entries of this host and device from other software versions have expired.
+            same = {k for k, v in cache.items() if v.get("host") == info["host"]
+                    and v.get("device_kind") == info["device_kind"]}
+            cache = {k: v for k, v in cache.items() if k not in same}
+            cache[key] = result
+            tmp = CACHE_PATH.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(json.dumps(cache, indent=1))
+            os.replace(tmp, CACHE_PATH)  # atomic: concurrent readers never see half a file
     return result
 
 
-def peaks(device_kind: str, dtype: str, backend: str | None = None) -> tuple[float, float, str]:
-    """(peak FLOP/s, peak B/s, source) of one device for ``dtype``: the spec table for known
-    accelerators, else the measured probe of this host (run once and cached)."""
+def _measure(info: dict[str, Any], versions: dict[str, Any], dtypes: tuple[str, ...]) -> dict[str, Any]:
+    on_cpu = info["backend"] == "cpu"
+    methods = CPU_GEMM_METHODS if on_cpu else {"xla-stock": CPU_GEMM_METHODS["xla-stock"]}
+    gemm = {d: measure_gemm(d, methods) for d in dtypes}
+    bandwidth, bw_cv = measure_bandwidth()
+    peak_flops = {d: max(g["flops"], gemm["float32"]["flops"]) for d, g in gemm.items()}
+    best_method = {d: g["best_method"] if g["flops"] >= gemm["float32"]["flops"]
+                   else f"float32 {gemm['float32']['best_method']}" for d, g in gemm.items()}
+    spread = {d: g["cv"] for d, g in gemm.items()}
+    spread["bandwidth"] = bw_cv
+    result: dict[str, Any] = {
+        **info, "versions": versions,
+        "jax_version": versions["jax"], "jaxlib_version": versions["jaxlib"],
+        "peak_flops": peak_flops, "gemm": {d: g["by_method"] for d, g in gemm.items()},
+        "best_method": best_method, "spread": spread, "peak_bytes_per_sec": bandwidth,
+        "contended": max(spread.values()) > probe_max_cv(),
+        "max_cv": probe_max_cv(),
+        "measured_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "method": (f"best of methods {', '.join(methods)} on square NxN matmuls (N per dtype: "
+                   + "; ".join(f"{d} {_PROBE_SIZES.get(d)}" for d in dtypes)
+                   + f"), best of {_PROBE_REPS} after a warm call, winner repeated {_SPREAD_REPS}x; "
+                   "bandwidth: in-place x*a+b on 256 MiB float32, donated, best of 5"),
+    }
+    nominal = nominal_cpu_flops() if on_cpu else None
+    result["nominal_flops"] = nominal[0] if nominal else None
+    result["nominal_basis"] = nominal[1] if nominal else None
+    entry = spec_peak(info["device_kind"]) if not on_cpu else None
+    result["spec"] = entry and {"peak_flops": entry["flops"], "peak_bytes_per_sec": entry["bw"]}
+    return result
+
+
+def peaks(device_kind: str, dtype: str, backend: str | None = None) -> Peak:
+    """The peak of one device for ``dtype``: the spec table for known accelerators, else the
+    measured probe of this host (run once and cached; see :func:`probe`)."""
     if backend != "cpu":
         entry = spec_peak(device_kind)
         if entry is not None:
             flops = entry["flops"].get(dtype, entry["flops"]["float32"])
-            return float(flops), float(entry["bw"]), "spec"
+            return Peak(float(flops), float(entry["bw"]), "spec", f"vendor table: {device_kind}")
     measured = probe(dtypes=(dtype,))
-    return float(measured["peak_flops"][dtype]), float(measured["peak_bytes_per_sec"]), "measured"
+    method = (f"measured {measured['measured_utc']}: best of {', '.join(measured['gemm'][dtype])}"
+              f" -> {measured['best_method'][dtype]}"
+              + (" (contended host: not cached)" if measured["contended"] else ""))
+    return Peak(float(measured["peak_flops"][dtype]), float(measured["peak_bytes_per_sec"]),
+                "measured", method)

@@ -30,7 +30,7 @@ from paradnn.runner import is_oom, peak_bytes, state_bytes
 from paradnn.specs import ModelSpec, Workload
 
 # A short, cheap trial: it only has to show that the batch runs.
-TRIAL_SETTINGS = MeasureSettings(steps_per_call=2, warmup_calls=1, min_calls=2, max_calls=3,
+TRIAL_SETTINGS = MeasureSettings(steps_per_call=2, warmup_calls=1, warmup_s=0.0, min_calls=2, max_calls=3,
                                  cv_target=0.5, time_budget_s=1.0)
 
 
@@ -49,7 +49,14 @@ def probe_batch(workload: Workload, memory_limit_bytes: int, settings: MeasureSe
     """
     from paradnn import workload as wl
     from paradnn.models import build
+    from paradnn.preflight import floor_bytes, predicted_oom
 
+    # Cheapest check first: the closed-form weights + optimizer state, before any trace.
+    too_big = predicted_oom(workload, memory_limit_bytes)
+    if too_big is not None:
+        return {"batch": workload.batch, "fits": False,
+                "floor_bytes": floor_bytes(workload)["total_bytes"], "peak_bytes": None,
+                "compile_s": None, "reason": too_big["error"]}
     model = build(workload.spec, workload.dtype)
     optimizer_name = workload.optimizer or model.default_optimizer
     mesh = wl.device_mesh(workload.devices)
@@ -62,7 +69,7 @@ def probe_batch(workload: Workload, memory_limit_bytes: int, settings: MeasureSe
         return out
     t0 = time.perf_counter()
     try:
-        compiled = wl.jit_step(model, optimizer_name, mesh, steps=settings.steps_per_call).lower(state, batch).compile()
+        compiled = wl.compile_multi_step(model, optimizer_name, mesh, state, batch, settings.xla_preset)
     except Exception as exc:  # noqa: BLE001 - a compile-time OOM is an answer; anything else is not
         if not is_oom(exc):
             raise
@@ -93,7 +100,7 @@ def max_batch(
     """The largest global batch ``start * 2**k <= limit`` whose training step fits in memory.
 
     ``memory_limit_bytes`` is the memory of one device in bytes (default: what the device
-    reports, or its spec-sheet memory; a CPU reports none, so pass one there). ``start`` must be
+    reports, or its spec-sheet memory; on a CPU the host's memory). ``start`` must be
     a multiple of ``devices`` (the batch is split over them). With ``trial`` the chosen batch is
     also run through :func:`paradnn.runner.run_workload` (``settings`` or a short default).
 

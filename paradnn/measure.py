@@ -1,56 +1,96 @@
-"""The timing protocol (DESIGN.md): K steps per compiled call, warm-up, repeat until stable.
+"""The timing protocol: adaptive steps per call, warm-up by time, a bounded timed phase.
 
-Each timed call runs ``steps_per_call`` training steps inside one compiled program with the
-state donated, and the clock stops only when the outputs are ready on the device. Calls repeat
-until at least ``min_calls`` were timed and the coefficient of variation of the call times is
-below ``cv_target``, or ``time_budget_s`` of timed calls is spent, or ``max_calls`` is reached.
+Each call runs K training steps inside one compiled program (the state donated) and the clock
+stops only when its outputs are ready on the device. The protocol:
+
+1. **Steps per call (K).** Unless ``steps_per_call`` fixes it, K starts at 1 and is raised from
+   the measured time of the previous call so that one call lasts about ``call_target_s`` (like
+   ``timeit``'s autorange): small models get many steps per call, so dispatch does not dominate;
+   a model whose single step outlasts the target keeps K = 1.
+2. **Warm-up** by time: calls are untimed until at least ``warmup_calls`` calls ran and
+   ``warmup_s`` seconds passed (the calls that chose K count).
+3. **Timed phase**: calls repeat until ``min_calls`` were timed and the coefficient of variation
+   (CV) of their times is at most ``cv_target``, or ``max_calls`` were timed, or the next call
+   would end past ``time_budget_s`` measured from the start of warm-up; at least
+   :data:`MIN_TIMED_CALLS` calls are always timed.
+
+So the whole timing phase (compile and initialization excluded) lasts at most about
+``max(time_budget_s, 3 steps)`` on any device, however large the model. A run whose CV met the
+target is ``stable``; the median step time comes with a distribution-free 95% confidence
+interval from order statistics.
+
+Nothing here imports JAX: the caller passes the synchronization function, so the statistics and
+the stopping rule are testable on a fake clock.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-import jax
 import numpy as np
 
+from paradnn import xla_stack
 from paradnn.errors import SpecError
+from paradnn.units import parse_int, parse_number
+
+#: A spread needs two samples: the budget never cuts the timed phase below this many calls.
+MIN_TIMED_CALLS = 2
+#: Upper bound on an adaptive K, so that a mis-timed first call cannot make one call run forever.
+MAX_STEPS_PER_CALL = 100_000
+#: Calls that refine an adaptive K before warm-up proper (each one counts as warm-up).
+_AUTORANGE_ROUNDS = 4
+
+
+def _steps(value: Any, parameter: str) -> int | None:
+    if value is None or (isinstance(value, str) and value.strip().lower() == "auto"):
+        return None
+    return parse_int(value, parameter, 1, MAX_STEPS_PER_CALL)
+
+
+def _setting(default: Any, parse: Callable[..., Any], help: str, **limits: Any) -> Any:
+    """A settings field whose metadata says how to parse it from text and what it means: the
+    CLI flags, the sweep files' ``settings`` keys and validation all read it."""
+    return dataclasses.field(default=default, metadata={"parse": parse, "limits": limits, "help": help})
 
 
 @dataclass(frozen=True)
 class MeasureSettings:
-    """Measurement settings; all are recorded with every run.
+    """Measurement settings; all are recorded with every run (times in seconds). Each field's
+    meaning is in its metadata (``SETTING_HELP``).
 
-    steps_per_call: training steps per compiled call (K).
-    warmup_calls: untimed calls after compilation.
-    min_calls, max_calls: bounds on the number of timed calls.
-    cv_target: stop once the coefficient of variation of call times is below this (1 = 100%).
-    time_budget_s: stop once timed calls have taken this long (seconds), if min_calls are done.
+    The CV rule applies from ``min_calls`` timed calls on; the time budget may stop the timed
+    phase before ``min_calls`` (never before :data:`MIN_TIMED_CALLS`).
     """
 
-    steps_per_call: int = 10
-    warmup_calls: int = 2
-    min_calls: int = 5
-    max_calls: int = 200
-    cv_target: float = 0.02
-    time_budget_s: float = 5.0
+    steps_per_call: int | None = _setting(
+        None, _steps, "training steps per compiled call (K); auto: chosen so that a call lasts "
+        "about call_target_s")
+    call_target_s: float = _setting(0.2, parse_number, "seconds one call should last when K is auto",
+                                    maximum=3600.0)
+    warmup_calls: int = _setting(1, parse_int, "fewest untimed warm-up calls", minimum=0, maximum=10**6)
+    warmup_s: float = _setting(0.5, parse_number, "seconds of untimed warm-up calls (at most half "
+                               "the budget)", maximum=86_400.0, exclusive_minimum=False)
+    min_calls: int = _setting(5, parse_int, "timed calls before the CV rule may stop timing",
+                              minimum=1, maximum=10**6)
+    max_calls: int = _setting(200, parse_int, "most timed calls", minimum=MIN_TIMED_CALLS, maximum=10**6)
+    cv_target: float = _setting(0.02, parse_number, "precision target: stop once the coefficient of "
+                                "variation of call times is at most this (1 = 100 percent)", maximum=10.0)
+    time_budget_s: float = _setting(5.0, parse_number, "seconds for warm-up and timed calls together "
+                                    "(at least 2 timed calls always run)", maximum=86_400.0)
+    xla_preset: str = _setting(xla_stack.DEFAULT_PRESET, xla_stack.parse_preset,
+                               "XLA compile options of the measured step: best (the platform's "
+                               "fastest correct stack) or stock (XLA's defaults)")
 
     def __post_init__(self) -> None:
-        for name in ("steps_per_call", "min_calls", "max_calls"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise SpecError(name, value, "a positive integer")
-        if isinstance(self.warmup_calls, bool) or not isinstance(self.warmup_calls, int) or self.warmup_calls < 0:
-            raise SpecError("warmup_calls", self.warmup_calls, "an integer >= 0")
+        for f in dataclasses.fields(self):
+            object.__setattr__(self, f.name, parse_setting(getattr(self, f.name), f.name))
         if self.max_calls < self.min_calls:
             raise SpecError("max_calls", self.max_calls, f"an integer >= min_calls={self.min_calls}")
-        for name in ("cv_target", "time_budget_s"):
-            value = getattr(self, name)
-            if not isinstance(value, (int, float)) or isinstance(value, bool) or not value > 0:
-                raise SpecError(name, value, "a positive number")
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -59,51 +99,161 @@ class MeasureSettings:
         return dataclasses.replace(self, **changes)
 
 
+_FIELDS = {f.name: f for f in dataclasses.fields(MeasureSettings)}
+#: The settings' names, in order: the store's columns and the sweep files' ``settings`` keys.
+SETTINGS_FIELDS: tuple[str, ...] = tuple(_FIELDS)
+#: name -> what the setting means (with its unit), for help texts and docs.
+SETTING_HELP: dict[str, str] = {name: f.metadata["help"] for name, f in _FIELDS.items()}
+
+
+def parse_setting(value: Any, name: str) -> Any:
+    """A measurement setting from text, a YAML value or a Python value, typed and range-checked
+    (raises SpecError naming the setting, the value and what is allowed)."""
+    if name not in _FIELDS:
+        raise SpecError("setting", name, "one of " + ", ".join(SETTINGS_FIELDS))
+    meta = _FIELDS[name].metadata
+    return meta["parse"](value, name, **meta["limits"])
+
+
+def median_ci(sorted_x: np.ndarray, level: float = 0.95) -> tuple[float, float]:
+    """Distribution-free confidence interval of the median from order statistics.
+
+    The narrowest symmetric pair of order statistics ``(x[j], x[n-1-j])`` whose coverage
+    ``1 - 2 P(Binomial(n, 1/2) <= j)`` is at least ``level``; below 6 samples no pair reaches
+    95%, and the interval is the full range (coverage ``1 - 2^(1-n)``).
+    """
+    n = len(sorted_x)
+    if n == 0:
+        return math.nan, math.nan
+    # Coverage of (x[i], x[n-1-i]) is 1 - 2 P(B <= i) for B ~ Binomial(n, 1/2): take the
+    # largest i whose tail P(B <= i) stays within (1 - level) / 2, else i = 0 (the full range).
+    tail = (1.0 - level) / 2.0
+    i, cdf = 0, 2.0**-n
+    while i + 1 <= (n - 1) // 2 and cdf + math.comb(n, i + 1) / 2.0**n <= tail:
+        i += 1
+        cdf += math.comb(n, i) / 2.0**n
+    j = i
+    return float(sorted_x[j]), float(sorted_x[n - 1 - j])
+
+
 @dataclass(frozen=True)
 class Timing:
-    """Per-step times (seconds) derived from timed calls, and the loss after the last one."""
+    """What the protocol measured: per-step times (s) of the timed calls and what it chose."""
 
     step_times_s: np.ndarray
     final_loss: float
+    steps_per_call: int
+    warmup_calls: int
+    warmup_s: float
+    cv_target: float
+    timing_s: float
+    meter: Any = None  # what ``window()`` yielded around the timed calls (paradnn.meters.Window)
+
+    @property
+    def timed_steps(self) -> int:
+        """Training steps run in the timed calls."""
+        return int(self.step_times_s.size) * self.steps_per_call
 
     @property
     def median_s(self) -> float:
         return float(np.median(self.step_times_s))
 
-    def stats(self) -> dict[str, float]:
+    @property
+    def cv(self) -> float:
         t = self.step_times_s
         mean = float(np.mean(t))
+        return float(np.std(t) / mean) if mean > 0 else math.nan
+
+    def stats(self) -> dict[str, Any]:
+        """The record's timing metrics (times in seconds per step)."""
+        t = np.sort(self.step_times_s)
+        low, high = median_ci(t)
+        cv = self.cv
         return {
             "step_time_s": self.median_s,
             "step_time_p10_s": float(np.percentile(t, 10)),
             "step_time_p90_s": float(np.percentile(t, 90)),
-            "step_time_cv": float(np.std(t) / mean) if mean > 0 else math.nan,
+            "step_time_cv": cv,
+            "step_time_ci_low_s": low,
+            "step_time_ci_high_s": high,
+            "stable": bool(cv <= self.cv_target),
             "timed_calls": int(t.size),
+            "steps_per_call_used": self.steps_per_call,
+            "warmup_calls_used": self.warmup_calls,
+            "warmup_s": self.warmup_s,
+            "timing_s": self.timing_s,
         }
 
 
-def time_calls(call: Callable, state: Any, batch: Any, settings: MeasureSettings) -> Timing:
-    """Run the protocol on ``call(state, batch) -> (state, loss)`` (state donated).
+def choose_steps(step_s: float, target_s: float) -> int:
+    """Steps per call so that a call of steps of ``step_s`` seconds lasts about ``target_s``."""
+    if not step_s > 0:
+        return MAX_STEPS_PER_CALL
+    return int(min(MAX_STEPS_PER_CALL, max(1, math.ceil(target_s / step_s))))
 
-    Returns per-step times: each call's wall time divided by ``steps_per_call``.
-    """
-    loss = None
-    for _ in range(settings.warmup_calls):
-        state, loss = call(state, batch)
-    jax.block_until_ready((state, loss))
-    times: list[float] = []
-    spent = 0.0
-    while len(times) < settings.max_calls:
-        t0 = time.perf_counter()
-        state, loss = call(state, batch)
-        jax.block_until_ready((state, loss))
-        dt = time.perf_counter() - t0
-        times.append(dt)
-        spent += dt
-        if len(times) >= settings.min_calls:
-            arr = np.asarray(times)
-            if np.std(arr) / np.mean(arr) < settings.cv_target or spent >= settings.time_budget_s:
+
+def time_calls(
+    call: Callable[[Any, Any, int], tuple[Any, Any]],
+    state: Any,
+    batch: Any,
+    settings: MeasureSettings,
+    sync: Callable[[Any], Any] | None = None,
+    clock: Callable[[], float] = time.perf_counter,
+    window: Callable[[], Any] | None = None,
+) -> Timing:
+    """Run the protocol on ``call(state, batch, k) -> (state, loss)``, k steps per call (state
+    donated). ``sync`` blocks until its argument is ready on the device (default
+    ``jax.block_until_ready``); ``clock`` returns seconds."""
+    if sync is None:
+        import jax
+
+        sync = jax.block_until_ready
+
+    loss: Any = None
+
+    def timed(k: int) -> float:
+        nonlocal state, loss
+        t0 = clock()
+        state, loss = call(state, batch, k)
+        sync((state, loss))
+        return clock() - t0
+
+    start = clock()
+    adaptive = settings.steps_per_call is None
+    k = 1 if adaptive else settings.steps_per_call
+    last = timed(k)  # the first execution: never timed, it may include one-off costs
+    warm = 1
+    if adaptive:
+        for _ in range(_AUTORANGE_ROUNDS):
+            want = choose_steps(last / k, settings.call_target_s)
+            # Stop raising K once a call is within 10% of the target, or if the next call would
+            # break the budget (a warm-up call must not cost the timed phase its samples).
+            if want <= k * 1.1 or (clock() - start) + last / k * want > settings.time_budget_s / 2:
                 break
+            k = want
+            last = timed(k)
+            warm += 1
+    while warm < settings.warmup_calls or (clock() - start) < settings.warmup_s:
+        if (clock() - start) + last > settings.time_budget_s / 2:
+            break  # warm-up never takes more than half the budget
+        last = timed(k)
+        warm += 1
+    warmup_s = clock() - start
+
+    times: list[float] = []
+    # The meters (energy, host utilization) read their counters around the timed calls only;
+    # every call before and in it is synchronized, so the window holds exactly these calls.
+    with (window() if window is not None else contextlib.nullcontext()) as meter:
+        while len(times) < settings.max_calls:
+            expected = float(np.median(times)) if times else last
+            if len(times) >= MIN_TIMED_CALLS and (clock() - start) + expected > settings.time_budget_s:
+                break
+            times.append(timed(k))
+            if len(times) >= max(settings.min_calls, MIN_TIMED_CALLS):
+                arr = np.asarray(times)
+                if np.std(arr) / np.mean(arr) <= settings.cv_target:
+                    break
+    timing_s = clock() - start
     final_loss = float(loss)
     del state  # the donated state is not needed after timing; free it before cost compiles
-    return Timing(np.asarray(times) / settings.steps_per_call, final_loss)
+    return Timing(np.asarray(times) / k, final_loss, k, warm, warmup_s, settings.cv_target, timing_s, meter)

@@ -17,7 +17,7 @@ Counting rules (per execution of an operation):
   parameter, constant) move nothing.
 
 Where per-operation times are approximate it says so in ``attrs["note"]``: on CPU some
-operations run asynchronously and overlap (REFERENCE.md section 5), so times there are
+operations run asynchronously and overlap (measured with jax 0.10 on CPU), so times there are
 indicative and their sum can exceed the step time.
 """
 
@@ -397,6 +397,7 @@ def with_peaks(ops: pd.DataFrame, dtype: str = "float32") -> pd.DataFrame:
     for known accelerators, else a measured probe of this host: slow the first time)."""
     from paradnn.hardware import peaks
 
-    pf, pb, source = peaks(ops.attrs.get("device_kind", ""), dtype, ops.attrs.get("backend"))
-    ops.attrs.update(peak_flops=pf, peak_bytes_per_sec=pb, peak_source=source)
+    peak = peaks(ops.attrs.get("device_kind", ""), dtype, ops.attrs.get("backend"))
+    ops.attrs.update(peak_flops=peak.flops, peak_bytes_per_sec=peak.bytes_per_sec,
+                     peak_source=peak.source, peak_method=peak.method)
     return ops

@@ -18,7 +18,7 @@ SCHEMA_VERSION = 1
 
 STATUSES = ("ok", "oom", "error", "timeout", "crashed")
 
-# name -> (unit, where it comes from). The contract of DESIGN.md "Metric names" plus extras.
+# name -> (unit, where it comes from). Names are a contract (docs/metrics.md): added, never renamed.
 METRICS: dict[str, tuple[str, str]] = {
     "examples_per_sec": ("examples/s", "measured: global batch / median step time"),
     "step_time_s": ("s", "measured: median time of one training step"),
@@ -42,8 +42,94 @@ METRICS: dict[str, tuple[str, str]] = {
     "compile_s": ("s", "measured: wall time of ahead-of-time lowering and compilation"),
     "final_loss": ("1", "measured: loss after the last timed step"),
     "timed_calls": ("1", "measured: number of timed compiled calls"),
-    "model_flops_utilization": ("1", "model_flops_per_step / step_time_s / (peak x devices)"),
+    "model_flops_utilization": ("1", "useful (analytic) FLOP/s over the peak: model_flops_per_step / "
+                                "step_time_s / (peak x devices); the headline utilization (MFU)"),
+    "useful_flops_ratio": ("1", "model_flops_per_step / flops_per_step (analytic over XLA-executed)"),
+    "stable": ("bool", "measured: the precision target was met (step_time_cv <= cv_target)"),
+    "step_time_ci_low_s": ("s", "measured: 95% distribution-free confidence bound of the median step "
+                           "time (order statistics), lower"),
+    "step_time_ci_high_s": ("s", "measured: as step_time_ci_low_s, upper"),
+    "steps_per_call_used": ("1", "measured: training steps per timed call (K) the protocol chose"),
+    "warmup_calls_used": ("1", "measured: untimed warm-up calls"),
+    "warmup_s": ("s", "measured: wall time of the warm-up calls"),
+    "timing_s": ("s", "measured: wall time of the whole timing phase (warm-up and timed calls)"),
+    "oom_predicted": ("bool", "an oom status predicted without running: from the analytic weights and "
+                      "optimizer state, or the compiled memory analysis, against the memory limit"),
+    "peak_method": ("", "how peak_flops was obtained: the vendor table entry, or the probe's methods "
+                    "and which one was best"),
+    # Memory breakdown of the step (paradnn.memory; TBD's categories), B per device. The five
+    # parts sum to the compiled total argument + output + temp - alias.
+    "memory_weights_bytes": ("B", "shapes: parameters + model state (batch-norm statistics) + the "
+                             "compute-dtype weight copies the backward pass keeps, per device"),
+    "memory_gradients_bytes": ("B", "weight gradients: what the compiled total leaves after weights, "
+                               "optimizer state and feature maps, at most the parameters' bytes"),
+    "memory_optimizer_bytes": ("B", "shapes: optimizer state (momentum, moments), per device"),
+    "memory_activations_bytes": ("B", "feature maps: input batch + the residuals JAX's autodiff saves "
+                                 "for the backward pass (jax.vjp under jax.eval_shape), per device"),
+    "memory_workspace_bytes": ("B", "compiled total minus the other four parts (0 if they exceed it)"),
+    # Energy over the timed window (paradnn.energy); None with energy_source "unavailable".
+    "energy_per_step_j": ("J", "measured: energy counter over the timed window / training steps in it"),
+    "energy_per_example_j": ("J/example", "measured: energy over the timed window / examples in it"),
+    "power_w": ("W", "measured: energy over the timed window / its wall time (average power)"),
+    "examples_per_joule": ("examples/J", "measured: examples in the timed window / its energy"),
+    "energy_source": ("", "nvml (GPU energy counter), nvml-power (sampled GPU power), rapl (CPU "
+                      "package counters) or unavailable"),
+    "energy_note": ("", "which counters were read, or why no energy was measured"),
+    # Host and device utilization over the timed window (paradnn.hostutil).
+    "host_cpu_utilization": ("1", "measured: /proc/stat, busy share of the window's ticks, mean over "
+                             "the host's cores (all processes)"),
+    "host_cpu_utilization_per_core": ("1", "measured: as host_cpu_utilization per core, comma-separated"),
+    "process_cpu_s": ("s", "measured: CPU time (user + system, all threads) of the measuring process in "
+                      "the timed window"),
+    "device_busy_fraction": ("1", "measured: union of kernel times on the device streams of a profiler "
+                             "trace / the window's wall time (GPU/TPU only)"),
+    "device_busy_note": ("", "how device_busy_fraction was obtained, or why not"),
+    "meter_window_s": ("s", "measured: wall time of the metered window (energy and utilization)"),
 }
+
+#: Physics and consistency checks a measured record can fail: code -> what it means and the
+#: likely cause. A record lists the codes it fails in ``warnings``; analyses honour them.
+WARNINGS: dict[str, str] = {
+    "utilization_above_1": (
+        "achieved FLOP/s above the device peak, which is impossible: the peak is too low (a "
+        "measured CPU peak that missed the machine's fastest library, or a contended probe) or "
+        "the FLOP count includes work that was not done"),
+    "above_roof": (
+        "the point lies above its roofline min(peak FLOP/s, intensity x peak bandwidth): the "
+        "bandwidth peak is too low, or XLA's bytes-accessed count misses reuse in caches"),
+    "flops_mismatch": (
+        "analytic (useful) and XLA-executed FLOPs differ beyond the ratio range [0.8, 1.25]: XLA "
+        "executes extra work (e.g. XLA:CPU rewrites depthwise weight gradients as dense "
+        "convolutions) or the analytic count misses operations; model_flops_utilization, from "
+        "useful FLOPs, is the one to quote"),
+}
+#: useful_flops_ratio outside this range raises ``flops_mismatch``.
+FLOPS_RATIO_RANGE = (0.8, 1.25)
+
+
+def physics_warnings(metrics: dict[str, Any], devices: int = 1) -> list[str]:
+    """The ``WARNINGS`` codes that a measured record's metrics fail (empty if none); peaks in
+    ``metrics`` are per device, achieved FLOP/s over all ``devices``."""
+    codes = []
+    utilizations = (metrics.get("flops_utilization"), metrics.get("model_flops_utilization"))
+    if any(u is not None and u > 1.0 for u in utilizations):
+        codes.append("utilization_above_1")
+    intensity, bandwidth = metrics.get("arithmetic_intensity"), metrics.get("peak_bytes_per_sec")
+    peak, achieved = metrics.get("peak_flops"), metrics.get("flops_per_sec")
+    if None not in (intensity, bandwidth, peak, achieved):
+        if achieved > min(peak, intensity * bandwidth) * devices:
+            codes.append("above_roof")
+    ratio = metrics.get("useful_flops_ratio")
+    if ratio is not None and not FLOPS_RATIO_RANGE[0] <= ratio <= FLOPS_RATIO_RANGE[1]:
+        codes.append("flops_mismatch")
+    return codes
+
+
+def warning_codes(value: Any) -> list[str]:
+    """The codes of a row's ``warnings`` field (comma-separated; None, NaN or "" for none)."""
+    if not isinstance(value, str) or not value:
+        return []
+    return [code for code in value.split(",") if code]
 
 PLATFORM_FIELDS = ("backend", "device_kind", "device_count", "host", "cpu_model")
 SOFTWARE_FIELDS = (
@@ -64,6 +150,7 @@ class Record:
     metrics: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
     tags: dict[str, Any] = field(default_factory=dict)  # model tags, e.g. kind=real
+    warnings: list[str] = field(default_factory=list)  # WARNINGS codes this record fails
     time_utc: str = field(default_factory=lambda: _dt.datetime.now(_dt.timezone.utc).isoformat())
     schema_version: int = SCHEMA_VERSION
 
@@ -78,9 +165,12 @@ class Record:
 
         ``host`` is left out so that the same run on two identical machines dedups as one
         configuration measured twice is not lost: ``merge`` keys rows on ``key`` + ``time_utc``.
+        ``paradnn_revision`` (the source commit, "+dirty" after any edit) is left out too, so a
+        sweep resumes across commits and edits of paradnn; every row still stores it.
         """
         platform = {k: v for k, v in self.platform.items() if k != "host"}
-        return stable_hash([self.workload, platform, self.software, self.settings])
+        software = {k: v for k, v in self.software.items() if k != "paradnn_revision"}
+        return stable_hash([self.workload, platform, software, self.settings])
 
     def to_dict(self) -> dict[str, Any]:
         """The flat row: identity, status, workload fields, platform, software, settings, metrics."""
@@ -93,6 +183,7 @@ class Record:
             "schema_version": self.schema_version,
             "kind": self.tags.get("kind", "generated"),
             "task": self.tags.get("task"),  # real models: vision, detection, translation, ...
+            "warnings": ",".join(self.warnings),
         }
         row.update(self.workload)
         row.update(self.platform)

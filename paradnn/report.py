@@ -8,7 +8,10 @@ PosixPath('report/index.html')
 :func:`plan` decides which analyses a DataFrame supports and builds them (figures, captions,
 tables); :func:`write_report` renders the plan as one HTML file with the figures embedded as
 base64 PNG, so it can be mailed or archived without its folder. Analyses the data cannot
-support are listed with the data they need.
+support are listed with the data they need, the command or sweep file that supplies it and
+its estimated time on the store's platform. Runs that missed their precision target
+(``stable`` False) are marked in every figure and left out of regressions and speedup
+summaries; runs with physics warnings are marked and listed in a Warnings section.
 """
 
 from __future__ import annotations
@@ -19,16 +22,18 @@ import html
 import io
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable, Sequence
 
 import pandas as pd
 
 from paradnn import analysis as A
 from paradnn import plots as P
 from paradnn.analysis._common import (
-    PLATFORM_KEY, SOFTWARE_KEY, SPEC_FIELDS, fmt, hyperparameters, label, ok_rows, platform_label,
-    present, unit,
+    FAMILY_FIELDS, PLATFORM_KEY, SOFTWARE_KEY, SPEC_FIELDS, drop_unstable, fmt, headline_utilization,
+    hyperparameters, label, ok_rows, platform_label, present, unit, unstable_mask, warning_lists,
+    warning_meaning, workload_label,
 )
+from paradnn.analysis.cost import duration, estimate_seconds
 from paradnn.analysis.sensitivity import MIN_ROWS
 from paradnn.errors import ParadnnError
 
@@ -36,6 +41,20 @@ GENERATED = ("fc", "cnn", "rnn")
 # The width hyperparameter of each family: the paper's heat maps put it against batch.
 _WIDTH = {"fc": "nodes", "cnn": "filters", "rnn": "embed"}
 MAX_TABLE_ROWS = 60
+MAX_WARNING_ROWS = 40
+# A small grid per family that supplies its heat map and its sensitivity (3 x 4 = 12 configs,
+# above the 8 ok runs a regression needs even with a few failures): the width and the batch
+# varied, the rest fixed small enough for a CPU. Fixed values are replaced by the store's own
+# where it has runs of the family, so the new runs join the old ones.
+SUGGESTED_GRIDS: dict[str, tuple[dict[str, Any], dict[str, list[int]]]] = {
+    "fc": ({"layers": 2, "input": 512, "output": 100},
+           {"nodes": [64, 128, 256], "batch": [32, 64, 128, 256]}),
+    "cnn": ({"block": "residual", "blocks": 1, "image": 32, "output": 10},
+            {"filters": [4, 8, 16], "batch": [4, 8, 16, 32]}),
+    "rnn": ({"cell": "lstm", "layers": 1, "length": 16, "vocab": 256},
+            {"embed": [32, 64, 128], "batch": [8, 16, 32, 64]}),
+}
+SMOKE_SWEEP = "sweeps/smoke.yaml"  # five tiny configs, seconds on a CPU
 
 
 @dataclass
@@ -59,9 +78,24 @@ class Section:
 
 @dataclass
 class Unsupported:
+    """An analysis the store cannot support: what it needs, and how to get it."""
+
     id: str
     title: str
     needs: str
+    command: str = ""  # the exact command(s) to run, shell syntax
+    sweep_file: str = ""  # a sweep file to write first (YAML), named in ``command``; or ""
+    change: str = ""  # a change to an existing sweep file, in words, when that is the way
+    configs: int = 0  # configurations the command measures
+    seconds: float = float("nan")  # estimated time of the command on the store's platform
+    basis: str = ""  # what the estimate rests on
+
+    @property
+    def estimate(self) -> str:
+        if not self.configs:
+            return ""
+        n = f"{self.configs} config" + ("s" if self.configs != 1 else "")
+        return f"about {duration(self.seconds)} for {n} ({self.basis})"
 
 
 def _table_units(df: pd.DataFrame) -> pd.DataFrame:
@@ -73,16 +107,34 @@ def _table_units(df: pd.DataFrame) -> pd.DataFrame:
     return df.rename(columns=names)
 
 
+_SETTING_COLUMNS = (*PLATFORM_KEY, *SOFTWARE_KEY, "dtype", "optimizer", "devices")
+
+
 def _setting(rows: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
     """Rows of the most common platform, software, dtype and optimizer (one setting), so an
     analysis over hyperparameters does not mix platforms."""
     chosen = {}
-    for c in (*PLATFORM_KEY, *SOFTWARE_KEY, "dtype", "optimizer", "devices"):
+    for c in _SETTING_COLUMNS:
         if c in rows.columns and rows[c].dropna().nunique() > 1:
             v = rows[c].value_counts().index[0]
             chosen[c] = v
             rows = rows[rows[c] == v]
     return rows, chosen
+
+
+def _settings_counts(rows: pd.DataFrame) -> str:
+    """``float32 on cpu: 6, bfloat16 on cpu: 6``: runs per setting (dtype and platform)."""
+    if rows.empty:
+        return "none"
+    cols = [c for c in _SETTING_COLUMNS if c in rows.columns and rows[c].notna().any()]
+    if not cols:
+        return str(len(rows))
+    parts = []
+    for _, g in rows.groupby(cols, dropna=False, sort=True):
+        r = g.iloc[0]
+        where = platform_label(r) if present(g, PLATFORM_KEY) else ""
+        parts.append(f"{r.get('dtype', '?')}{' on ' + where if where else ''}: {len(g)}")
+    return ", ".join(parts)
 
 
 def _platforms(rows: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
@@ -99,19 +151,67 @@ def _metric(rows: pd.DataFrame, *names: str) -> str | None:
     return None
 
 
-# -- the analyses: each returns Section(s) or raises _Missing(needs) -----------------------
+def _n(count: int, noun: str) -> str:
+    """``1 run``, ``4 runs``."""
+    return f"{count} {noun}" + ("" if count == 1 else "s")
+
+
+_PANEL_NAMES = {"backend": "platform", "device_kind": "platform", "device_count": "platform",
+                "jax_version": "jax version", "jaxlib_version": "jax version",
+                "tf_version": "tf version", "xla_flags": "XLA flags"}
+
+
+def _panel_words(columns: list[str]) -> str:
+    return ", ".join(dict.fromkeys(_PANEL_NAMES.get(c, c) for c in columns))
+
+
+def _marks(rows: pd.DataFrame) -> tuple[int, int]:
+    """(unstable ok runs, ok runs with a physics warning) among ``rows``."""
+    ok = ok_rows(rows)
+    return int(unstable_mask(ok).sum()), int(warning_lists(ok).map(bool).sum())
+
+
+def _marks_text(rows: pd.DataFrame, unstable_how: str, flagged_how: str) -> str:
+    n_u, n_f = _marks(rows)
+    parts = []
+    if n_u:
+        parts.append(f"{_n(n_u, 'unstable run')} (timing missed its precision target) {unstable_how}")
+    if n_f:
+        parts.append(f"{_n(n_f, 'run')} with a physics warning {flagged_how} (see Warnings)")
+    return ("; ".join(parts) + ". ") if parts else ""
+
+
+def _utilization_note(rows: pd.DataFrame, headline: str) -> str:
+    """How the XLA-executed utilization compares with the headline (useful FLOPs) one."""
+    if headline != "model_flops_utilization" or "flops_utilization" not in rows.columns:
+        return ("Utilization from XLA's executed FLOPs (this store has no analytic "
+                "model_flops_utilization). " if headline == "flops_utilization" else "")
+    ok = ok_rows(rows)
+    ratio = (pd.to_numeric(ok["flops_utilization"], errors="coerce")
+             / pd.to_numeric(ok["model_flops_utilization"], errors="coerce")).dropna()
+    if ratio.empty:
+        return ""
+    return (f"Headline: model FLOPS utilization (useful, analytic FLOPs, the MFU convention); "
+            f"XLA's executed-FLOPs utilization (flops_utilization) is {ratio.median():.2f}x it "
+            f"(median over {len(ratio)} runs, range {ratio.min():.2f}x-{ratio.max():.2f}x). ")
+
+
+# -- the analyses: each returns Section(s) or raises _Missing(needs, how) -------------------
 
 class _Missing(Exception):
-    pass
+    def __init__(self, needs: str, how: dict | None = None):
+        super().__init__(needs)
+        self.how = how or {}
 
 
 def _params(df: pd.DataFrame) -> list[Section]:
     if _metric(df, "params") is None:
-        raise _Missing("ok runs with the params metric")
+        raise _Missing("ok runs with the params metric", {"smoke": True})
     pr = A.params_range(df)
     return [Section("params_range", "Model sizes (ParaDnn Fig 1)", [Item(
         "Trainable parameters of every measured model: generated families as ranges "
-        "(bar from the smallest to the largest, tick at the median), real models as points. "
+        "(bar from the smallest to the largest, tick at the median)"
+        + (", real models as points" if (pr["kind"] == "real").any() else "") + ". "
         "Source: params metric of the ok runs (counted from parameter shapes).",
         lambda: P.params_range(pr), pr)])]
 
@@ -120,44 +220,70 @@ def _heatmaps(df: pd.DataFrame, family: str) -> list[Section]:
     rows = df[df["family"] == family] if "family" in df.columns else df.iloc[0:0]
     measured = rows[rows["status"].isin(("ok", "oom"))] if "status" in rows.columns else rows
     hp = hyperparameters(measured, family)
-    metrics = [m for m in ("flops_utilization", "examples_per_sec") if _metric(measured, m)]
+    head = headline_utilization(ok_rows(measured))
+    metrics = [m for m in (head, "examples_per_sec") if m and _metric(measured, m)]
     if len(hp) < 2 or not metrics:
         raise _Missing(f"{family.upper()} runs (ok or oom) varying two hyperparameters "
-                       f"(has {hp or 'none'}) with flops_utilization or examples_per_sec")
+                       f"(has {hp or 'none'}) with a utilization or examples_per_sec",
+                       {"grid": family})
     x = "batch" if "batch" in hp else hp[0]
     width = _WIDTH.get(family)
     others = sorted((h for h in hp if h != x), key=lambda h: -measured[h].nunique())
     y = width if width in hp and width != x else others[0]
     section = Section(f"heatmap:{family}", f"{family.upper()} heat maps (ParaDnn Fig 2a-c, Fig 7)")
-    for plat, prow in _platforms(measured):
-        for m in metrics:
-            hm = A.heatmap(prow, x, y, m)
-            fixed = ", ".join(f"{k}={fmt(v)}" for k, v in hm.attrs["fixed"].items())
-            section.items.append(Item(
-                f"{label(m)} of {family.upper()} models over {x} and {y} "
-                f"(log2 axes){' on ' + plat if plat else ''}; other settings fixed: {fixed or 'none'}. "
-                f"White cells marked OOM ran out of device memory; grey cells were not measured. "
-                f"Source: median of the ok runs per cell.",
-                lambda hm=hm: P.heatmap(hm), hm))
+    for m in metrics:
+        hm = A.heatmap(measured, x, y, m, panels=True)
+        fixed = ", ".join(f"{k}={fmt(v)}" for k, v in hm.attrs["fixed"].items())
+        split = hm.attrs["panel_columns"]
+        n_u = int(hm["unstable"].sum())
+        over = pd.to_numeric(hm[m], errors="coerce") > 1 + 1e-9 if m.endswith("utilization") \
+            else pd.Series(False, index=hm.index)
+        n_w, n_o = int((hm["warnings"] != "").sum()), int(over.sum())
+        n_f = int(((hm["warnings"] != "") | over).sum())
+        marks = []
+        if n_u:
+            marks.append(f"{_n(n_u, 'cross-hatched cell')} rest on unstable runs only (timing "
+                         "missed its precision target; they do not set the colour scale)")
+        if n_f:
+            why = ([f"{n_w} with a physics warning (see Warnings)"] if n_w else []) + (
+                [f"{n_o} with a utilization above 1, which is impossible: the peak used is too "
+                 "low or the FLOPs are overcounted"] if n_o else [])
+            marks.append(f"{_n(n_f, 'cell')} framed red and marked !: {'; '.join(why)}")
+        section.items.append(Item(
+            f"{label(m)} of {family.upper()} models over {x} and {y} (log2 axes), "
+            + (f"one panel per {_panel_words(split)}" if split else "one map")
+            + f"; other settings fixed: {fixed or 'none'}. One shared log colour scale; cell "
+            "labels in one format (k = thousand, M = million). White cells marked OOM ran out "
+            "of device memory; light grey cells were not measured. "
+            + (("; ".join(marks) + ". ") if marks else "")
+            + (_utilization_note(measured, m) if m.endswith("utilization") else "")
+            + "Source: median of the ok runs per cell (stable runs where there are any).",
+            lambda hm=hm: P.heatmap(hm), hm))
     return [section]
 
 
 def _sensitivities(df: pd.DataFrame, family: str) -> list[Section]:
-    rows = ok_rows(df[df["family"] == family]) if "family" in df.columns else df.iloc[0:0]
-    rows, chosen = _setting(rows)
-    target = _metric(rows, "flops_utilization", "examples_per_sec")
+    all_ok = ok_rows(df[df["family"] == family]) if "family" in df.columns else df.iloc[0:0]
+    steady, n_unstable = drop_unstable(all_ok)
+    rows, chosen = _setting(steady)
+    target = headline_utilization(rows) or _metric(rows, "examples_per_sec")
     feats = hyperparameters(rows, family)
-    if target is None or not feats or len(rows) < max(MIN_ROWS, len(feats) + 2):
-        raise _Missing(f"at least {max(MIN_ROWS, len(feats) + 2)} ok {family.upper()} runs on one "
-                       f"platform varying at least one hyperparameter (has {len(rows)} ok runs, "
-                       f"varying {feats or 'none'})")
+    need = max(MIN_ROWS, len(feats) + 2)
+    if target is None or not feats or len(rows) < need:
+        left = f"; {n_unstable} unstable runs left out" if n_unstable else ""
+        raise _Missing(
+            f"at least {need} stable ok {family.upper()} runs of one dtype on one platform varying "
+            f"at least one hyperparameter (has {_settings_counts(steady)}{left}; varying "
+            f"{feats or 'none'})", {"grid": family, "unstable": n_unstable})
     s = A.sensitivity(rows, target, feats, log2=True)
     setting = ", ".join(f"{k}={fmt(v)}" for k, v in chosen.items())
+    left = s.attrs.get("unstable_excluded", 0) + n_unstable
     return [Section(f"sensitivity:{family}", f"{family.upper()} sensitivity (ParaDnn Fig 2d-f)", [Item(
         f"Standardized linear-regression weights of {target} on log2 of the {family.upper()} "
-        f"hyperparameters ({s.attrs['n']} ok runs{', ' + setting if setting else ''}); R^2 = "
-        f"{s.attrs['r2']:.2f}; error bars: 95% bootstrap interval ({s.attrs['bootstrap']} resamples). "
-        "A positive weight means the metric grows with the hyperparameter.",
+        f"hyperparameters ({s.attrs['n']} stable ok runs{', ' + setting if setting else ''}"
+        + (f"; {left} unstable runs left out" if left else "") + f"); R^2 = "
+        f"{s.attrs['r2']:.2f}; error bars: 95% bootstrap interval over runs ({s.attrs['bootstrap']} "
+        "resamples). A positive weight means the metric grows with the hyperparameter.",
         lambda: P.sensitivity(s), s)])]
 
 
@@ -167,25 +293,42 @@ def _roofline(df: pd.DataFrame) -> list[Section]:
     if not all(c in rows.columns for c in need) or rows[list(need)].apply(
             pd.to_numeric, errors="coerce").dropna().empty:
         raise _Missing("ok runs with flops_per_sec, arithmetic_intensity and the device peaks "
-                       "(peak_flops, peak_bytes_per_sec)")
+                       "(peak_flops, peak_bytes_per_sec)", {"smoke": True, "probe": True})
     rf = A.roofline(rows.dropna(subset=list(need)))
     section = Section("roofline", "Roofline, model level (ParaDnn Fig 3a, 3c)")
     for plat, prow in _platforms(rf):
         sources = sorted(set(prow["peak_source"].dropna())) if "peak_source" in prow else []
+        methods = sorted(set(prow["peak_method"].dropna())) if "peak_method" in prow else []
         counts = prow["bound"].value_counts().to_dict()
+        has_real = bool((prow.get("kind", pd.Series(dtype=object)) == "real").any())
         table = prow[[c for c in ("family", "model", *SPEC_FIELDS[:-1], "batch", "dtype",
                                   "arithmetic_intensity", "flops_per_sec", "roof_flops_per_sec",
-                                  "bound", "roof_fraction") if c in prow.columns]]
+                                  "bound", "roof_fraction", "stable", "warnings") if c in prow.columns]]
         table = table.loc[:, table.notna().any()]
         section.items.append(Item(
-            f"Achieved FLOP/s against arithmetic intensity{' on ' + plat if plat else ''}; the roof "
-            f"uses the {' and '.join(sources) or 'given'} peak "
-            f"({'vendor spec sheet' if sources == ['spec'] else 'measured by paradnn probe' if sources == ['measured'] else 'see legend'}). "
-            f"{counts.get('memory', 0)} runs memory-bound, {counts.get('compute', 0)} compute-bound; "
-            "colour: batch; stars: real models. roof_fraction = achieved / roof at that intensity.",
+            f"Achieved FLOP/s (XLA-counted) against arithmetic intensity{' on ' + plat if plat else ''}; "
+            f"one roof per dtype, labelled with its dtype and peak source "
+            f"({'vendor spec sheet' if sources == ['spec'] else 'measured by paradnn probe' if sources == ['measured'] else 'see legend'}"
+            + (f"; method: {'; '.join(methods)}" if methods else "") + "). "
+            f"{counts.get('memory', 0)} runs memory-bound, {counts.get('compute', 0)} compute-bound. "
+            "Marker shape: family; colour: dtype"
+            + ("; stars: real models" if has_real else "") + ". "
+            + _marks_text(prow, "drawn hollow", "ringed red")
+            + (f"{_n(above, 'run')} above its roof (roof_fraction > 1, ringed red): impossible, "
+               "so the peak used is too low or the FLOPs are overcounted; do not publish these. "
+               if (above := int((pd.to_numeric(prow['roof_fraction'], errors='coerce') > 1 + 1e-9).sum()))
+               else "")
+            + "roof_fraction = achieved / roof at that intensity.",
             lambda prow=prow, plat=plat: P.roofline(prow, title=f"roofline{' - ' + plat if plat else ''}"),
             table))
     return [section]
+
+
+def _ci_text(summary: dict) -> str:
+    if summary["n"] < 2 or summary["ci_low"] != summary["ci_low"]:
+        return f"geometric mean {summary['geomean']:.2f}x (no interval: fewer than 2 workloads)"
+    return (f"geometric mean {summary['geomean']:.2f}x, {summary['ci']:.0%} CI "
+            f"{summary['ci_low']:.2f}x-{summary['ci_high']:.2f}x (bootstrap over workloads)")
 
 
 def _speedups(df: pd.DataFrame) -> tuple[list[Section], list[Unsupported]]:
@@ -205,19 +348,32 @@ def _speedups(df: pd.DataFrame) -> tuple[list[Section], list[Unsupported]]:
             continue
         section = Section(f"speedup:{kind}", title)
         for c in mine:
-            sp = A.speedup_of(c)
-            gm = A.geometric_mean(sp["speedup"])
+            sp = A.speedup_of(c)  # the summary: stable runs only
+            shown = A.speedup_of(c, include_unstable=True)  # the figure: every point, marked
+            if sp.empty:
+                section.items.append(Item(
+                    f"Speedup of {c.a} over {c.b}: every common workload rests on unstable runs "
+                    f"({sp.attrs['unstable_excluded']} runs left out), so no claim is made.",
+                    lambda shown=shown: P.speedup(shown), shown))
+                continue
+            summ = A.speedup_summary(sp)
+            left = summ["unstable_excluded"]
+            has_real = bool((sp.get("kind", pd.Series(dtype=object)) == "real").any())
             table = sp[[col for col in ("label", "params", "batch", "examples_per_sec_a",
                                         "examples_per_sec_b", "speedup") if col in sp.columns]]
             section.items.append(Item(
                 f"Speedup of {c.a} over {c.b}: ratio of examples/s on the same workload "
-                f"({len(sp)} workloads, geometric mean {gm:.2f}x, {(sp['speedup'] > 1).mean():.0%} "
-                f"faster on {c.a}); colour: batch; stars: real models.",
-                lambda sp=sp: P.speedup(sp), table.sort_values("speedup")))
+                f"({summ['n']} workloads, {_ci_text(summ)}, {summ['faster']:.0%} faster on {c.a})"
+                + (f"; {left} unstable runs left out of this summary and drawn hollow" if left else "")
+                + ". Marker shape: family; colour: batch"
+                + ("; stars: real models" if has_real else "") + ".",
+                lambda shown=shown: P.speedup(shown), table.sort_values("speedup")))
             fr = A.family_ranges(sp, "speedup")
             section.items.append(Item(
-                f"Speedup of {c.a} over {c.b} per family (range and median) and per real model "
-                "(ParaDnn Fig 11 top).", lambda fr=fr: P.family_ranges(fr, log=True), fr))
+                f"Speedup of {c.a} over {c.b} per family (range and median)"
+                + (" and per real model" if has_real else "") + " (ParaDnn Fig 11 top)"
+                + (f"; {left} unstable runs left out" if left else "") + ".",
+                lambda fr=fr: P.family_ranges(fr, log=True), fr))
             gen = sp[sp.get("kind", pd.Series("generated", index=sp.index)) != "real"]
             for fam in GENERATED:
                 frows = gen[gen["family"] == fam] if "family" in gen.columns else gen.iloc[0:0]
@@ -227,7 +383,8 @@ def _speedups(df: pd.DataFrame) -> tuple[list[Section], list[Unsupported]]:
                     section.items.append(Item(
                         f"Sensitivity of the {fam.upper()} speedup of {c.a} over {c.b} to its "
                         f"hyperparameters (standardized weights on log2 values, {s.attrs['n']} "
-                        f"workloads, R^2 = {s.attrs['r2']:.2f}; ParaDnn Fig 8a, 9a, 10a, 10d).",
+                        f"workloads of stable runs, R^2 = {s.attrs['r2']:.2f}, error bars: 95% "
+                        "bootstrap interval; ParaDnn Fig 8a, 9a, 10a, 10d).",
                         lambda s=s: P.sensitivity(s), s))
         sections.append(section)
     return sections, missing
@@ -235,34 +392,47 @@ def _speedups(df: pd.DataFrame) -> tuple[list[Section], list[Unsupported]]:
 
 def _utilization(df: pd.DataFrame) -> list[Section]:
     rows = ok_rows(df)
-    if _metric(rows, "flops_utilization") is None:
-        raise _Missing("ok runs with the flops_utilization metric")
+    value = headline_utilization(rows)
+    if value is None:
+        raise _Missing("ok runs with model_flops_utilization or flops_utilization", {"smoke": True})
     rows = rows.assign(platform=rows.apply(platform_label, axis=1))
-    ur = A.family_ranges(rows, "flops_utilization", by="platform")
+    ur = A.family_ranges(rows, value, by="platform")
+    left = ur.attrs.get("unstable_excluded", 0)
     return [Section("utilization", "FLOPS utilization per family and platform (ParaDnn Fig 11 bottom)", [Item(
-        "FLOPS utilization (achieved FLOP/s over the device's peak for the dtype) per family and "
-        "platform: ranges over all generated models, points for real models.",
-        lambda: P.utilization_comparison(ur), ur)])]
+        f"{label(value)} (achieved FLOP/s over the device's peak for the dtype) per family and "
+        "platform: ranges over the generated models"
+        + (", points for real models" if (ur["kind"] == "real").any() else "") + ". "
+        + (f"{left} unstable runs left out. " if left else "")
+        + _utilization_note(rows, value), lambda: P.utilization_comparison(ur), ur)])]
 
 
 def _saturation(df: pd.DataFrame) -> list[Section]:
     if _metric(df, "examples_per_sec") is None or "batch" not in df.columns:
-        raise _Missing("ok runs with examples_per_sec")
+        raise _Missing("ok runs with examples_per_sec", {"smoke": True})
     curves = A.saturation(df)
     if curves.empty:
         raise _Missing("a model (same spec, dtype, platform, software) measured at two or more "
-                       "batch sizes")
+                       "batch sizes", {"batches": True})
     summary = A.saturation_summary(curves)
-    return [Section("saturation", "Batch-size saturation (TBD study)", [Item(
+    n_u = int(curves["unstable"].sum())
+    return [Section("saturation", _SATURATION_TITLE, [Item(
         f"Throughput relative to each model's best against batch; the diamond marks the smallest "
         f"batch reaching {curves.attrs['threshold']:.0%} of the best throughput "
-        f"({len(summary)} models).", lambda: P.saturation(curves), summary)])]
+        f"({len(summary)} models; each with its own marker and line style, drawn slightly "
+        "offset along the batch axis so that coinciding curves stay visible)"
+        + (f"; {n_u} hollow points rest on unstable runs only" if n_u else "") + ". The "
+        "saturation batch follows the TBD benchmark suite (Training Benchmark for DNNs, "
+        "Zhu et al. 2018).", lambda: P.saturation(curves), summary)])]
+
+
+_SATURATION_TITLE = "Batch-size saturation (as in the TBD benchmark suite)"
 
 
 def _oplevel(ops: pd.DataFrame | None) -> list[Section]:
     if ops is None or ops.empty:
         raise _Missing("a per-operation profile of one configuration (`paradnn profile ...`, "
-                       "paradnn.profile.capture); a store holds whole-step records only")
+                       "paradnn.profile.capture); a store holds whole-step records only",
+                       {"profile": True})
     pf, pb = ops.attrs.get("peak_flops"), ops.attrs.get("peak_bytes_per_sec")
     items = []
     note = ops.attrs.get("note", "")
@@ -280,11 +450,210 @@ def _oplevel(ops: pd.DataFrame | None) -> list[Section]:
     return [Section("oplevel", "Roofline, operation level (ParaDnn Fig 3b, 3d)", items)]
 
 
-def plan(df: pd.DataFrame, ops: pd.DataFrame | None = None) -> tuple[list[Section], list[Unsupported]]:
+# -- how to supply a missing analysis --------------------------------------------------------
+
+def _yaml_value(v: Any) -> str:
+    return "[" + ", ".join(_yaml_value(x) for x in v) + "]" if isinstance(v, (list, tuple)) else fmt(v)
+
+
+def _sweep_yaml(description: str, family: str, fixed: dict, axes: dict, dtypes: list[str],
+                settings: dict | None = None) -> str:
+    def mapping(d: dict) -> str:
+        return "{" + ", ".join(f"{k}: {_yaml_value(v)}" for k, v in d.items()) + "}"
+
+    return (f"description: {description}\nfamily: {family}\nfixed: {mapping(fixed)}\n"
+            f"axes: {mapping(axes)}\ndtypes: {_yaml_value(dtypes)}\n"
+            + (f"settings: {mapping(settings)}\n" if settings else ""))
+
+
+MAX_REPLAY_PARTS = 24  # beyond this a listed sweep file is no help to a reader
+
+
+def _replay_yaml(rows: pd.DataFrame, dtype: str, settings: dict) -> tuple[str, int] | None:
+    """A sweep file that measures the generated workloads of ``rows`` again in ``dtype``: one
+    part per model with its batches. ``(yaml, configs)``, or None when there are too many
+    models to list (or none)."""
+    parts = []
+    gen = rows[rows["family"].isin(GENERATED)] if "family" in rows.columns else rows.iloc[0:0]
+    for family, g in gen.groupby("family", sort=True):
+        fields = [f for f in FAMILY_FIELDS[family] if f in g.columns and g[f].notna().any()]
+        for key, gg in g.groupby(fields, sort=True):
+            key = key if isinstance(key, tuple) else (key,)
+            parts.append((family, dict(zip(fields, key)), sorted(gg["batch"].dropna().unique())))
+    if not parts or len(parts) > MAX_REPLAY_PARTS:
+        return None
+
+    def mapping(d: dict) -> str:
+        return "{" + ", ".join(f"{k}: {_yaml_value(v)}" for k, v in d.items()) + "}"
+
+    lines = [f"description: the store's workloads again, in {dtype}", "parts:"]
+    for family, fixed, batches in parts:
+        lines += [f"  - family: {family}", f"    fixed: {mapping(fixed)}",
+                  f"    axes: {{batch: {_yaml_value(batches)}}}", f"    dtypes: [{dtype}]"]
+    if settings:
+        lines.append(f"settings: {mapping(settings)}")
+    return "\n".join(lines) + "\n", sum(len(b) for _, _, b in parts)
+
+
+def _store_settings(ok: pd.DataFrame) -> dict:
+    """The measurement settings of the store's most common protocol, as a sweep file states
+    them: new runs then time like the old ones (and the estimate, made from the old ones,
+    holds)."""
+    from paradnn.measure import SETTINGS_FIELDS  # the keys a sweep file's settings accept
+
+    keys = [k for k in SETTINGS_FIELDS if k in ok.columns and ok[k].notna().any()]
+    if not keys or ok.empty:
+        return {}
+    sig = ok[keys].map(str).agg("|".join, axis=1)
+    row = ok[sig == sig.value_counts().index[0]].iloc[0]
+    return {k: row[k] for k in keys if pd.notna(row[k])}
+
+
+def _common_dtype(rows: pd.DataFrame) -> str:
+    if "dtype" in rows.columns and rows["dtype"].notna().any():
+        return str(rows["dtype"].value_counts().index[0])
+    return "float32"
+
+
+def _family_flags(row: pd.Series) -> str:
+    family = row.get("family")
+    fields = FAMILY_FIELDS.get(family, ())
+    flags = " ".join(f"--{f} {fmt(row[f])}" for f in fields if f in row and pd.notna(row[f]))
+    return f"{family} {flags} --batch {fmt(row['batch'])} --dtype {row.get('dtype', 'float32')}"
+
+
+def _how(df: pd.DataFrame, m: Unsupported, how: dict, store: str) -> Unsupported:
+    """Fill in the command, the sweep file (or change) and the time estimate of ``m``."""
+    ok = ok_rows(df) if len(df) else df
+    if how.get("grid"):
+        family = how["grid"]
+        base_fixed, axes = SUGGESTED_GRIDS[family]
+        fam_rows = ok[ok["family"] == family] if "family" in ok.columns else ok.iloc[0:0]
+        dtype = _common_dtype(fam_rows)
+        fixed = dict(base_fixed)
+        for k in fixed:  # join the store's own runs of the family where it has some
+            if k in fam_rows.columns and fam_rows[k].notna().any():
+                fixed[k] = fam_rows[k].value_counts().index[0]
+        name = f"{family}-grid.yaml"  # one file supplies the heat map and the sensitivity
+        m.sweep_file = _sweep_yaml(f"{family.upper()} grid for the report's heat map and "
+                                   "sensitivity", family, fixed, axes, [dtype], _store_settings(ok))
+        m.command = f"paradnn sweep {name} --store {store}"
+        m.configs = len(axes[next(iter(axes))]) * len(axes[list(axes)[1]])
+        m.seconds, m.basis = estimate_seconds(df, m.configs, {"family": family, "dtype": dtype})
+        if how.get("unstable"):
+            m.change = (f"or re-measure the {how['unstable']} unstable runs of the sweep that made "
+                        "them: add --remeasure-unstable to its paradnn sweep command")
+        return m
+    if how.get("smoke"):
+        m.command = f"paradnn sweep {SMOKE_SWEEP} --store {store}"
+        if how.get("probe"):
+            m.command = "paradnn probe --refresh && " + m.command
+        m.configs = 5
+        m.seconds, m.basis = estimate_seconds(df, m.configs, {})
+        return m
+    if how.get("batches") and len(ok):
+        key = [c for c in ("family", *SPEC_FIELDS, "dtype") if c in ok.columns]
+        sig = ok[key].map(str).agg("|".join, axis=1)
+        r = ok[sig == sig.value_counts().index[0]].iloc[0]  # the most measured workload
+        family = r.get("family")
+        b = int(r["batch"])
+        batches = sorted({max(1, b // 2), b, 2 * b, 4 * b})
+        fields = [f for f in FAMILY_FIELDS.get(family, ()) if f in r and pd.notna(r[f])]
+        m.sweep_file = _sweep_yaml(f"{workload_label(r)} at four batch sizes", family,
+                                   {f: r[f] for f in fields}, {"batch": batches},
+                                   [str(r.get("dtype", "float32"))], _store_settings(ok))
+        m.command = f"paradnn sweep saturation.yaml --store {store}"
+        m.configs = len(batches) - 1  # the measured batch is already in the store
+        m.seconds, m.basis = estimate_seconds(df, m.configs, {"family": family})
+        return m
+    if how.get("profile") and len(ok) and "family" in ok.columns:
+        gen = ok[ok["family"].isin(GENERATED)]
+        if len(gen):
+            r = gen.iloc[0]
+            m.command = (f"paradnn profile -o ops/ {_family_flags(r)} && "
+                         f"paradnn report {store} -o report/ --ops ops/ops.csv")
+            m.configs = 1
+            m.seconds, m.basis = estimate_seconds(df, 1, {"family": r["family"]})
+        return m
+    # Speedups: the same workloads again in another dtype, platform or software version.
+    kind = m.id.split(":", 1)[1] if m.id.startswith("speedup:") else ""
+    if kind and len(ok) and "family" in ok.columns:
+        dtype = _common_dtype(ok)
+        base = ok[ok["dtype"] == dtype] if "dtype" in ok.columns else ok
+        if present(base, PLATFORM_KEY):  # the store's most common platform
+            labels = base.apply(platform_label, axis=1)
+            base = base[labels == labels.value_counts().index[0]]
+        other = ("bfloat16" if dtype == "float32" else "float32") if kind == "dtype" else dtype
+        replay = _replay_yaml(base, other, _store_settings(ok))
+        if replay is not None:
+            text, n = replay
+            m.sweep_file, m.configs = text, n
+            m.seconds, m.basis = estimate_seconds(df, n, {"dtype": dtype})
+        else:  # too many workloads to list: say how to change the sweep file that made them
+            n = int(base["workload_key"].nunique()) if "workload_key" in base.columns else len(base)
+            m.configs = n
+            m.seconds, m.basis = estimate_seconds(df, n, {"dtype": dtype})
+        name = f"speedup-{kind}.yaml" if replay is not None else "YOUR_SWEEP.yaml"
+        if kind == "dtype":
+            if replay is None:
+                m.change = (f"in the sweep file that measured these runs, set dtypes: [{dtype}, "
+                            f"{other}] and run it again (the {dtype} configs in the store are skipped)")
+            m.command = f"paradnn sweep {name} --store {store}"
+        elif kind == "platform":
+            m.change = f"run {'it' if replay is not None else 'the sweep file that measured these runs'} on a second machine"
+            m.command = (f"paradnn sweep {name} --store other.db   # on the other machine\n"
+                         f"paradnn merge {store} other.db -o both.db && paradnn report both.db -o report/")
+            m.basis += "; time here, the other machine's is unknown"
+        else:
+            m.change = ("install another jax version in a second virtual environment and run "
+                        f"{'it' if replay is not None else 'the sweep file that measured these runs'} from there")
+            m.command = f"paradnn sweep {name} --store {store}   # from the other environment"
+        return m
+    if not len(ok):
+        m.command = f"paradnn sweep {SMOKE_SWEEP} --store {store}"
+        m.configs = 5
+        m.seconds, m.basis = estimate_seconds(df, m.configs, {})
+    return m
+
+
+# -- warnings --------------------------------------------------------------------------------
+
+def warnings_table(df: pd.DataFrame) -> pd.DataFrame:
+    """One row per (run, physics warning code) of ``df``: the workload, platform, the code, its
+    meaning and likely cause (``paradnn.record.WARNINGS``) and the values it is about. Empty
+    for stores without the ``warnings`` column."""
+    ok = ok_rows(df) if len(df) else df
+    codes = warning_lists(ok)
+    out = []
+    for i, cs in codes.items():
+        r = ok.loc[i]
+        for code in cs:
+            rec = {"code": code, "workload": workload_label(r), "batch": r.get("batch"),
+                   "platform": platform_label(r)}
+            for c in ("model_flops_utilization", "flops_utilization", "flops_per_sec",
+                      "arithmetic_intensity", "peak_flops", "peak_source"):
+                if c in ok.columns:
+                    rec[c] = r.get(c)
+            rec["likely cause"] = warning_meaning(code)
+            out.append(rec)
+    cols = ["code", "workload", "batch", "platform"] + [
+        c for c in ("model_flops_utilization", "flops_utilization", "flops_per_sec",
+                    "arithmetic_intensity", "peak_flops", "peak_source") if c in ok.columns] + ["likely cause"]
+    return pd.DataFrame(out, columns=cols)
+
+
+def plan(df: pd.DataFrame, ops: pd.DataFrame | None = None,
+         store: str = "results.db") -> tuple[list[Section], list[Unsupported]]:
     """Every analysis ``df`` (and an optional per-operation profile ``ops``) supports, built,
-    and every one it does not, with what it needs."""
+    and every one it does not, with what it needs, the command that supplies it (``store``
+    names the store in those commands) and its estimated time."""
     if not isinstance(df, pd.DataFrame):
         raise ParadnnError(f"report: expected a pandas DataFrame (paradnn.load), got {type(df).__name__}")
+    if "family" in df.columns:
+        # Rows of the system experiments (family "op", "collective") are not model runs.
+        from paradnn.specs import SPEC_TYPES
+
+        df = df[df["family"].isin(SPEC_TYPES)]
     sections: list[Section] = []
     missing: list[Unsupported] = []
     steps: list[tuple[str, str, Callable[[], list[Section]]]] = [
@@ -299,18 +668,18 @@ def plan(df: pd.DataFrame, ops: pd.DataFrame | None = None) -> tuple[list[Sectio
         ("oplevel", "Roofline, operation level (ParaDnn Fig 3b, 3d)", lambda: _oplevel(ops)),
         ("utilization", "FLOPS utilization per family and platform (ParaDnn Fig 11 bottom)",
          lambda: _utilization(df)),
-        ("saturation", "Batch-size saturation (TBD study)", lambda: _saturation(df)),
+        ("saturation", _SATURATION_TITLE, lambda: _saturation(df)),
     ]
     for sid, title, build in steps:
         try:
             sections += build()
         except _Missing as exc:
-            missing.append(Unsupported(sid, title, str(exc)))
+            missing.append(_how(df, Unsupported(sid, title, str(exc)), exc.how, store))
     sp, sp_missing = _speedups(df)
     # Speedups read best after the single-platform analyses, before utilization.
     at = next((i for i, s in enumerate(sections) if s.id == "utilization"), len(sections))
     sections[at:at] = sp
-    missing += sp_missing
+    missing += [_how(df, m, {}, store) for m in sp_missing]
     return sections, missing
 
 
@@ -319,10 +688,11 @@ def supported(df: pd.DataFrame, ops: pd.DataFrame | None = None) -> list[str]:
     return [s.id for s in plan(df, ops)[0]]
 
 
-def _png(fig) -> str:
+def _png(fig) -> tuple[str, int]:
+    """The figure as base64 PNG at 2x resolution, and its width in CSS pixels (1x)."""
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=90)
-    return base64.b64encode(buf.getvalue()).decode("ascii")
+    fig.savefig(buf, format="png", dpi=P.DPI_2X)
+    return base64.b64encode(buf.getvalue()).decode("ascii"), round(fig.get_figwidth() * P.DPI_1X)
 
 
 def _html_table(df: pd.DataFrame) -> str:
@@ -331,19 +701,48 @@ def _html_table(df: pd.DataFrame) -> str:
                                        na_rep="", border=0, classes="data")
     if len(df) > len(shown):
         text += f"<p class=note>first {len(shown)} of {len(df)} rows</p>"
-    return text
+    return f'<div class="scroll">{text}</div>'
 
 
+# Page width: the figures' 1x width (plots.PAGE_WIDTH_IN at DPI_1X = 1100 px) plus padding.
 _CSS = """
-body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}
+body{font-family:system-ui,sans-serif;max-width:1140px;margin:2em auto;padding:0 20px;color:#222;
+line-height:1.45}
 h1{font-size:1.6em} h2{border-bottom:1px solid #ccc;padding-bottom:.2em;margin-top:2em}
-figure{margin:1em 0} img{max-width:100%;height:auto;border:1px solid #eee}
-figcaption{font-size:.92em;color:#333;margin:.3em 0}
-table.data{border-collapse:collapse;font-size:.8em} table.data td,table.data th{padding:2px 6px;
-border-bottom:1px solid #ddd;text-align:right} .note{font-size:.85em;color:#666}
+figure{margin:1em 0} img{max-width:100%;height:auto;outline:1px solid #e4e4e4;display:block}
+figcaption{font-size:.95em;color:#333;margin:.4em 0}
+.scroll{max-width:100%;overflow-x:auto}
+table.data{border-collapse:collapse;font-size:.85em} table.data td,table.data th{padding:2px 6px;
+border-bottom:1px solid #ddd;text-align:right} .note{font-size:.9em;color:#555}
 details{margin:.4em 0 1.4em} summary{cursor:pointer;color:#036}
-ul.missing li{margin:.3em 0}
+ul.missing li{margin:.8em 0} pre{background:#f5f5f5;padding:.5em .8em;white-space:pre-wrap;
+overflow-wrap:anywhere;font-size:.9em;margin:.3em 0}
+.warn{color:#a00}
 """
+
+
+def _warnings_html(df: pd.DataFrame) -> str:
+    esc = html.escape
+    wt = warnings_table(df)
+    if wt.empty:
+        if "warnings" in df.columns:
+            return ('<section id="warnings"><h2>Warnings</h2><p>No run carries a physics '
+                    "warning (utilization above 1, point above its roof, analytic/XLA FLOP "
+                    "mismatch).</p></section>")
+        return ""
+    out = ['<section id="warnings"><h2 class=warn>Warnings</h2>',
+           f"<p>{len(wt)} physics warnings on {_marks(df)[1]} runs. These runs "
+           "are marked in the figures (red ring on rooflines, red frame and ! on heat maps), "
+           "not hidden; their numbers should not be published before the cause is fixed.</p><ul>"]
+    for code, g in wt.groupby("code", sort=True):
+        out.append(f"<li><b>{esc(code)}</b> ({_n(len(g), 'run')}): {esc(warning_meaning(code))}</li>")
+    out.append("</ul>")
+    shown = wt.head(MAX_WARNING_ROWS).drop(columns=["likely cause"])  # said once per code above
+    out.append(_html_table(shown))
+    if len(wt) > len(shown):
+        out.append(f"<p class=note>first {len(shown)} of {len(wt)} warnings</p>")
+    out.append("</section>")
+    return "\n".join(out)
 
 
 def render_html(df: pd.DataFrame, sections: list[Section], missing: list[Unsupported],
@@ -355,24 +754,41 @@ def render_html(df: pd.DataFrame, sections: list[Section], missing: list[Unsuppo
     plats = sorted(rows.apply(platform_label, axis=1).unique()) if len(rows) and present(rows, PLATFORM_KEY) else []
     soft = sorted({f"jax {v}" for v in rows.get("jax_version", pd.Series(dtype=object)).dropna().unique()})
     peaks = sorted(set(rows.get("peak_source", pd.Series(dtype=object)).dropna()))
-    out = [f"<!DOCTYPE html><html lang=en><head><meta charset=utf-8><title>{esc(title)}</title>",
+    methods = sorted(set(rows.get("peak_method", pd.Series(dtype=object)).dropna()))
+    n_unstable = int(unstable_mask(rows).sum())
+    known = int(rows["stable"].notna().sum()) if "stable" in rows.columns else 0
+    out = [f"<!DOCTYPE html><html lang=en><head><meta charset=utf-8>"
+           f'<meta name=viewport content="width=device-width, initial-scale=1"><title>{esc(title)}</title>',
            f"<style>{_CSS}</style></head><body><h1>{esc(title)}</h1>",
            f"<p>{len(df)} records: " + ", ".join(f"{v} {esc(str(k))}" for k, v in counts.items())
            + f". Platforms: {esc(', '.join(plats) or 'none')}. Software: {esc(', '.join(soft) or 'unknown')}. "
            f"Peaks used for utilization and rooflines: {esc(', '.join(peaks) or 'none')} "
-           "(spec = vendor spec sheet, measured = paradnn probe). Every number comes from the "
-           "store's records; units are in the axis labels and table headers.</p>"]
+           "(spec = vendor spec sheet, measured = paradnn probe)"
+           + (f"; method: {esc('; '.join(methods))}" if methods else "") + ". "
+           + (f"Timing precision: {n_unstable} of {known} ok runs are unstable (their timing missed "
+              "its precision target): hollow markers and cross-hatched cells in the figures, left "
+              "out of regressions and speedup summaries. " if known else
+              "Timing precision: unknown (these records predate the stability flag). ")
+           + "Every number comes from the store's records; units are in the axis labels and table "
+           "headers.</p>"]
     if generated_utc:
         out.append(f"<p class=note>generated {esc(generated_utc)} UTC by paradnn</p>")
-    out.append("<h2>Contents</h2><ul>" + "".join(
-        f'<li><a href="#{esc(s.id)}">{esc(s.title)}</a></li>' for s in sections) + "</ul>")
+    warn = _warnings_html(df)
+    out.append("<h2>Contents</h2><ul>"
+               + ('<li><a href="#warnings">Warnings</a></li>' if warn else "")
+               + "".join(f'<li><a href="#{esc(s.id)}">{esc(s.title)}</a></li>' for s in sections)
+               + '<li><a href="#unsupported">Analyses this store cannot support</a></li></ul>')
+    if warn:
+        out.append(warn)
     for s in sections:
         out.append(f'<section id="{esc(s.id)}" data-analysis="{esc(s.id)}"><h2>{esc(s.title)}</h2>')
         for item in s.items:
             out.append("<figure>")
             fig = item.make_figure()
             if fig is not None:
-                out.append(f'<img alt="{esc(item.caption[:120])}" src="data:image/png;base64,{_png(fig)}">')
+                data, width = _png(fig)
+                out.append(f'<img width="{width}" alt="{esc(item.caption[:120])}" '
+                           f'src="data:image/png;base64,{data}">')
             out.append(f"<figcaption>{esc(item.caption)}</figcaption></figure>")
             if item.table is not None:
                 out.append(f"<details><summary>table behind this figure ({len(item.table)} rows)</summary>"
@@ -380,9 +796,25 @@ def render_html(df: pd.DataFrame, sections: list[Section], missing: list[Unsuppo
         out.append("</section>")
     out.append('<section id="unsupported"><h2>Analyses this store cannot support</h2>')
     if missing:
-        out.append('<ul class="missing">' + "".join(
-            f'<li data-analysis="{esc(m.id)}"><b>{esc(m.title)}</b>: needs {esc(m.needs)}.</li>'
-            for m in missing) + "</ul>")
+        items, shown = [], set()
+        for m in missing:
+            text = [f'<li data-analysis="{esc(m.id)}"><b>{esc(m.title)}</b>: needs {esc(m.needs)}.']
+            name = esc(m.command.split()[2]) if m.sweep_file else ""
+            if m.sweep_file and m.sweep_file in shown:
+                text.append(f"<br>The sweep file <code>{name}</code> above supplies this too:")
+            elif m.sweep_file:
+                shown.add(m.sweep_file)
+                text.append(f"<br>Write this sweep file (<code>{name}</code>):"
+                            f"<pre>{esc(m.sweep_file)}</pre>")
+            if m.change:
+                text.append(f"<br>{esc(m.change[0].upper() + m.change[1:])}:")
+            if m.command:
+                text.append(f'<pre class="command">{esc(m.command)}</pre>')
+            if m.estimate:
+                text.append(f'<span class="estimate">Estimated time on this platform: '
+                            f"{esc(m.estimate)}.</span>")
+            items.append("".join(text) + "</li>")
+        out.append('<ul class="missing">' + "".join(items) + "</ul>")
     else:
         out.append("<p>None: every analysis is above.</p>")
     out.append("</section></body></html>")
@@ -390,16 +822,19 @@ def render_html(df: pd.DataFrame, sections: list[Section], missing: list[Unsuppo
 
 
 def write_report(df: pd.DataFrame, out_dir: str | Path, ops: pd.DataFrame | None = None,
-                 title: str = "paradnn report") -> Path:
+                 title: str = "paradnn report", store: str | Sequence[str] = "results.db") -> Path:
     """Write ``out_dir/index.html``: every analysis ``df`` supports (figures as embedded PNG,
-    captions, the tables behind them) and the list of those it cannot support with the data
-    they need. ``ops`` (from :func:`paradnn.profile.capture`) adds the operation-level roofline.
-    Returns the path of the page."""
+    captions, the tables behind them), the physics warnings, and the analyses it cannot
+    support with the data they need, the command that supplies it (naming ``store``, the
+    first one if several) and its estimated time. ``ops`` (from
+    :func:`paradnn.profile.capture`) adds the operation-level roofline. Returns the path of
+    the page."""
     out_dir = Path(out_dir)
     if out_dir.exists() and not out_dir.is_dir():
         raise ParadnnError(f"report: output {out_dir} exists and is not a directory")
     out_dir.mkdir(parents=True, exist_ok=True)
-    sections, missing = plan(df, ops)
+    first = store if isinstance(store, str) else (list(store) or ["results.db"])[0]
+    sections, missing = plan(df, ops, store=str(first))
     stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
     page = render_html(df, sections, missing, title=title, generated_utc=stamp)
     path = out_dir / "index.html"

@@ -17,11 +17,11 @@ from typing import Any
 import jax
 import numpy as np
 
-from paradnn import costs, hardware
-from paradnn.errors import ParadnnError, SpecError
+from paradnn import costs, hardware, memory, meters
+from paradnn.errors import InfrastructureError, ParadnnError, SpecError
 from paradnn.measure import MeasureSettings, time_calls
 from paradnn.models import ModelDef, build, count_from_shapes
-from paradnn.record import Record
+from paradnn.record import Record, physics_warnings
 from paradnn.specs import CNN, FC, RNN, ModelSpec, Real, Workload
 from paradnn import workload as wl
 
@@ -106,7 +106,14 @@ def run_workload(
     if workload.devices > platform["device_count"]:
         raise SpecError("devices", workload.devices, f"at most {platform['device_count']} on this host")
     limit = memory_limit_bytes if memory_limit_bytes is not None else hardware.device_memory_bytes()
-    metrics: dict[str, Any] = {}
+    # Cheapest check first (paradnn.preflight): the analytic weights + optimizer state
+    # against the limit, before anything is traced; --layers 1000000000 must not trace for hours.
+    from paradnn.preflight import predicted_oom
+
+    too_big = predicted_oom(workload, limit)
+    if too_big is not None:
+        return Record.failed(workload, "oom", too_big["error"], metrics=too_big["metrics"], **context)
+    metrics: dict[str, Any] = {"oom_predicted": False}
     tags: dict[str, Any] = {}
     try:
         model = build(workload.spec, workload.dtype)
@@ -120,11 +127,11 @@ def run_workload(
             return Record.failed(
                 workload, "oom",
                 f"predicted before compiling: weights+optimizer state {floor} B > limit {limit} B",
-                metrics=metrics, tags=tags, **context)
+                metrics={**metrics, "oom_predicted": True}, tags=tags, **context)
 
         t0 = time.perf_counter()
-        call = wl.jit_step(model, optimizer_name, mesh, steps=settings.steps_per_call)
-        compiled = call.lower(state_shapes, batch_shapes).compile()
+        compiled = wl.compile_multi_step(model, optimizer_name, mesh, state_shapes, batch_shapes,
+                                         settings.xla_preset)
         metrics["compile_s"] = time.perf_counter() - t0
         mem = compiled.memory_analysis()
         if mem is not None:
@@ -138,40 +145,54 @@ def run_workload(
                 return Record.failed(
                     workload, "oom",
                     f"predicted from compiled memory analysis: peak {metrics['memory_peak_bytes']} B > limit {limit} B",
-                    metrics=metrics, tags=tags, **context)
+                    metrics={**metrics, "oom_predicted": True}, tags=tags, **context)
 
         state, batch = wl.init_inputs(workload, model, optimizer_name, mesh)
-        timing = time_calls(compiled, state, batch, settings)
+        devices = jax.devices()[:workload.devices]
+        timing = time_calls(lambda st, b, k: compiled(st, b, np.int32(k)), state, batch, settings,
+                            window=lambda: meters.window(platform["backend"], devices))
         del state, batch  # free device memory before compiling the cost variants
         metrics.update(timing.stats())
+        metrics.update(timing.meter.metrics(steps=timing.timed_steps,
+                                            examples=timing.timed_steps * workload.batch))
         metrics["final_loss"] = timing.final_loss
         if not np.isfinite(timing.final_loss):
             return Record.failed(workload, "error", f"non-finite loss {timing.final_loss}",
                                  metrics=metrics, tags=tags, **context)
 
-        metrics.update(costs.xla_step_costs(workload, model, optimizer_name, compiled, settings.steps_per_call))
+        metrics.update(costs.xla_step_costs(workload, model, optimizer_name, compiled))
+        metrics.update(memory.memory_breakdown(workload, model, state_shapes, batch_shapes, compiled).metrics())
         metrics["model_flops_per_step"] = costs.model_flops_per_step(workload, model, optimizer_name)
         metrics.update(derived_metrics(metrics, workload, platform))
+        warnings = physics_warnings(metrics, workload.devices)
     except ParadnnError:
         raise  # bad input (e.g. an image too small for a zoo model) is the user's to fix, not data
+    except OSError as exc:
+        # The file system, a cache, a pipe: the environment failed, not the workload. Never a
+        # row; the executor stops the sweep with one line (or retries), and resume runs it.
+        raise InfrastructureError(f"{type(exc).__name__}: {exc}") from exc
     except Exception as exc:  # noqa: BLE001 - every failure becomes data
         status = "oom" if is_oom(exc) else "error"
         message = f"{type(exc).__name__}: {exc}"
         return Record.failed(workload, status, message[:4000], metrics=metrics, tags=tags, **context)
-    return Record(status="ok", workload=workload.to_dict(), metrics=metrics, tags=tags, **context)
+    return Record(status="ok", workload=workload.to_dict(), metrics=metrics, tags=tags,
+                  warnings=warnings, **context)
 
 
 def derived_metrics(m: dict[str, Any], workload: Workload, platform: dict[str, Any]) -> dict[str, Any]:
     """Throughput, FLOPS, utilization and intensity from the measured and counted quantities."""
-    peak_flops, peak_bw, source = hardware.peaks(platform["device_kind"], workload.dtype, platform["backend"])
+    peak = hardware.peaks(platform["device_kind"], workload.dtype, platform["backend"])
+    peak_flops = peak.flops
     step = m["step_time_s"]
     flops_per_sec = m["flops_per_step"] / step
     return {
         "examples_per_sec": workload.batch / step,
         "flops_per_sec": flops_per_sec,
         "peak_flops": peak_flops,
-        "peak_bytes_per_sec": peak_bw,
-        "peak_source": source,
+        "peak_bytes_per_sec": peak.bytes_per_sec,
+        "peak_source": peak.source,
+        "peak_method": peak.method,
+        "useful_flops_ratio": m["model_flops_per_step"] / m["flops_per_step"] if m["flops_per_step"] else None,
         "flops_utilization": flops_per_sec / (peak_flops * workload.devices),
         "model_flops_utilization": m["model_flops_per_step"] / step / (peak_flops * workload.devices),
         "arithmetic_intensity": m["flops_per_step"] / m["bytes_per_step"] if m["bytes_per_step"] else None,

@@ -10,6 +10,12 @@ Resume is the default: a config whose record key (workload, platform without the
 software versions, measurement settings) already has ``repeat`` rows in the store, whatever their
 status, is skipped. Two sweeps writing one store at the same time split the work through claims
 in the store. Each record is committed the moment it exists.
+
+Faults (docs/reliability.md): an infrastructure fault (:class:`~paradnn.executors.Fault`: an
+unwritable cache, an absent JAX platform, a lost worker) is never stored as a config's result;
+the sweep either stops with one :class:`~paradnn.errors.InfrastructureError` or goes on without
+that config, and the next run measures it. A store that cannot take a row (a full disk) stops the
+sweep with one :class:`~paradnn.errors.StoreError`; every row committed before is kept.
 """
 
 from __future__ import annotations
@@ -23,9 +29,10 @@ from typing import IO, Any, Union
 
 import pandas as pd
 
-from paradnn.errors import SpecError
-from paradnn.executors import EXECUTORS, RunFn, Task, default_cache_dir, make_executor
+from paradnn.errors import InfrastructureError, SpecError, StoreError
+from paradnn.executors import EXECUTORS, Fault, RunFn, Task, default_cache_dir, make_executor
 from paradnn.grids import SweepPlan, load_sweep_file, parse_bytes
+from paradnn.units import parse_duration, parse_int
 from paradnn.record import STATUSES, Record
 from paradnn.specs import Workload
 from paradnn.store import Store
@@ -48,49 +55,127 @@ GridLike = Union[str, os.PathLike, Workload, Iterable[Workload]]
 
 
 class Progress:
-    """A one-line progress bar on a stream (stderr): done/total, counts by status, ETA.
+    """A one-line progress bar on a stream (stderr): done/total, counts by status, elapsed,
+    ETA and the config running now.
 
-    On a terminal the line is redrawn in place; otherwise one line is written per finished
-    config, so logs of long sweeps show the history.
+    A line is written at once when the sweep starts (configs to measure, configs already in
+    the store, and the estimated time). On a terminal the line is redrawn in place; otherwise
+    one line is written per started and per finished config, so logs of long sweeps show the
+    history.
+
+    ETA: with ``estimates`` (workload key -> estimated seconds of one measurement, from the
+    time model of :mod:`paradnn.plan`) and ``planned`` (the workload key of every measurement
+    to make, repeats included), the estimates of the measurements left, scaled by how long the
+    finished ones took against their estimates; without them, the mean time per finished
+    config times the configs left.
     """
 
-    def __init__(self, total: int, skipped: int, stream: IO[str] | None, width: int = 20):
+    def __init__(self, total: int, skipped: int, stream: IO[str] | None, width: int = 20,
+                 estimates: dict[str, float] | None = None, planned: list[str] | None = None,
+                 calibration: str | None = None):
         self.total, self.skipped, self.stream, self.width = total, skipped, stream, width
         self.counts = {s: 0 for s in STATUSES}
         self.done = 0
         self.start = time.monotonic()
         self.tty = bool(stream is not None and getattr(stream, "isatty", lambda: False)())
-        if stream is not None and skipped:
-            stream.write(f"paradnn sweep: {skipped} config(s) already in the store, skipped "
-                         "(resume; use repeat to measure again)\n")
+        self.estimates = dict(estimates or {})
+        self.pending: dict[str, int] = {}
+        for key in planned or []:
+            self.pending[key] = self.pending.get(key, 0) + 1
+        self.estimated_done = 0.0  # estimated seconds of the finished measurements
+        self.running: str | None = None
+        self._drawn = 0  # length of the line on the terminal
+        if stream is not None:
+            total_s = self._remaining_estimate()
+            estimate = ("" if not total else
+                        f"; estimated {_duration(total_s)} ({calibration})" if total_s is not None
+                        else f"; no time estimate yet ({calibration})" if calibration else "")
+            stream.write(f"paradnn sweep: {total} config(s) to measure, {skipped} already in the "
+                         f"store (skipped: resume; --repeat N measures again){estimate}\n")
             stream.flush()
+
+    @staticmethod
+    def announce(stream: IO[str] | None, configs: int, source: str) -> None:
+        """The first line, before the executor starts (a child process takes seconds)."""
+        if stream is not None:
+            where = "the grid" if source == "<grid>" else source
+            stream.write(f"paradnn sweep: {configs} config(s) in {where}; starting the "
+                         "executor and checking the store\n")
+            stream.flush()
+
+    def _remaining_estimate(self) -> float | None:
+        """Estimated seconds of the measurements not finished, None without estimates."""
+        if not self.estimates or not self.pending:
+            return None
+        known = [self.estimates[k] for k in self.pending if k in self.estimates]
+        if not known:
+            return None
+        mean = sum(known) / len(known)  # for the few keys the time model could not estimate
+        return sum(self.estimates.get(k, mean) * n for k, n in self.pending.items())
+
+    def eta(self) -> float | None:
+        """Estimated seconds left, None when nothing can be said yet."""
+        elapsed = time.monotonic() - self.start
+        remaining = self._remaining_estimate()
+        if remaining is not None:
+            if self.done and self.estimated_done > 0:
+                remaining *= elapsed / self.estimated_done  # this host today vs the model
+            return remaining
+        if not self.done:
+            return None
+        return elapsed / self.done * (self.total - self.done)
 
     def line(self) -> str:
         elapsed = time.monotonic() - self.start
         frac = self.done / self.total if self.total else 1.0
         filled = int(round(frac * self.width))
-        eta = "?" if not self.done else _duration(elapsed / self.done * (self.total - self.done))
+        eta = self.eta()
         counts = " ".join(f"{s} {n}" for s, n in self.counts.items() if n or s in ("ok", "oom",
                                                                                  "error"))
+        running = f" | running {self.running}" if self.running else ""
         return (f"[{'#' * filled}{'.' * (self.width - filled)}] {self.done}/{self.total} "
-                f"| {counts} | elapsed {_duration(elapsed)} ETA {eta}")
+                f"| {counts} | elapsed {_duration(elapsed)} ETA "
+                f"{'?' if eta is None else _duration(eta)}{running}")
+
+    def begin(self, workload: Workload) -> None:
+        """A config is handed to the executor: name it on the line."""
+        from paradnn.plan import short_name
+
+        self.running = short_name(workload)
+        self._draw()
+
+    def _finish_key(self, key: str | None) -> None:
+        if key is not None and self.pending.get(key):
+            self.pending[key] -= 1
+            if not self.pending[key]:
+                del self.pending[key]
+            self.estimated_done += self.estimates.get(key, 0.0)
 
     def update(self, record: Record | None) -> None:
         if record is not None:
             self.done += 1
             self.counts[record.status] = self.counts.get(record.status, 0) + 1
+            self._finish_key(record.workload_key)
+            self.running = None
         self._draw()
 
-    def skip(self) -> None:
+    def skip(self, workload: Workload | None = None) -> None:
         """A config another sweep on the same store measured: one less to do here."""
         self.total -= 1
+        if workload is not None and self.pending.get(workload.key):
+            self.pending[workload.key] -= 1
+            if not self.pending[workload.key]:
+                del self.pending[workload.key]
         self._draw()
 
     def _draw(self) -> None:
         if self.stream is None:
             return
         if self.tty:
-            self.stream.write("\r" + self.line())
+            line = self.line()
+            # Pad so that a shorter line fully covers the previous one.
+            self.stream.write("\r" + line.ljust(self._drawn))
+            self._drawn = len(line)
         else:
             self.stream.write(self.line() + "\n")
         self.stream.flush()
@@ -108,9 +193,9 @@ def _duration(seconds: float) -> str:
     return f"{h}h{m:02d}m{s:02d}s" if h else f"{m}m{s:02d}s" if m else f"{s}s"
 
 
-def _plan(grid_or_file: GridLike) -> SweepPlan:
+def _plan(grid_or_file: GridLike, max_configs: int | None = None) -> SweepPlan:
     if isinstance(grid_or_file, (str, os.PathLike)):
-        return load_sweep_file(grid_or_file)
+        return load_sweep_file(grid_or_file, max_configs=max_configs)
     if isinstance(grid_or_file, Workload):
         items: list[Any] = [grid_or_file]
     else:
@@ -151,6 +236,8 @@ def sweep(
     run_fn: RunFn | None = None,
     address: str | None = None,
     resources: dict[str, Any] | None = None,
+    max_configs: int | None = None,
+    remeasure_unstable: bool = False,
 ) -> pd.DataFrame:
     """Measure every workload of a grid or sweep file into ``store``; return their rows.
 
@@ -170,24 +257,31 @@ def sweep(
     compilation cache directory (default ``~/.cache/paradnn/xla``; None disables it).
     ``progress``: a progress line on stderr (True), on a given stream, or none (False).
     ``run_fn``: replaces ``paradnn.runner.run_workload`` (for tests: a picklable top-level
-    function ``(workload, settings, memory_limit_bytes) -> Record``).
+    function ``(workload, settings, memory_limit_bytes) -> Record``). ``max_configs``: the
+    largest grid a sweep file may expand to (default: the file's ``run.max_configs``, else
+    ``paradnn.grids.MAX_CONFIGS``), checked before expanding it. ``remeasure_unstable``: ``ok``
+    rows that missed their precision target (``stable`` false) do not count towards ``repeat``,
+    so those configs are measured again (the unstable rows stay in the store; analyses prefer
+    stable rows).
 
     Returns the store's rows for this sweep's configs (all repeats, earlier runs included), one
     column per field, as :func:`paradnn.load` gives them.
     """
-    plan = _plan(grid_or_file)
+    plan = _plan(grid_or_file, max_configs)
     run = plan.run
     executor = executor if executor is not None else run.get("executor", "process")
     if executor not in EXECUTORS:
         raise SpecError("executor", executor, "one of " + ", ".join(EXECUTORS))
     repeat = repeat if repeat is not None else run.get("repeat", 1)
-    if isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 1:
+    if not isinstance(repeat, int):  # the input layer parses text; an API caller passes ints
         raise SpecError("repeat", repeat, "a positive integer (records wanted per config)")
+    repeat = parse_int(repeat, "repeat")
     limit = memory_limit_bytes if memory_limit_bytes is not None else run.get("memory_limit")
     limit = None if limit is None else parse_bytes(limit)
     timeout_s = timeout_s if timeout_s is not None else run.get("timeout_s", DEFAULT_TIMEOUT_S)
-    if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or timeout_s <= 0:
-        raise SpecError("timeout_s", timeout_s, "a positive number of seconds")
+    if isinstance(timeout_s, (bool, str)):
+        raise SpecError("timeout_s", timeout_s, "a positive, finite number of seconds")
+    timeout_s = parse_duration(timeout_s, "timeout_s")
     if cache_dir is DEFAULT_CACHE:
         cache_dir = run.get("cache_dir", default_cache_dir())
     if cache_dir is not None:
@@ -202,20 +296,35 @@ def sweep(
     stream: IO[str] | None = (sys.stderr if progress is True else None if progress is False
                               else progress)
 
+    Progress.announce(stream, len(plan.workloads), plan.path)
     with Store(store) as db:
         with make_executor(executor, timeout_s=timeout_s, cache_dir=cache_dir, run_fn=run_fn,
                            address=address, resources=resources) as ex:
-            platform, software = ex.context()
+            try:
+                platform, software = ex.context()
+            except InfrastructureError as exc:
+                raise InfrastructureError(f"{exc}; nothing was run or recorded: fix it and run "
+                                          "the sweep again to resume", retry=exc.retry) from None
             settings_dict = measure_settings.to_dict()
             keyed: dict[str, Workload] = {}
             for w in plan.workloads:
                 key = Record(status="ok", workload=w.to_dict(), platform=platform,
                              software=software, settings=settings_dict).key
                 keyed.setdefault(key, w)
-            counts = db.counts_by_key(keyed)
+            counts = db.counts_by_key(keyed, unstable=not remeasure_unstable)
             todo = sum(max(0, repeat - counts.get(k, 0)) for k in keyed)
             skipped = sum(1 for k in keyed if counts.get(k, 0) >= repeat)
-            bar = Progress(todo, skipped, stream)
+            planned = [w.key for key, w in keyed.items()
+                       for _ in range(max(0, repeat - counts.get(key, 0)))]
+            estimates, calibration = ({}, None)
+            if stream is not None and planned:
+                from paradnn.plan import estimate_seconds
+
+                estimates, calibration = estimate_seconds(
+                    [keyed[k] for k in keyed if counts.get(k, 0) < repeat], db.frame(),
+                    platform, measure_settings)
+            bar = Progress(todo, skipped, stream, estimates=estimates, planned=planned,
+                           calibration=calibration)
             written: set[str] = set()
             stale_after_s = float(timeout_s) * 2 + 600
             claimed: dict[int, Task] = {}
@@ -227,18 +336,38 @@ def sweep(
                     for key, w in keyed.items():
                         if counts.get(key, 0) > rep:
                             continue
-                        claim = db.claim(key, rep + 1, stale_after_s)
+                        claim = db.claim(key, rep + 1, stale_after_s, unstable=not remeasure_unstable)
                         if claim is None:
-                            bar.skip()
+                            bar.skip(w)
                             continue
                         task = Task(w, measure_settings, limit, key, claim)
                         claimed[claim] = task
+                        bar.begin(w)
                         yield task
 
             warned = False
+            committed = unrecorded = 0
             try:
                 for task, record in ex.execute(tasks()):
+                    if isinstance(record, Fault):
+                        # Not the workload's result: nothing is stored and the claim goes back,
+                        # so the next run of the sweep measures this config.
+                        claimed.pop(task.claim, None)
+                        if task.claim is not None:
+                            db.release(task.claim)
+                        if not record.retry:
+                            raise InfrastructureError(
+                                f"{record.message}; the sweep stopped without recording this "
+                                f"config ({committed} record(s) of this run are committed); "
+                                "fix it and run the sweep again to resume")
+                        unrecorded += 1
+                        bar.skip()
+                        if stream is not None:
+                            stream.write(f"\nparadnn sweep: not recorded (retried by the next "
+                                         f"run): {record.message}\n")
+                        continue
                     db.add(record, claim=task.claim)
+                    committed += 1
                     claimed.pop(task.claim, None)
                     written.add(record.key)
                     if record.key != task.key and not warned and stream is not None:
@@ -248,6 +377,9 @@ def sweep(
                             "predicted from this host's platform and software; resume will "
                             "not recognise such records\n")
                     bar.update(record)
+            except StoreError as exc:
+                raise StoreError(f"{exc} ({committed} record(s) of this run were committed "
+                                 "before and are kept)") from None
             finally:
                 bar.close()
                 for claim in list(claimed):
@@ -256,5 +388,8 @@ def sweep(
                     except Exception:  # noqa: BLE001 - best effort; dead claims expire anyway
                         pass
         frame = db.frame()
+    if unrecorded and stream is not None:
+        stream.write(f"paradnn sweep: {unrecorded} config(s) met infrastructure faults and were "
+                     "not recorded; run the sweep again to measure them\n")
     keys = set(keyed) | written
     return frame[frame["key"].isin(keys)].reset_index(drop=True)

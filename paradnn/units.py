@@ -1,24 +1,93 @@
-"""Parsing and printing quantities with units."""
+"""The input layer: parsing integers, numbers, durations and byte sizes from the command line and
+sweep files, and printing quantities with units.
+
+Every parser takes the text (or a YAML value) and the parameter's name, and raises
+:class:`~paradnn.errors.SpecError` naming the parameter, the value (truncated) and what is
+allowed. Integers are parsed as integers: ``"99999999999999999999999"`` is that integer, never a
+rounded float, and ``"1e3"`` is accepted only because it is exactly 1000. Non-finite numbers
+(``nan``, ``inf``, ``1e999``) are rejected everywhere.
+"""
 
 from __future__ import annotations
 
+import math
 import re
+from fractions import Fraction
 
 from paradnn.errors import SpecError
 
+#: Largest integer any count or size may be: array dimensions and byte counts are int64 in XLA.
+INT_MAX = 2**63 - 1
+
 _BYTE_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
                "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
+_NUMBER = re.compile(r"\s*([+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)\s*([a-zA-Z]*)\s*")
+# An exponent beyond this is refused before Fraction builds a number with that many digits.
+_MAX_EXPONENT = 40
 
 
-def parse_bytes(text: str | int, parameter: str = "memory limit") -> int:
-    """'2GB', '512MiB', '1e9' or an int -> bytes (decimal kB/MB/GB, binary KiB/MiB/GiB)."""
-    if isinstance(text, int) and not isinstance(text, bool) and text > 0:
-        return text
-    m = None if isinstance(text, (bool, int)) else re.fullmatch(
-        r"\s*([0-9]*\.?[0-9]+(?:[eE][0-9]+)?)\s*([a-zA-Z]*)\s*", str(text))
-    if not m or m.group(2).lower() not in _BYTE_UNITS or float(m.group(1)) * _BYTE_UNITS[m.group(2).lower()] < 1:
-        raise SpecError(parameter, text, "a positive size such as 2GB, 512MiB or 1000000000")
-    return int(float(m.group(1)) * _BYTE_UNITS[m.group(2).lower()])
+def _exact(text: object) -> tuple[Fraction, str] | None:
+    """(exact value, unit suffix) of a decimal literal such as '1.5e3GB'; None if not one."""
+    if isinstance(text, bool):
+        return None
+    if isinstance(text, int):
+        return Fraction(text), ""
+    if isinstance(text, float):
+        return (Fraction(text), "") if math.isfinite(text) else None
+    if not isinstance(text, str) or len(text) > 100:
+        return None
+    m = _NUMBER.fullmatch(text)
+    if not m:
+        return None
+    mantissa, _, exponent = m.group(1).lower().partition("e")
+    if exponent and abs(int(exponent)) > _MAX_EXPONENT:
+        return None
+    return Fraction(m.group(1)), m.group(2)
+
+
+def parse_int(text: object, parameter: str, minimum: int = 1, maximum: int = INT_MAX) -> int:
+    """An integer in ``[minimum, maximum]`` from an int or exact text ('4', '1e3'); never lossy."""
+    allowed = f"an integer from {minimum} to {maximum}"
+    parsed = _exact(text)
+    if parsed is None or parsed[1] or parsed[0].denominator != 1:
+        raise SpecError(parameter, text, allowed)
+    value = int(parsed[0])
+    if not minimum <= value <= maximum:
+        raise SpecError(parameter, text, allowed)
+    return value
+
+
+def parse_number(text: object, parameter: str, minimum: float = 0.0, maximum: float = 1e300,
+                 exclusive_minimum: bool = True, unit: str = "") -> float:
+    """A finite number in ``(minimum, maximum]`` (``[minimum, ...]`` if not exclusive)."""
+    lo = "(" if exclusive_minimum else "["
+    allowed = f"a finite number in {lo}{minimum:g}, {maximum:g}]" + (f" {unit}" if unit else "")
+    parsed = _exact(text)
+    if parsed is None or parsed[1]:
+        raise SpecError(parameter, text, allowed)
+    value = float(parsed[0])
+    if not (math.isfinite(value) and value <= maximum
+            and (value > minimum if exclusive_minimum else value >= minimum)):
+        raise SpecError(parameter, text, allowed)
+    return value
+
+
+def parse_duration(text: object, parameter: str, maximum: float = 366 * 86400.0) -> float:
+    """A positive, finite number of seconds, at most ``maximum`` (a year by default)."""
+    return parse_number(text, parameter, 0.0, maximum, unit="seconds")
+
+
+def parse_bytes(text: object, parameter: str = "memory limit") -> int:
+    """'2GB', '512MiB', '1.5e9' or an int -> bytes (decimal kB/MB/GB/TB, binary KiB/MiB/GiB/TiB),
+    a whole number from 1 to 2**63-1."""
+    allowed = "a size from 1 B to 2**63-1 B such as 2GB, 512MiB or 1000000000"
+    parsed = _exact(text)
+    if parsed is None or parsed[1].lower() not in _BYTE_UNITS:
+        raise SpecError(parameter, text, allowed)
+    value = parsed[0] * _BYTE_UNITS[parsed[1].lower()]
+    if not 1 <= value <= INT_MAX:
+        raise SpecError(parameter, text, allowed)
+    return int(value)  # a fraction of a byte rounds down
 
 
 def si(value: float | None, unit: str, digits: int = 3) -> str:

@@ -17,6 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from paradnn import xla_stack
 from paradnn.errors import SpecError
 from paradnn.models import ModelDef, build
 from paradnn.specs import Workload
@@ -72,11 +73,15 @@ def _step_fn(model: ModelDef, optimizer_name: str) -> Callable:
     return step
 
 
-def _repeat(step: Callable, steps: int, state, batch):
+def _repeat_k(step: Callable, state, batch, k):
     def body(_, carry):
         return step(carry[0], batch)
 
-    return jax.lax.fori_loop(0, steps, body, (state, jnp.zeros((), jnp.float32)))
+    return jax.lax.fori_loop(0, k, body, (state, jnp.zeros((), jnp.float32)))
+
+
+#: The abstract steps-per-call argument of :func:`jit_multi_step`: an int32 scalar.
+STEPS_ARG = jax.ShapeDtypeStruct((), jnp.int32)
 
 
 def _shardings(mesh: jax.sharding.Mesh | None):
@@ -122,20 +127,43 @@ def abstract_inputs(workload: Workload, model: ModelDef, optimizer_name: str, me
     return state, batch
 
 
-def jit_step(model: ModelDef, optimizer_name: str, mesh=None, steps: int | None = None) -> Callable:
-    """The jitted training step, or with ``steps`` a ``steps``-step loop with the state donated."""
-    step = _step_fn(model, optimizer_name)
-    fn = step if steps is None else partial(_repeat, step, steps)
+def jit_multi_step(model: ModelDef, optimizer_name: str, mesh=None) -> Callable:
+    """The jitted ``(state, batch, k) -> (state, loss)`` running ``k`` training steps, ``k`` an
+    int32 scalar chosen at run time (one compiled program for every K), the state donated.
+    XLA keeps the dynamic loop as a while loop, whose cost analysis counts one step."""
     replicated, split = _shardings(mesh)
-    kwargs: dict[str, Any] = {} if steps is None else {"donate_argnums": (0,)}
+    kwargs: dict[str, Any] = {"donate_argnums": (0,)}
+    if replicated is not None:
+        kwargs.update(in_shardings=(replicated, split, replicated), out_shardings=(replicated, replicated))
+    return jax.jit(partial(_repeat_k, _step_fn(model, optimizer_name)), **kwargs)
+
+
+def jit_step(model: ModelDef, optimizer_name: str, mesh=None) -> Callable:
+    """The jitted single training step ``(state, batch) -> (state, loss)`` (costs, profiles)."""
+    replicated, split = _shardings(mesh)
+    kwargs: dict[str, Any] = {}
     if replicated is not None:
         kwargs.update(in_shardings=(replicated, split), out_shardings=(replicated, replicated))
-    return jax.jit(fn, **kwargs)
+    return jax.jit(_step_fn(model, optimizer_name), **kwargs)
+
+
+def compile_step(call: Callable, *args: Any, preset: str = xla_stack.DEFAULT_PRESET) -> jax.stages.Compiled:
+    """Compile the jitted ``call`` ahead of time for ``args`` (arrays or ``jax.ShapeDtypeStruct``
+    trees) with the XLA options of ``preset`` on the default backend."""
+    return call.lower(*args).compile(xla_stack.compile_options(preset, jax.default_backend()))
+
+
+def compile_multi_step(model: ModelDef, optimizer_name: str, mesh, state, batch,
+                       preset: str = xla_stack.DEFAULT_PRESET) -> jax.stages.Compiled:
+    """The measured program: :func:`jit_multi_step` compiled ahead of time for abstract
+    ``state``/``batch`` and a run-time K, with the XLA options of ``preset``. The runner and
+    ``maxbatch`` both compile it here, so what fits is what runs."""
+    return compile_step(jit_multi_step(model, optimizer_name, mesh), state, batch, STEPS_ARG, preset=preset)
 
 
 # Initialization runs once and is never timed, yet XLA:CPU spends most of a small model's
 # set-up optimizing it (threefry kernels for every parameter: 16.6 s -> 2.5 s for a tiny
-# bottleneck CNN at level 0). The measured training step is always compiled with defaults.
+# bottleneck CNN at level 0). The measured training step is compiled by ``compile_step``.
 _CHEAP_CPU_COMPILE = {"xla_backend_optimization_level": 0, "xla_llvm_disable_expensive_passes": True}
 
 

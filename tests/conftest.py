@@ -4,13 +4,18 @@ import tempfile
 
 # Probe results and compilation caches of a test session stay in the session, never in ~/.cache.
 os.environ.setdefault("PARADNN_CACHE", tempfile.mkdtemp(prefix="paradnn-test-cache-"))
+# The suite checks bookkeeping, not peaks, on shared 2-core hosts where every probe looks
+# contended: accept its spread, or each test process would measure the peaks again.
+# tests/test_probe.py checks the contention rule itself.
+os.environ.setdefault("PARADNN_PROBE_MAX_CV", "10")
 
 import pytest  # noqa: E402
 
 from paradnn.measure import MeasureSettings  # noqa: E402
 
 # Enough to exercise the protocol, small enough for a 2-core CI machine.
-TINY = MeasureSettings(steps_per_call=2, warmup_calls=1, min_calls=2, max_calls=3, cv_target=0.5, time_budget_s=0.2)
+TINY = MeasureSettings(steps_per_call=2, warmup_calls=1, warmup_s=0.0, min_calls=2, max_calls=3, cv_target=0.5,
+                       time_budget_s=0.2)
 
 
 @pytest.fixture

@@ -19,6 +19,15 @@ def gold():
     return golden.make_frame()
 
 
+@pytest.fixture(scope="module")
+def trust():
+    """The golden store with the trust columns; paradnn.record's warning registry in place
+    (a test-only fallback until the record module has it)."""
+    with pytest.MonkeyPatch.context() as mp:
+        golden.ensure_warning_registry(mp)
+        yield golden.make_trust_frame()
+
+
 def planted(n=200, seed=1, noise=0.1):
     rng = np.random.default_rng(seed)
     df = pd.DataFrame({f: rng.uniform(0, 10, n) for f in "abcd"})
@@ -134,7 +143,9 @@ def test_heatmap_cells_oom_and_fixed(gold):
     fc = gold[gold.family == "fc"]
     hm = A.heatmap(fc, "batch", "nodes", "flops_utilization",
                    fixed={"layers": 16, "device_kind": "synthetic-a"})
-    assert len(hm) == 16 and set(hm.columns) == {"batch", "nodes", "flops_utilization", "status", "n"}
+    assert len(hm) == 16 and set(hm.columns) == {"batch", "nodes", "flops_utilization", "status",
+                                                 "n", "unstable", "warnings"}
+    assert not hm["unstable"].any() and (hm["warnings"] == "").all()  # old store: unknown = not marked
     oom = hm[hm.status == "oom"]
     assert set(oom["nodes"]) == {4096} and oom["flops_utilization"].isna().all()
     assert hm.attrs["fixed"]["layers"] == 16 and hm.attrs["unit"] == "fraction of peak"
@@ -267,3 +278,182 @@ def test_op_roofline_keeps_ops_above_one_percent_with_flops():
     assert br["time_fraction"].sum() == pytest.approx(1.0)
     assert br["category"].iloc[0] == A.oplevel.MATMUL
     assert list(A.top_ops(ops, n=2)["name"]) == ["big_dot", "copy"]
+
+
+# -- small multiples --------------------------------------------------------------------------
+
+def test_heatmap_panels_split_every_other_varied_column(gold):
+    fc = gold[gold.family == "fc"]
+    hm = A.heatmap(fc, "batch", "nodes", "examples_per_sec", panels=True)
+    split = hm.attrs["panel_columns"]
+    # layers {4, 16}, two platforms, two dtypes, two jax versions: one panel per combination
+    # present, none of them fixed behind the reader's back.
+    assert "layers" in split and "dtype" in split and "device_kind" in split
+    assert hm.attrs["auto_fixed"] == []
+    ok = fc[fc.status.isin(("ok", "oom"))]
+    combos = ok[split].drop_duplicates()
+    assert len(hm.attrs["panels"]) == len(combos) == hm["panel"].nunique()
+    # every panel holds the full 4 x 4 grid of its configuration, one run per cell
+    assert (hm.groupby("panel").size() == 16).all() and (hm["n"] == 1).all()
+    # layers=2 and layers=16 both appear: no slice is hidden
+    assert set(hm["layers"]) == {4, 16}
+    # a cell equals its run
+    p = next(i for i, d in enumerate(hm.attrs["panels"]) if d["layers"] == 16
+             and d["device_kind"] == "synthetic-b")
+    cell = hm[(hm.panel == p) & (hm.batch == 256) & (hm.nodes == 1024)]["examples_per_sec"].iloc[0]
+    src = fc[(fc.layers == 16) & (fc.device_kind == "synthetic-b") & (fc.batch == 256) & (fc.nodes == 1024)]
+    assert cell == src["examples_per_sec"].iloc[0]
+
+
+def test_heatmap_panels_beyond_the_limit_are_fixed_and_said(gold):
+    fc = gold[gold.family == "fc"]
+    hm = A.heatmap(fc, "batch", "nodes", "examples_per_sec", panels=True, max_panels=2)
+    assert len(hm.attrs["panels"]) <= 2
+    assert hm.attrs["auto_fixed"]  # the rest was fixed, and the attrs say to what
+    assert set(hm.attrs["auto_fixed"]) <= set(hm.attrs["fixed"])
+    with pytest.raises(ParadnnError, match="max_panels"):
+        A.heatmap(fc, "batch", "nodes", "examples_per_sec", panels=True, max_panels=0)
+
+
+# -- measurement trust: unstable runs and physics warnings (issue 8 columns) ---------------------
+
+def test_old_store_loads_without_trust_columns(gold):
+    assert "stable" not in gold.columns and "warnings" not in gold.columns
+    assert not A._common.unstable_mask(gold).any()
+    assert A._common.warning_lists(gold).map(len).sum() == 0
+    assert A._common.headline_utilization(gold) == "flops_utilization"
+
+
+def test_unstable_values_are_parsed_as_stored():
+    df = pd.DataFrame({"stable": [True, False, None, float("nan"), "false", 0, 1, "True"]})
+    assert list(A._common.unstable_mask(df)) == [False, True, False, False, True, True, False, False]
+
+
+def test_heatmap_marks_unstable_and_flagged_cells(trust):
+    fc = trust[(trust.family == "fc") & (trust.device_kind == "synthetic-a")]
+    hm = A.heatmap(fc, "batch", "nodes", "examples_per_sec",
+                   fixed={"layers": 4, "dtype": "bfloat16"})
+    shaky = hm[hm.unstable]
+    assert set(shaky["nodes"]) == {64} and len(shaky) == 4
+    flagged = hm[hm.warnings != ""]
+    assert len(flagged) == 1 and flagged["warnings"].iloc[0] == "above_roof,utilization_above_1"
+    assert (flagged.nodes.iloc[0], flagged.batch.iloc[0]) == (4096, 4096)
+    assert trust["model_flops_utilization"].notna().any()
+    assert A._common.headline_utilization(trust) == "model_flops_utilization"
+
+
+def test_heatmap_cell_prefers_stable_runs(trust):
+    fc = trust[(trust.family == "fc") & (trust.device_kind == "synthetic-a") & (trust.layers == 4)
+               & (trust.dtype == "float32") & (trust.jax_version == "0.10.2")]
+    one = fc[(fc.nodes == 256) & (fc.batch == 256)]
+    noisy = one.assign(stable=False, examples_per_sec=one["examples_per_sec"] * 5)
+    hm = A.heatmap(pd.concat([fc, noisy]), "batch", "nodes", "examples_per_sec")
+    cell = hm[(hm.batch == 256) & (hm.nodes == 256)].iloc[0]
+    assert cell["examples_per_sec"] == one["examples_per_sec"].iloc[0] and not cell["unstable"]
+    assert cell["n"] == 2
+
+
+def test_sensitivity_leaves_unstable_rows_out_and_says_so():
+    df = planted(n=120)
+    bad = df.index[:10]
+    df["stable"] = True
+    df.loc[bad, "stable"] = False
+    df.loc[bad, "y"] = 1e3  # wild outliers: would wreck the fit if used
+    s = A.sensitivity(df, "y", list("abcd"), bootstrap=50)
+    assert s.attrs["unstable_excluded"] == 10 and s.attrs["n"] == 110 and s.attrs["r2"] > 0.99
+    with_bad = A.sensitivity(df, "y", list("abcd"), bootstrap=0, include_unstable=True)
+    assert with_bad.attrs["unstable_excluded"] == 0 and with_bad.attrs["n"] == 120
+    assert with_bad.attrs["r2"] < 0.5
+    few = df.assign(stable=False)
+    with pytest.raises(ParadnnError, match="120 unstable rows left out"):
+        A.sensitivity(few, "y", ["a"])
+
+
+def _dtype_comparison(trust):
+    return [c for c in A.comparisons(trust) if c.kind == "dtype"][0]
+
+
+def test_speedup_leaves_unstable_out_and_carries_a_ci(trust):
+    c = _dtype_comparison(trust)
+    sp = A.speedup_of(c)
+    assert sp.attrs["unstable_excluded"] == 4 and not sp["unstable"].any()
+    assert len(sp) == 12  # 16 common workloads, the 4 with unstable bfloat16 runs left out
+    summary = A.speedup_summary(sp)
+    assert summary["n"] == 12 and summary["unstable_excluded"] == 4
+    assert summary["ci_low"] <= summary["geomean"] <= summary["ci_high"]
+    assert summary["geomean"] == pytest.approx(A.geometric_mean(sp["speedup"]))
+    # The planted 7x noise would have moved the claim far outside the honest interval.
+    shown = A.speedup_of(c, include_unstable=True)
+    assert len(shown) == 16 and shown["unstable"].sum() == 4
+    assert A.geometric_mean(shown["speedup"]) > summary["ci_high"] * 1.3
+
+
+def test_geometric_mean_ci_is_a_bootstrap_over_workloads():
+    rng = np.random.default_rng(0)
+    v = pd.Series(np.exp(rng.normal(np.log(2.0), 0.2, 400)))
+    gm, lo, hi = A.geometric_mean_ci(v, bootstrap=1000, seed=1)
+    assert lo < 2.0 < hi and hi / lo < 1.1  # 400 workloads around 2x: a narrow interval
+    assert A.geometric_mean_ci(v, bootstrap=1000, seed=1) == (gm, lo, hi)  # seeded
+    gm1, lo1, hi1 = A.geometric_mean_ci(pd.Series([1.5]))
+    assert gm1 == pytest.approx(1.5) and np.isnan(lo1) and np.isnan(hi1)
+    with pytest.raises(ParadnnError, match="ci="):
+        A.geometric_mean_ci(v, ci=1.5)
+
+
+def test_family_ranges_leave_unstable_out_params_keep_them(trust):
+    fr = A.family_ranges(trust, "flops_utilization")
+    assert fr.attrs["unstable_excluded"] == 4
+    assert A.params_range(trust).attrs["unstable_excluded"] == 0
+
+
+def test_saturation_marks_points_of_unstable_runs(trust):
+    fc = trust[(trust.family == "fc") & (trust.device_kind == "synthetic-a") & (trust.dtype == "bfloat16")]
+    sat = A.saturation(fc)
+    assert sat["unstable"].sum() == 4
+    assert set(sat[sat.unstable]["model"]) == {m for m in sat["model"] if "nodes=64 " in m + " "}
+
+
+# -- time estimates from the store's own records --------------------------------------------------
+
+def test_config_seconds_and_estimate_from_records(gold):
+    from paradnn.analysis import cost
+
+    ok = gold[gold.status == "ok"]
+    secs = cost.config_seconds(ok)
+    # compile + (warm-up calls + timed calls) x steps per call x step time, from the record
+    r = ok.iloc[0]
+    expected = r.compile_s + (r.warmup_calls + r.timed_calls) * r.steps_per_call * r.step_time_s
+    assert secs.iloc[0] == pytest.approx(expected)
+    fc = ok[(ok.family == "fc") & (ok.device_kind == ok.device_kind.value_counts().index[0])]
+    total, basis = A.estimate_seconds(gold, 10, {"family": "fc"})
+    assert total == pytest.approx(10 * cost.config_seconds(fc).median())
+    assert "family=fc" in basis and "records" in basis
+    # New records: the warm-up time and the steps per call chosen by the adaptive protocol.
+    new = ok.head(3).assign(warmup_s=2.0, steps_per_call_used=3)
+    assert cost.config_seconds(new).iloc[0] == pytest.approx(
+        new.compile_s.iloc[0] + 2.0 + new.timed_calls.iloc[0] * 3 * new.step_time_s.iloc[0])
+    empty, why = A.estimate_seconds(gold.iloc[0:0], 4, {"family": "cnn"})
+    assert empty == 4 * cost.DEFAULT_CONFIG_S and "default" in why
+
+
+def test_wall_seconds_between_consecutive_records_of_a_host():
+    from paradnn.analysis import cost
+
+    t0 = pd.Timestamp("2026-01-01T00:00:00Z")
+    df = pd.DataFrame({
+        "status": "ok", "family": "fc", "host": ["a", "a", "a", "a", "b", "b"],
+        "time_utc": [str(t0 + pd.Timedelta(seconds=s)) for s in (0, 10, 22, 3600, 5, 9)],
+        "compile_s": 1.0, "timed_calls": 2, "steps_per_call": 1, "warmup_calls": 1,
+        "step_time_s": 1.0,  # compile + timing = 1 + (1 + 2) x 1 x 1 = 4 s
+    })
+    walls = cost.wall_seconds(df)
+    # host a: 10 s and 12 s; the hour-long gap is a pause (> 4 s + MAX_OVERHEAD_S); host b: 4 s
+    assert walls.tolist()[1:3] == [10.0, 12.0] and np.isnan(walls.iloc[3])
+    assert np.isnan(walls.iloc[0]) and np.isnan(walls.iloc[4]) and walls.iloc[5] == 4.0
+    total, basis = A.estimate_seconds(df, 10, {"family": "fc"})
+    assert total == pytest.approx(10 * np.median([10.0, 12.0, 4.0]))
+    assert "wall time between consecutive records" in basis
+    # a gap shorter than the record's own compile + timing is not a config's wall time
+    short = df.assign(compile_s=20.0)
+    assert cost.wall_seconds(short).notna().sum() == 0
+    assert "lower bound" in A.estimate_seconds(short, 1, {})[1]

@@ -21,8 +21,8 @@ def test_the_device_kind_has_a_spec_peak():
     kind = jax.devices()[0].device_kind
     assert hardware.spec_peak(kind) is not None, f"no PEAKS entry matches device kind {kind!r}"
     for dtype in ("float32", "bfloat16", "float16"):
-        flops, bw, source = hardware.peaks(kind, dtype, "gpu")
-        assert source == "spec" and flops > 0 and bw > 0
+        peak = hardware.peaks(kind, dtype, "gpu")
+        assert peak.source == "spec" and peak.flops > 0 and peak.bytes_per_sec > 0
 
 
 def test_device_memory_comes_from_the_runtime():

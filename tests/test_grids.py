@@ -15,7 +15,7 @@ SWEEPS = Path(__file__).resolve().parents[1] / "sweeps"
 
 
 def test_paper_table2_ranges():
-    # REFERENCE.md section 1, Table 2; inclusive bounds, x2 / +N steps.
+    # The ParaDnn paper, Table 2; inclusive bounds, x2 / +N steps.
     assert PAPER["fc"]["layers"] == [4, 8, 16, 32, 64, 128]
     assert PAPER["fc"]["nodes"][0] == 32 and PAPER["fc"]["nodes"][-1] == 8192
     assert len(PAPER["fc"]["nodes"]) == 9
@@ -174,7 +174,7 @@ def test_sweep_file_top_level_axes(tmp_path):
     ("family: fc\nlayers: 2\nnodes: 32\ninput: 64\noutput: 10\nbatch: 8\n"
      "settings: {steps: 3}\n", "settings.steps", "unknown key"),
     ("family: fc\nlayers: 2\nnodes: 32\ninput: 64\noutput: 10\nbatch: 8\n"
-     "settings: {min_calls: 0}\n", "settings.min_calls", "positive integer"),
+     "settings: {min_calls: 0}\n", "settings.min_calls", "an integer from 1"),
     ("family: fc\nlayers: 2\nnodes: {from: 32, to: 64}\ninput: 64\noutput: 10\nbatch: 8\n",
      "nodes", "exactly one of times, step"),
     ("family: fc\nfixed: {layers: [2, 4]}\nnodes: 32\ninput: 64\noutput: 10\nbatch: 8\n",

@@ -70,5 +70,5 @@ def test_every_rule_names_an_entry_and_every_entry_is_reachable():
 
 @pytest.mark.parametrize("dtype, expect", [("bfloat16", 989 * T), ("float16", 989 * T), ("float32", 495 * T)])
 def test_peaks_on_an_h100_are_spec_peaks(dtype, expect):
-    flops, bw, source = peaks("NVIDIA H100 80GB HBM3", dtype, backend="gpu")
-    assert (flops, bw, source) == (expect, 3.35e12, "spec")
+    peak = peaks("NVIDIA H100 80GB HBM3", dtype, backend="gpu")
+    assert (peak.flops, peak.bytes_per_sec, peak.source) == (expect, 3.35e12, "spec")

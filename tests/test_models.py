@@ -44,12 +44,12 @@ def test_closed_forms_by_hand():
     assert param_count(CNN("residual", 1, 16, 64, 10)) == convs + 128 * 10 + 10
 
 
-def _xla_flops(spec, batch, steps=3):
+def _xla_flops(spec, batch):
     workload = Workload(spec, batch)
     model = build(spec)
     state, data = wl.abstract_inputs(workload, model, "rmsprop")
-    compiled = wl.jit_step(model, "rmsprop", steps=steps).lower(state, data).compile()
-    xla = costs.xla_step_costs(workload, model, "rmsprop", compiled, steps)["flops_per_step"]
+    compiled = wl.jit_multi_step(model, "rmsprop").lower(state, data, wl.STEPS_ARG).compile()
+    xla = costs.xla_step_costs(workload, model, "rmsprop", compiled)["flops_per_step"]
     return xla, costs.model_flops_per_step(workload, model, "rmsprop")
 
 

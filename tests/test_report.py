@@ -1,6 +1,7 @@
 """The HTML report: exactly the analyses the data supports, self-contained, and rendered by a real
 headless Chromium (page loads, every image decodes, no console errors); and the CLI."""
 
+import html
 import json
 import os
 import re
@@ -32,6 +33,19 @@ def gold():
     return golden.make_frame()
 
 
+@pytest.fixture(scope="module")
+def registry():
+    """paradnn.record's warning registry (a test-only fallback until the record module has it)."""
+    with pytest.MonkeyPatch.context() as mp:
+        golden.ensure_warning_registry(mp)
+        yield
+
+
+@pytest.fixture(scope="module")
+def trust(registry):
+    return golden.make_trust_frame()
+
+
 def _ids(df, ops=None):
     sections, missing = report.plan(df, ops)
     return [s.id for s in sections], sorted(m.id for m in missing)
@@ -61,7 +75,7 @@ def test_tiny_store_lists_what_it_cannot_support(gold):
                           "sensitivity:cnn", "sensitivity:rnn", "oplevel", "speedup:platform",
                           "speedup:dtype", "speedup:software"}
     assert "varying two hyperparameters" in needs["heatmap:fc"]
-    assert "at least 8 ok FC runs" in needs["sensitivity:fc"]
+    assert "at least 8 stable ok FC runs of one dtype on one platform" in needs["sensitivity:fc"]
     assert "two platforms" in needs["speedup:platform"]
 
 
@@ -106,18 +120,133 @@ def test_html_is_self_contained_and_lists_exactly_the_analyses(written, gold):
     assert missing == []  # golden + ops: nothing missing
     srcs = re.findall(r'<img[^>]*src="([^"]{0,30})', page)
     assert srcs and all(s.startswith("data:image/png;base64,") for s in srcs)
+    # Figures at full page width (1100 px) and 2x resolution behind it.
+    import base64
+    import struct
+
+    for width, data in re.findall(r'<img width="(\d+)"[^>]*src="data:image/png;base64,([^"]+)"', page):
+        png = base64.b64decode(data[:64])
+        assert int(width) == 1100 and struct.unpack(">I", png[16:20])[0] == 2200
     assert not re.search(r'(src|href)="(https?:|//|file:)', page)
     assert page.count("table behind this figure") >= len(ALL)
     assert "[examples/s]" in page and "spec = vendor spec sheet" in page
     assert "approximate on CPU" in page
 
 
+@pytest.fixture(scope="module")
+def trust_written(trust, tmp_path_factory):
+    out = tmp_path_factory.mktemp("trust-report")
+    path = report.write_report(trust, out, store="trust.db")
+    return path, path.read_text()
+
+
+def test_report_marks_unstable_runs_and_says_how_many_were_left_out(trust_written, trust):
+    _, page = trust_written
+    n_ok = int((trust.status == "ok").sum())
+    assert f"4 of {n_ok} ok runs are unstable" in page
+    caption = re.search(r"<figcaption>(Speedup of bfloat16 on synthetic-a \(tpu\) over float32[^<]*)",
+                        page).group(1)
+    assert "12 workloads" in caption and "4 unstable runs left out of this summary" in caption
+    m = re.search(r"geometric mean ([0-9.]+)x, 95% CI ([0-9.]+)x-([0-9.]+)x", caption)
+    assert m and float(m.group(2)) <= float(m.group(1)) <= float(m.group(3))
+    assert "4 cross-hatched cells rest on unstable runs only" in page
+    assert "unstable runs left out" in page  # utilization ranges
+
+
+def test_report_warnings_section_lists_flagged_runs_with_cause(trust_written, trust):
+    from paradnn import record
+
+    _, page = trust_written
+    section = re.search(r'<section id="warnings">(.*?)</section>', page, re.S).group(1)
+    for code in ("utilization_above_1", "above_roof", "flops_mismatch"):
+        assert code in section and html.escape(record.WARNINGS[code]) in section
+    flagged = trust[trust.warnings.fillna("") != ""]
+    n = sum(len(w.split(",")) for w in flagged["warnings"])
+    assert f"{n} physics warnings on {len(flagged)} runs" in section
+    assert "cells framed red and marked !" in page and "ringed red" in page
+    assert "1 run above its roof (roof_fraction &gt; 1, ringed red)" in page
+
+
+def test_report_headline_is_model_flops_utilization_with_xla_beside(trust_written):
+    _, page = trust_written
+    assert "model FLOPS utilization (MFU)" in page or "model FLOPS utilization" in page
+    assert "XLA&#x27;s executed-FLOPs utilization (flops_utilization) is" in page
+
+
+def test_old_store_report_says_precision_is_unknown(written):
+    _, page = written
+    assert "Timing precision: unknown" in page
+    assert 'id="warnings"' not in page  # no warnings column: no section, no guess
+
+
 def test_missing_analyses_are_listed_with_needs(gold, tmp_path):
     rows = gold[(gold.device_kind == "synthetic-a") & (gold.family == "rnn")].head(6)
     page = report.write_report(rows, tmp_path).read_text()
-    missing = re.findall(r'<li data-analysis="([^"]+)"><b>[^<]+</b>: needs ([^<]+)</li>', page)
+    missing = re.findall(r'<li data-analysis="([^"]+)"><b>[^<]+</b>: needs ([^<]+?)\.<', page)
     assert {m for m, _ in missing} >= {"oplevel", "speedup:platform"}
     assert all(needs.strip() for _, needs in missing)
+    # Every entry says what to run and how long it takes.
+    entries = re.findall(r'<li data-analysis="[^"]+">(.*?)</li>', page, re.S)
+    assert entries and all('class="command"' in e and "Estimated time" in e for e in entries)
+
+
+def test_missing_analysis_gives_a_sweep_file_that_supplies_it(gold, tmp_path):
+    """The suggested sweep file parses, has the promised number of configs, and once its
+    configs are in the store the analysis is supported; the estimate is the store's median
+    (compile + timing) per config times that number."""
+    from paradnn.analysis import cost
+    from paradnn.grids import load_sweep_file
+
+    tiny = gold[(gold.family == "fc") & (gold.device_kind == "synthetic-a") & (gold.layers == 4)
+                & (gold.nodes == 256) & (gold.dtype == "float32") & (gold.jax_version == "0.10.2")]
+    _, missing = report.plan(tiny, store="tiny.db")
+    m = {u.id: u for u in missing}["heatmap:fc"]
+    assert m.command == "paradnn sweep fc-grid.yaml --store tiny.db"
+    path = tmp_path / "fc-grid.yaml"
+    path.write_text(m.sweep_file)
+    plan = load_sweep_file(path)
+    assert len(plan.workloads) == m.configs == 12
+    # the store's own measurement protocol, so the new runs time like the old (and the estimate,
+    # made from the old, holds)
+    assert {k: float(v) for k, v in plan.settings.items()} == \
+        {k: float(v) for k, v in golden.SETTINGS.items()}
+    # joins the store's own runs: same fixed hyperparameters and dtype
+    assert {(w.spec.layers, w.spec.input, w.spec.output, w.dtype) for w in plan.workloads} == \
+        {(4, 2000, 1000, "float32")}
+    per = cost.config_seconds(tiny[tiny.status == "ok"]).median()
+    assert m.seconds == pytest.approx(12 * per)
+    assert "median" in m.basis and "family=fc dtype=float32" in m.basis
+    assert "about" in m.estimate and "12 configs" in m.estimate
+    # Simulate the sweep: the golden store has those configs' kind of data; with them the
+    # FC heat map and sensitivity are supported.
+    fc = gold[(gold.family == "fc") & (gold.device_kind == "synthetic-a") & (gold.layers == 4)
+              & (gold.dtype == "float32") & (gold.jax_version == "0.10.2")]
+    assert {"heatmap:fc", "sensitivity:fc"} <= set(report.supported(fc))
+
+
+def test_sensitivity_rule_is_counted_per_dtype(gold):
+    """12 ok FC runs split 6 float32 + 6 bfloat16 are not 12 runs of one setting."""
+    fc = gold[(gold.family == "fc") & (gold.device_kind == "synthetic-a") & (gold.layers == 4)
+              & (gold.jax_version == "0.10.2") & (gold.status == "ok") & (gold.nodes.isin([64, 256]))]
+    six = pd.concat([fc[fc.dtype == d].head(6) for d in ("float32", "bfloat16")])
+    assert len(six) == 12
+    _, missing = report.plan(six)
+    needs = {m.id: m.needs for m in missing}["sensitivity:fc"]
+    assert "of one dtype on one platform" in needs
+    assert "bfloat16 on synthetic-a (tpu): 6" in needs and "float32 on synthetic-a (tpu): 6" in needs
+
+
+def test_missing_estimate_without_records_uses_a_stated_default():
+    from paradnn.analysis import cost
+
+    df = pd.DataFrame({"status": ["oom", "error"], "family": ["fc", "fc"], "batch": [8, 16]})
+    _, missing = report.plan(df)
+    m = {u.id: u for u in missing}["heatmap:fc"]
+    assert m.seconds == 12 * cost.DEFAULT_CONFIG_S and "default" in m.basis
+    smoke = {u.id: u for u in missing}["params_range"]
+    assert smoke.command == "paradnn sweep sweeps/smoke.yaml --store results.db"
+    assert len(__import__("paradnn.grids", fromlist=["x"]).load_sweep_file(
+        ROOT / "sweeps" / "smoke.yaml").workloads) == smoke.configs
 
 
 # -- a real headless Chromium over the DevTools protocol --------------------------------------
@@ -158,65 +287,157 @@ class _DevTools:
         raise TimeoutError(method)
 
 
-def test_report_renders_in_headless_chromium(written):
-    chromium = _chromium()
-    if chromium is None:
-        pytest.skip("no chromium on PATH (Debian: apt-get install chromium)")
-    websocket = pytest.importorskip("websocket", reason="needs websocket-client for DevTools")
-    path, _ = written
-    profile = tempfile.mkdtemp(prefix="paradnn-chromium-")
-    proc = subprocess.Popen(
-        [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--disable-component-update", "--no-first-run", f"--user-data-dir={profile}",
-         "--remote-debugging-port=0", "--remote-allow-origins=*", "--window-size=1200,900",
-         "about:blank"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+class _Browser:
+    """One headless Chromium page driven over the DevTools protocol."""
+
+    def __init__(self, width: int, height: int = 1000):
+        chromium = _chromium()
+        if chromium is None:
+            pytest.skip("no chromium on PATH (Debian: apt-get install chromium)")
+        websocket = pytest.importorskip("websocket", reason="needs websocket-client for DevTools")
+        self.profile = tempfile.mkdtemp(prefix="paradnn-chromium-")
+        self.proc = subprocess.Popen(
+            [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+             "--disable-component-update", "--no-first-run", f"--user-data-dir={self.profile}",
+             "--remote-debugging-port=0", "--remote-allow-origins=*",
+             f"--window-size={width},{height}", "--hide-scrollbars", "about:blank"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            port_file = Path(self.profile) / "DevToolsActivePort"
+            end = time.time() + 30
+            while not port_file.exists() or not port_file.read_text().strip():
+                assert self.proc.poll() is None, "chromium exited before opening DevTools"
+                assert time.time() < end, "chromium did not open DevTools within 30 s"
+                time.sleep(0.1)
+            port = int(port_file.read_text().split()[0])
+            targets = json.load(urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=10))
+            page = next(t for t in targets if t["type"] == "page")
+            self.ws = websocket.create_connection(page["webSocketDebuggerUrl"], timeout=60,
+                                                  suppress_origin=True)
+            self.dt = _DevTools(self.ws)
+            for domain in ("Page", "Runtime", "Log"):
+                self.dt.call(f"{domain}.enable")
+            # The page as a reader sees it at this width, at 100% zoom, on a 1x screen.
+            self.dt.call("Emulation.setDeviceMetricsOverride", width=width, height=height,
+                         deviceScaleFactor=1, mobile=False)
+        except BaseException:
+            self.close()
+            raise
+
+    def open(self, url: str) -> None:
+        self.dt.call("Page.navigate", url=url)
+        self.dt.wait("Page.loadEventFired", timeout=60)
+
+    def eval(self, expression: str):
+        return self.dt.call("Runtime.evaluate", returnByValue=True, awaitPromise=True,
+                            expression=expression)["result"]["value"]
+
+    def screenshot(self, clip: dict | None = None) -> bytes:
+        import base64
+
+        params = {"format": "png"}
+        if clip:
+            params.update(clip={**clip, "scale": 1}, captureBeyondViewport=True)
+        return base64.b64decode(self.dt.call("Page.captureScreenshot", **params)["data"])
+
+    def errors(self) -> list:
+        return [e for e in self.dt.events if
+                (e.get("method") == "Runtime.consoleAPICalled" and e["params"]["type"] in ("error", "assert"))
+                or e.get("method") == "Runtime.exceptionThrown"
+                or (e.get("method") == "Log.entryAdded" and e["params"]["entry"]["level"] == "error")]
+
+    def close(self) -> None:
+        ws = getattr(self, "ws", None)
+        if ws is not None:
+            ws.close()
+        self.proc.terminate()
+        self.proc.wait(timeout=30)
+        shutil.rmtree(self.profile, ignore_errors=True)
+
+
+_LAYOUT = """
+(async () => {
+  const imgs = Array.from(document.images);
+  await Promise.all(imgs.map(i => i.decode().catch(() => null)));
+  const doc = document.documentElement;
+  const body = document.body.getBoundingClientRect();
+  return {title: document.title, images: imgs.length,
+          broken: imgs.filter(i => !(i.complete && i.naturalWidth > 0)).length,
+          sections: Array.from(document.querySelectorAll('section[data-analysis]'))
+                         .map(s => s.dataset.analysis),
+          viewport: window.innerWidth, scrollWidth: doc.scrollWidth, clientWidth: doc.clientWidth,
+          body: [body.left, body.right],
+          figures: imgs.map(i => { const r = i.getBoundingClientRect();
+                                   return {left: r.left, right: r.right, width: r.width,
+                                           natural: i.naturalWidth, attr: i.width,
+                                           top: r.top + window.scrollY, height: r.height}; }),
+          // Wide tables scroll inside their own .scroll box; everything else must fit.
+          widest: Math.max(...Array.from(document.querySelectorAll('body *'))
+                                 .filter(e => !e.parentElement.closest('.scroll'))
+                                 .map(e => e.getBoundingClientRect().right)),
+          anchors: Object.fromEntries(Array.from(document.querySelectorAll('section[id]'))
+                                 .map(s => [s.id, s.getBoundingClientRect().top + window.scrollY]))};
+})()"""
+
+
+def _shots_dir():
+    out = os.environ.get("PARADNN_TEST_SCREENSHOT")
+    if out:
+        Path(out).mkdir(parents=True, exist_ok=True)
+    return Path(out) if out else None
+
+
+def _check_png(png: bytes):
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
+
+
+def test_report_renders_in_headless_chromium_at_1400px(trust_written):
+    """The report at 1400 px: loads without errors, every image decodes, every figure fits the
+    page at its full 1x width (no horizontal scroll), and is drawn at 2x (natural = 2 x shown)."""
+    path, _ = trust_written
+    browser = _Browser(1400)
     try:
-        port_file = Path(profile) / "DevToolsActivePort"
-        end = time.time() + 30
-        while not port_file.exists() or not port_file.read_text().strip():
-            assert proc.poll() is None, "chromium exited before opening DevTools"
-            assert time.time() < end, "chromium did not open DevTools within 30 s"
-            time.sleep(0.1)
-        port = int(port_file.read_text().split()[0])
-        targets = json.load(urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=10))
-        page = next(t for t in targets if t["type"] == "page")
-        ws = websocket.create_connection(page["webSocketDebuggerUrl"], timeout=30, suppress_origin=True)
-        dt = _DevTools(ws)
-        for domain in ("Page", "Runtime", "Log"):
-            dt.call(f"{domain}.enable")
-        dt.call("Page.navigate", url=path.as_uri())
-        dt.wait("Page.loadEventFired")
-        state = dt.call("Runtime.evaluate", returnByValue=True, awaitPromise=True, expression="""
-            (async () => {
-              const imgs = Array.from(document.images);
-              await Promise.all(imgs.map(i => i.decode().catch(() => null)));
-              return {title: document.title, images: imgs.length,
-                      broken: imgs.filter(i => !(i.complete && i.naturalWidth > 0)).length,
-                      sections: Array.from(document.querySelectorAll('section[data-analysis]'))
-                                     .map(s => s.dataset.analysis),
-                      width: imgs.length ? imgs[0].naturalWidth : 0};
-            })()""")["result"]["value"]
-        shot = dt.call("Page.captureScreenshot", format="png")["data"]
-        ws.close()
+        browser.open(path.as_uri())
+        state = browser.eval(_LAYOUT)
+        shots = {"top": browser.screenshot()}
+        for name in ("warnings", "heatmap:fc", "roofline", "speedup:dtype", "saturation", "unsupported"):
+            top = state["anchors"][name]
+            shots[name] = browser.screenshot({"x": 0, "y": top, "width": 1400, "height": 1000})
+        errors = browser.errors()
     finally:
-        proc.terminate()
-        proc.wait(timeout=30)
-        shutil.rmtree(profile, ignore_errors=True)
-    errors = [e for e in dt.events if
-              (e.get("method") == "Runtime.consoleAPICalled" and e["params"]["type"] in ("error", "assert"))
-              or e.get("method") == "Runtime.exceptionThrown"
-              or (e.get("method") == "Log.entryAdded" and e["params"]["entry"]["level"] == "error")]
+        browser.close()
     assert errors == []
     assert state["title"] == "paradnn report"
-    assert state["images"] >= len(ALL) and state["broken"] == 0 and state["width"] > 100
+    assert state["images"] >= len(ALL) and state["broken"] == 0
     assert state["sections"][:2] == ["params_range", "heatmap:fc"]
-    import base64
+    # No horizontal scroll, nothing sticks out of the viewport.
+    assert state["scrollWidth"] <= state["viewport"], state
+    assert state["widest"] <= state["clientWidth"] + 0.5, state
+    for f in state["figures"]:
+        assert state["body"][0] - 0.5 <= f["left"] and f["right"] <= state["body"][1] + 0.5, f
+        # Full page width at 1x (1100 px) and twice as many pixels behind it.
+        assert f["width"] == pytest.approx(1100, abs=1), f
+        assert f["natural"] == pytest.approx(2 * f["width"], abs=2), f
+    out = _shots_dir()
+    for name, png in shots.items():
+        _check_png(png)
+        if out:
+            (out / f"report-1400-{name.replace(':', '-')}.png").write_bytes(png)
 
-    png = base64.b64decode(shot)
-    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
-    if os.environ.get("PARADNN_TEST_SCREENSHOT"):
-        Path(os.environ["PARADNN_TEST_SCREENSHOT"]).write_bytes(png)
+
+def test_report_fits_a_narrow_window_without_horizontal_scroll(written):
+    """At 800 px the figures shrink to the page (no horizontal scroll); tables scroll inside
+    their own box."""
+    path, _ = written
+    browser = _Browser(800)
+    try:
+        browser.open(path.as_uri())
+        state = browser.eval(_LAYOUT)
+    finally:
+        browser.close()
+    assert state["broken"] == 0
+    assert state["scrollWidth"] <= state["viewport"], state
+    assert all(f["right"] <= state["body"][1] + 0.5 for f in state["figures"])
 
 
 # -- the CLI on a real store -------------------------------------------------------------------
@@ -245,6 +466,8 @@ def test_cli_report_and_plot(store, tmp_path):
     page = (tmp_path / "rep" / "index.html").read_text()
     assert re.findall(r'<section id="[^"]+" data-analysis="([^"]+)"', page) == [
         "params_range", "heatmap:fc", "sensitivity:fc", "roofline", "utilization", "saturation"]
+    # the missing analyses name this store in their commands
+    assert f"paradnn sweep cnn-grid.yaml --store {store}" in page
     r = _cli("plot", "heatmap", store, "-o", tmp_path / "hm.png", "--where", "family=fc",
              "--x", "batch", "--y", "nodes", "--fixed", "layers=16")
     assert r.returncode == 0, r.stderr
@@ -256,3 +479,56 @@ def test_cli_errors_are_one_line_exit_2(store, tmp_path):
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "missing.db" in r.stderr
     r = _cli("plot", "heatmap", store, "-o", tmp_path / "x.png", "--x", "batch", "--y", "nope")
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "'nope'" in r.stderr
+
+
+def test_cli_plot_help_lists_kinds_with_an_example_and_flags():
+    from paradnn.cli.report import PLOT_KINDS
+
+    r = _cli("plot", "--help")
+    assert r.returncode == 0, r.stderr
+    text = " ".join(r.stdout.split())  # argparse wraps lines
+    for kind, (_, example, flags) in PLOT_KINDS.items():
+        assert f"{kind}: " in text and f"e.g. paradnn plot {kind} " in text
+        assert " ".join(f"flags: {flags}".split()) in text
+
+
+def test_missing_speedup_gives_the_store_workloads_again(gold, tmp_path):
+    """Without a reduced-precision twin, the report lists a sweep file of the store's own
+    workloads in bfloat16; it parses to exactly those workloads."""
+    from paradnn.grids import load_sweep_file
+
+    one = gold[(gold.device_kind == "synthetic-b") & (gold.family == "fc") & (gold.layers == 4)
+               & (gold.nodes.isin([64, 256]))]
+    _, missing = report.plan(one, store="b.db")
+    m = {u.id: u for u in missing}["speedup:dtype"]
+    assert m.command == "paradnn sweep speedup-dtype.yaml --store b.db"
+    path = tmp_path / "speedup-dtype.yaml"
+    path.write_text(m.sweep_file)
+    plan = load_sweep_file(path)
+    ok = one[one.status == "ok"]
+    assert m.configs == len(plan.workloads) == ok["workload_key"].nunique()
+    assert {w.dtype for w in plan.workloads} == {"bfloat16"}
+    assert {(w.spec.nodes, w.batch) for w in plan.workloads} == set(zip(ok.nodes, ok.batch))
+    platform = {u.id: u for u in missing}["speedup:platform"]
+    assert "paradnn merge b.db other.db -o both.db" in platform.command
+    assert "other machine's is unknown" in platform.basis
+
+
+def test_missing_saturation_gives_the_batches_to_add(gold, tmp_path):
+    """One model at one batch: the report lists the same model at four batches (the measured
+    one among them, so three new configs). The golden rows have NaN in other families' columns,
+    as real stores do."""
+    from paradnn.grids import load_sweep_file
+
+    one = gold[(gold.family == "fc") & (gold.device_kind == "synthetic-a") & (gold.layers == 4)
+               & (gold.nodes == 256) & (gold.dtype == "float32") & (gold.jax_version == "0.10.2")
+               & (gold.batch == 256)]
+    assert len(one) == 1 and one["block"].isna().all()
+    _, missing = report.plan(one)
+    m = {u.id: u for u in missing}["saturation"]
+    path = tmp_path / "saturation.yaml"
+    path.write_text(m.sweep_file)
+    plan = load_sweep_file(path)
+    assert sorted(w.batch for w in plan.workloads) == [128, 256, 512, 1024]
+    assert {(w.spec.layers, w.spec.nodes) for w in plan.workloads} == {(4, 256)}
+    assert m.configs == 3 and m.command == "paradnn sweep saturation.yaml --store results.db"

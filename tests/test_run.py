@@ -11,6 +11,7 @@ import pytest
 
 import paradnn
 from paradnn import CNN, FC, RNN
+from paradnn import meters
 from paradnn.record import METRICS
 
 TINY_SPECS = [
@@ -43,6 +44,8 @@ def test_record_carries_every_contracted_metric(tiny_settings):
     record = paradnn.run(FC(3, 64, 100, 10), batch=16, settings=tiny_settings)
     row = record.to_dict()
     for name in METRICS:
+        if name in meters.MAY_BE_NULL:  # null on hosts without the counter, the reason recorded
+            continue
         assert row[name] is not None, name
     assert row["step_time_p10_s"] <= row["step_time_s"] <= row["step_time_p90_s"]
     assert row["examples_per_sec"] == pytest.approx(16 / row["step_time_s"])
@@ -119,7 +122,7 @@ def test_cli_json_is_one_object_with_every_metric(paradnn_cmd):
     assert proc.returncode == 0, proc.stderr
     row = json.loads(proc.stdout)  # exactly one JSON document, nothing else on stdout
     for name in METRICS:
-        assert name in row and row[name] is not None, name
+        assert name in row and (name in meters.MAY_BE_NULL or row[name] is not None), name
     for name in ("step_time_s", "step_time_p10_s", "step_time_p90_s", "compile_s", "examples_per_sec",
                  "flops_per_step", "bytes_per_step", "peak_flops", "peak_bytes_per_sec"):
         assert row[name] > 0, name

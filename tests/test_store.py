@@ -200,3 +200,54 @@ def test_claims_split_work_and_dead_claims_expire(tmp_path):
     assert dead.returncode == 0
     with Store(db) as s:
         assert s.claim("orphan", 1, 60) is not None
+
+
+# -- graceful degradation (the CLI side is in test_faults.py) ---------------------------------
+
+def test_corrupt_row_is_skipped_with_a_warning_and_the_rest_loads(tmp_path):
+    from paradnn.errors import ParadnnWarning
+
+    db = tmp_path / "r.db"
+    with Store(db) as s:
+        for n in (32, 33, 34):
+            s.add(record(n))
+    with sqlite3.connect(db) as con:
+        con.execute("UPDATE records SET row = '[1, 2' WHERE id = 2")
+        con.execute("UPDATE records SET row = '{\"no\": \"key\"}' WHERE id = 3")
+    con.close()
+    with pytest.warns(ParadnnWarning) as caught:
+        df = load(db)
+    assert list(df["nodes"]) == [32]
+    assert any("row id 2" in str(w.message) and "not valid JSON" in str(w.message) for w in caught)
+    with pytest.warns(ParadnnWarning) as caught, Store(db) as s:
+        assert len(s.rows()) == 1 and len(s) == 3  # the corrupt rows stay in the file
+    messages = " ".join(str(w.message) for w in caught)
+    assert "row id 2" in messages and "row id 3" in messages and "not a record" in messages
+
+
+def test_merge_conflict_writes_nothing_and_identical_rows_are_duplicates(tmp_path):
+    from paradnn.errors import StoreError
+
+    a, b, out = tmp_path / "a.db", tmp_path / "b.db", tmp_path / "m.db"
+    with Store(a) as s:
+        s.add(record(32))
+        s.add(record(33))
+    changed = record(33)
+    changed.metrics["examples_per_sec"] = 1.0  # same key and time, another measurement
+    with Store(b) as s:
+        s.add(record(32))
+        s.add(changed)
+    with pytest.raises(StoreError, match="1 row\\(s\\) share key and time"):
+        merge([a, b], out)
+    assert len(load(out)) == 0
+    assert merge([a], out) == (2, 0)
+    assert merge([a], tmp_path / "m2.db") == (2, 0)
+    assert merge([tmp_path / "m2.db"], out) == (0, 2)  # the same rows: present, not conflicts
+
+
+def test_special_files_are_not_stores(tmp_path):
+    for path in (Path("/dev/null"), tmp_path):
+        with pytest.raises(ParadnnError, match="not a regular file|is a directory"):
+            Store(path)
+        with pytest.raises(ParadnnError):
+            load(path)

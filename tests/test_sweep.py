@@ -257,3 +257,30 @@ def test_sweep_file_and_cli(tmp_path, capsys):
     assert len(load(out)) == 3
     assert main(["sweep", str(tmp_path / "missing.yaml"), "--store", str(a)]) == 2
     assert "no such file" in capsys.readouterr().err
+
+
+def flaky(workload, settings, memory_limit_bytes):
+    """ok records; nodes 40 is noisy (``stable`` false) the first time it runs in a store."""
+    record = fake_ok(workload, settings, memory_limit_bytes)
+    marker = Path(os.environ["PARADNN_TEST_MARKER"])
+    noisy = workload.spec.nodes == 40 and not marker.exists()
+    if noisy:
+        marker.touch()
+    record.metrics["stable"] = not noisy
+    return record
+
+
+def test_remeasure_unstable_measures_only_the_noisy_config_again(tmp_path, monkeypatch):
+    db = tmp_path / "r.db"
+    monkeypatch.setenv("PARADNN_TEST_MARKER", str(tmp_path / "noisy-once"))
+    g = tiny_grid((32, 40))
+    kw = dict(store=db, settings=TINY, run_fn=flaky, cache_dir=None, progress=False,
+              executor="inprocess")
+    first = sweep(g, **kw)
+    assert dict(zip(first["nodes"], first["stable"])) == {32: True, 40: False}
+    # A plain resume counts the unstable row as done; --remeasure-unstable does not.
+    assert len(sweep(g, **kw)) == 2
+    again = sweep(g, remeasure_unstable=True, **kw)
+    assert sorted(zip(again["nodes"], again["stable"])) == [(32, True), (40, False), (40, True)]
+    # Now every config has a stable row: nothing left to measure.
+    assert len(sweep(g, remeasure_unstable=True, **kw)) == 3

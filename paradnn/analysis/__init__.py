@@ -4,22 +4,27 @@ every analysis a store supports.
 
 >>> import paradnn
 >>> df = paradnn.load("results.db")
->>> hm = paradnn.analysis.heatmap(df[df.family == "fc"], "batch", "nodes", "flops_utilization")
->>> w = paradnn.analysis.sensitivity(df[df.family == "fc"], "flops_utilization",
-...                                  ["layers", "nodes", "batch"])
+>>> hm = paradnn.analysis.heatmap(df[df.family == "fc"], "batch", "nodes",
+...                               "model_flops_utilization", panels=True)
+>>> w = paradnn.analysis.sensitivity(df[df.family == "fc"], "model_flops_utilization",
+...                                  ["layers", "nodes", "batch"])   # unstable runs left out
 >>> rf = paradnn.analysis.roofline(df)
 """
 
+from paradnn.analysis.cost import estimate_seconds
 from paradnn.analysis.heatmap import heatmap
 from paradnn.analysis.oplevel import categorize, op_breakdown, op_roofline, top_ops
 from paradnn.analysis.params_range import family_ranges, params_range
 from paradnn.analysis.roofline import roofline
 from paradnn.analysis.saturation import saturation, saturation_summary
 from paradnn.analysis.sensitivity import sensitivity
-from paradnn.analysis.speedup import Comparison, comparisons, geometric_mean, speedup, speedup_of
+from paradnn.analysis.speedup import (
+    Comparison, comparisons, geometric_mean, geometric_mean_ci, speedup, speedup_of, speedup_summary,
+)
 
 __all__ = [
-    "Comparison", "categorize", "comparisons", "family_ranges", "geometric_mean", "heatmap",
+    "Comparison", "categorize", "comparisons", "estimate_seconds", "family_ranges",
+    "geometric_mean", "geometric_mean_ci", "heatmap",
     "op_breakdown", "op_roofline", "params_range", "roofline", "saturation",
-    "saturation_summary", "sensitivity", "speedup", "speedup_of", "top_ops",
+    "saturation_summary", "sensitivity", "speedup", "speedup_of", "speedup_summary", "top_ops",
 ]

@@ -141,3 +141,68 @@ def group_columns(df: pd.DataFrame, exclude: Iterable[str] = ()) -> list[str]:
     """Configuration columns present in ``df`` (minus ``exclude``), for grouping repeats."""
     exclude = set(exclude)
     return [c for c in CONFIG_FIELDS if c in df.columns and c not in exclude]
+
+
+# -- measurement trust (record columns `stable` and `warnings`; absent in older stores) --------
+
+def _is_false(v: Any) -> bool:
+    # Stores keep JSON booleans; CSV round trips give strings or 0/1. None/NaN is "unknown".
+    if v is None or (isinstance(v, float) and v != v):
+        return False
+    if isinstance(v, str):
+        return v.strip().lower() in ("false", "0", "no")
+    try:
+        return not bool(v)
+    except (TypeError, ValueError):
+        return False
+
+
+def unstable_mask(df: pd.DataFrame) -> pd.Series:
+    """True where a record says its timing missed its precision target (``stable`` is False).
+
+    A frame without the ``stable`` column (older stores) or a null value is *unknown* and
+    counts as not unstable: nothing is left out on a guess.
+    """
+    if "stable" not in df.columns:
+        return pd.Series(False, index=df.index, dtype=bool)
+    return df["stable"].map(_is_false).astype(bool)
+
+
+def drop_unstable(df: pd.DataFrame, include_unstable: bool = False) -> tuple[pd.DataFrame, int]:
+    """``(rows, n_left_out)``: ``df`` without its unstable rows unless ``include_unstable``."""
+    if include_unstable:
+        return df, 0
+    bad = unstable_mask(df)
+    return df[~bad], int(bad.sum())
+
+
+def warning_lists(df: pd.DataFrame) -> pd.Series:
+    """The physics-check codes of each row (``warnings`` column) as lists; [] where none or
+    where the column is absent (older stores). Parsed by ``paradnn.record.warning_codes``."""
+    if "warnings" not in df.columns or not df["warnings"].notna().any():
+        return pd.Series([[] for _ in range(len(df))], index=df.index, dtype=object)
+    from paradnn import record  # the registry lives with the record that writes the codes
+
+    return df["warnings"].map(record.warning_codes)
+
+
+def flagged_mask(df: pd.DataFrame) -> pd.Series:
+    """True where a row carries at least one physics warning."""
+    return warning_lists(df).map(bool).astype(bool)
+
+
+def warning_meaning(code: str) -> str:
+    """Meaning and likely cause of a warning code, from ``paradnn.record.WARNINGS``."""
+    from paradnn import record
+
+    return record.WARNINGS.get(code, "unknown code (not in paradnn.record.WARNINGS)")
+
+
+def headline_utilization(df: pd.DataFrame) -> str | None:
+    """The utilization a figure leads with: ``model_flops_utilization`` (useful, analytic FLOPs,
+    the MFU convention) where the rows hold it, else ``flops_utilization`` (XLA executed FLOPs,
+    older stores); None when neither has a value."""
+    for c in ("model_flops_utilization", "flops_utilization"):
+        if c in df.columns and pd.to_numeric(df[c], errors="coerce").notna().any():
+            return c
+    return None

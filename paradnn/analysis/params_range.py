@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from paradnn.analysis._common import ok_rows, require_columns, unit
+from paradnn.analysis._common import drop_unstable, ok_rows, require_columns, unit
 
 # A family is split by its structural choice, as in the paper's Fig 11 and 12.
 _VARIANT = {"cnn": "block", "rnn": "cell"}
@@ -18,18 +18,21 @@ def _group_label(row: pd.Series) -> str:
     return family.upper()
 
 
-def family_ranges(df: pd.DataFrame, value: str, by: str | None = None) -> pd.DataFrame:
+def family_ranges(df: pd.DataFrame, value: str, by: str | None = None,
+                  include_unstable: bool = False) -> pd.DataFrame:
     """Summary of ``value`` per family (generated models) and per real model.
 
     Generated models (``kind`` != ``real``) are grouped by family and its variant (CNN block,
     RNN cell); each real model is its own group. Uses the rows that hold the value (ok rows
     when there is a ``status`` column). ``by`` adds a grouping column (e.g. ``device_kind``).
+    Runs whose timing missed its precision target (``stable`` False) are left out unless
+    ``include_unstable``.
 
     Returns ``DataFrame[by?, label, kind, n, min, p10, median, p90, max]``; ``kind`` is
-    ``generated`` or ``real``. ``attrs``: ``value``, ``unit``.
+    ``generated`` or ``real``. ``attrs``: ``value``, ``unit``, ``unstable_excluded``.
     """
     require_columns(df, (value,), "family_ranges")
-    rows = ok_rows(df)
+    rows, n_unstable = drop_unstable(ok_rows(df), include_unstable)
     rows = rows.assign(_v=pd.to_numeric(rows[value], errors="coerce"))
     rows = rows[rows["_v"].notna()]
     if by is not None:
@@ -56,13 +59,14 @@ def family_ranges(df: pd.DataFrame, value: str, by: str | None = None) -> pd.Dat
     # Generated families first, then real models by size, as the paper orders Fig 1.
     result = result.sort_values(["kind", "median"], key=lambda s: s.map({"generated": 0, "real": 1})
                                 if s.name == "kind" else s).reset_index(drop=True)
-    result.attrs.update(value=value, unit=unit(value), by=by)
+    result.attrs.update(value=value, unit=unit(value), by=by, unstable_excluded=n_unstable)
     return result
 
 
 def params_range(df: pd.DataFrame) -> pd.DataFrame:
     """Trainable parameters per family (range) and per real model (point), ParaDnn Fig 1.
 
-    A model's parameter count does not depend on batch or platform, so every ok row counts.
+    A model's parameter count does not depend on batch, platform or timing noise, so every ok
+    row counts (unstable ones too).
     """
-    return family_ranges(df, "params")
+    return family_ranges(df, "params", include_unstable=True)

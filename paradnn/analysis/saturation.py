@@ -1,12 +1,14 @@
-"""Batch-size saturation (TBD study, papers/003): the smallest batch that reaches a fraction of
-the best throughput a model achieves at any batch."""
+"""Batch-size saturation, as studied by the TBD benchmark suite (Training Benchmark for DNNs,
+Zhu et al. 2018): the smallest batch that reaches a fraction of the best throughput a model
+achieves at any batch."""
 
 from __future__ import annotations
 
 import pandas as pd
 
 from paradnn.analysis._common import (
-    group_columns, ok_rows, platform_label, require_columns, software_label, workload_label,
+    group_columns, ok_rows, platform_label, require_columns, software_label, unstable_mask,
+    workload_label,
 )
 from paradnn.errors import ParadnnError
 
@@ -18,7 +20,9 @@ def saturation(
 
     A *model* is one configuration without its batch (same spec, dtype, optimizer, devices,
     platform and software). Only ok rows count; models measured at fewer than two batch sizes
-    are left out. Repeats of a (model, batch) give their median.
+    are left out. Repeats of a (model, batch) give their median, over the runs that met their
+    precision target where there are any; a point resting on unstable runs only (``stable``
+    False) is kept and marked ``unstable``.
 
     Returns one row per (model, batch): ``model`` (a label), ``batch`` (examples),
     ``value`` (``metric``), ``fraction_of_best`` (value / the model's best, 1),
@@ -30,17 +34,20 @@ def saturation(
         raise ParadnnError(f"saturation: threshold={threshold!r}; allowed: a fraction in (0, 1]")
     require_columns(df, (metric, "batch"), "saturation")
     rows = ok_rows(df)
-    rows = rows.assign(_v=pd.to_numeric(rows[metric], errors="coerce"))
+    rows = rows.assign(_v=pd.to_numeric(rows[metric], errors="coerce"), _u=unstable_mask(rows))
     rows = rows[rows["_v"].notna() & rows["batch"].notna()]
     keys = [c for c in group_columns(rows, exclude=("batch",)) if rows[c].notna().any()]
     groups = []
     for _, g in (rows.groupby(keys, dropna=False, sort=True) if keys else [((), rows)]):
-        curve = g.groupby("batch")["_v"].median().sort_index()
+        # Per batch: the stable runs where there are any, else the unstable ones (marked).
+        steady = g[~g["_u"]]
+        shaky = g[~g["batch"].isin(steady["batch"])]
+        curve = pd.concat([steady, shaky]).groupby("batch")["_v"].median().sort_index()
         if len(curve) >= 2:
-            groups.append((g, curve))
-    names = _unique_names([g.iloc[0].drop(labels=["batch"]) for g, _ in groups])
+            groups.append((g, curve, set(shaky["batch"])))
+    names = _unique_names([g.iloc[0].drop(labels=["batch"]) for g, _, _ in groups])
     out = []
-    for (g, curve), name in zip(groups, names):
+    for (g, curve, shaky), name in zip(groups, names):
         best_batch = curve.idxmax()
         best = curve.max()
         reached = curve[curve >= threshold * best]
@@ -50,11 +57,12 @@ def saturation(
                 "model": name, "batch": batch, "value": v, "fraction_of_best": v / best,
                 "best_batch": best_batch, "best_value": best,
                 "saturation_batch": sat_batch, "saturation_value": curve[sat_batch],
+                "unstable": batch in shaky,
                 **{k: g.iloc[0][k] for k in ("family", "kind") if k in g.columns},
             })
     result = pd.DataFrame(out, columns=[
         "model", "batch", "value", "fraction_of_best", "best_batch", "best_value",
-        "saturation_batch", "saturation_value", "family", "kind",
+        "saturation_batch", "saturation_value", "unstable", "family", "kind",
     ])
     result.attrs.update(metric=metric, threshold=threshold)
     return result

@@ -14,7 +14,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from paradnn.analysis._common import ok_rows, require_columns
+from paradnn.analysis._common import drop_unstable, ok_rows, require_columns
 from paradnn.errors import ParadnnError
 
 MIN_ROWS = 8  # fewer ok rows give weights that move with every added point
@@ -55,6 +55,7 @@ def sensitivity(
     seed: int = 0,
     ci: float = 0.95,
     log2: bool = False,
+    include_unstable: bool = False,
 ) -> pd.DataFrame:
     """Standardized linear-regression weights of ``target`` on ``features``, with bootstrap CIs.
 
@@ -62,12 +63,14 @@ def sensitivity(
     feature are finite. Features that do not vary are dropped (listed in ``attrs["constant"]``).
     ``log2=True`` regresses on log2 of the features, natural for hyperparameters swept in
     powers of two. ``interactions=True`` adds the pairwise products ``a x b``.
+    Rows whose timing missed its precision target (``stable`` False) are left out unless
+    ``include_unstable``; how many is in ``attrs["unstable_excluded"]``.
     ``bootstrap`` resamples of the rows (with replacement, ``numpy`` generator seeded with
     ``seed``) give the ``ci`` percentile interval of each weight; 0 disables it.
 
     Returns ``DataFrame[feature, weight, ci_low, ci_high]`` sorted by ``|weight|``, largest
     first; ``attrs``: ``r2`` (coefficient of determination of the fit, 1), ``n`` (rows),
-    ``target``, ``constant``, ``bootstrap``, ``ci``.
+    ``target``, ``constant``, ``bootstrap``, ``ci``, ``unstable_excluded`` (rows left out).
 
     >>> s = sensitivity(df[df.family == "fc"], "flops_utilization",
     ...                 ["layers", "nodes", "input", "output", "batch"])
@@ -83,7 +86,7 @@ def sensitivity(
         raise ParadnnError(f"sensitivity: ci={ci!r}; allowed: a fraction between 0 and 1")
     if bootstrap < 0:
         raise ParadnnError(f"sensitivity: bootstrap={bootstrap!r}; allowed: an integer >= 0")
-    rows = ok_rows(df)
+    rows, n_unstable = drop_unstable(ok_rows(df), include_unstable)
     numeric = {c: pd.to_numeric(rows[c], errors="coerce") for c in (target, *features)}
     for f in features:
         if rows[f].notna().any() and numeric[f][rows[f].notna()].isna().any():
@@ -100,7 +103,8 @@ def sensitivity(
     n_terms = len(used) + (len(used) * (len(used) - 1) // 2 if interactions else 0)
     if not used or len(rows) < max(MIN_ROWS, n_terms + 2):
         raise ParadnnError(
-            f"sensitivity of {target!r}: {len(rows)} ok rows varying {used or features}; "
+            f"sensitivity of {target!r}: {len(rows)} ok rows varying {used or features}"
+            + (f" ({n_unstable} unstable rows left out)" if n_unstable else "") + "; "
             f"allowed: at least {max(MIN_ROWS, n_terms + 2)} ok rows with a finite target and "
             f"at least one varying feature"
         )
@@ -138,6 +142,6 @@ def sensitivity(
     out = out.reindex(out["weight"].abs().sort_values(ascending=False).index).reset_index(drop=True)
     out.attrs.update(
         r2=r2, n=int(len(y)), target=target, constant=constant, bootstrap=bootstrap, ci=ci,
-        log2=log2, interactions=interactions,
+        log2=log2, interactions=interactions, unstable_excluded=n_unstable,
     )
     return out

@@ -14,13 +14,14 @@ import numpy as np
 import pandas as pd
 
 from paradnn.analysis._common import (
-    PLATFORM_KEY, SOFTWARE_KEY, WORKLOAD_FIELDS, ok_rows, platform_label, present,
-    require_columns, software_label, workload_label,
+    PLATFORM_KEY, SOFTWARE_KEY, WORKLOAD_FIELDS, drop_unstable, ok_rows, platform_label,
+    present, require_columns, software_label, unstable_mask, workload_label,
 )
 from paradnn.errors import ParadnnError
 
 # Columns carried from each side into the result, suffixed _a and _b.
-_SIDE_COLUMNS = ("flops_utilization", "step_time_s", "device_kind", "backend", "dtype", "jax_version")
+_SIDE_COLUMNS = ("model_flops_utilization", "flops_utilization", "step_time_s", "device_kind",
+                 "backend", "dtype", "jax_version", "unstable")
 
 
 def _per_key(rows: pd.DataFrame, on: list[str], metric: str) -> pd.DataFrame:
@@ -30,6 +31,8 @@ def _per_key(rows: pd.DataFrame, on: list[str], metric: str) -> pd.DataFrame:
     first = rows.groupby(on, dropna=False, sort=False).first()
     med = rows.groupby(on, dropna=False, sort=False)[metric].median()
     first[metric] = med
+    # A workload's value rests on unstable runs only when every repeat was unstable.
+    first["unstable"] = rows.groupby(on, dropna=False, sort=False)["unstable"].all()
     return first.reset_index()
 
 
@@ -38,17 +41,21 @@ def speedup(
     df_b: pd.DataFrame,
     metric: str = "examples_per_sec",
     on: Sequence[str] | None = None,
+    include_unstable: bool = False,
 ) -> pd.DataFrame:
     """Join A and B on the workload and give ``speedup`` = ``metric`` on A / on B.
 
     ``on`` defaults to ``workload_key`` when both frames have it, else to the workload fields
     (family, hyperparameters, batch, dtype, optimizer, devices) present in both. To compare
     dtypes, join on the workload fields without ``dtype``. Only ok rows with a positive metric
-    take part; repeats are reduced to their median.
+    take part; repeats are reduced to their median. Runs whose timing missed its precision
+    target (``stable`` False) are left out unless ``include_unstable``; with it, a workload whose
+    value on A or B rests on unstable runs only has ``unstable`` True.
 
     Returns one row per common workload: the join columns, the workload fields (from A),
     ``kind``, ``params``, ``label``, ``<metric>_a``, ``<metric>_b``, ``speedup`` (x), and
-    ``flops_utilization_a/_b`` where present. ``attrs``: ``a`` and ``b`` (labels), ``metric``.
+    ``unstable``, ``flops_utilization_a/_b`` where present. ``attrs``: ``a`` and ``b``
+    (labels), ``metric``, ``unstable_excluded`` (runs left out, A and B together).
 
     >>> sp = speedup(df[df.device_kind == "TPU v3"], df[df.device_kind == "H100"])
     """
@@ -66,9 +73,15 @@ def speedup(
     require_columns(df_a, on, "speedup (A)")
     require_columns(df_b, on, "speedup (B)")
 
+    left_out = 0
+
     def side(df: pd.DataFrame) -> pd.DataFrame:
+        nonlocal left_out
         rows = ok_rows(df)
         rows = rows[pd.to_numeric(rows[metric], errors="coerce") > 0]
+        rows, n = drop_unstable(rows, include_unstable)
+        left_out += n
+        rows = rows.assign(unstable=unstable_mask(rows))
         return _per_key(rows, on, metric) if len(rows) else rows
 
     a, b = side(df_a), side(df_b)
@@ -81,9 +94,14 @@ def speedup(
     b = b[b_cols].rename(columns={c: f"{c}_b" for c in [metric, *_SIDE_COLUMNS] if c not in on})
     out = a.merge(b, on=on, how="inner")
     out["speedup"] = out[f"{metric}_a"] / out[f"{metric}_b"]
+    if "unstable_a" in out.columns and "unstable_b" in out.columns:
+        out["unstable"] = out["unstable_a"].astype(bool) | out["unstable_b"].astype(bool)
+        out = out.drop(columns=["unstable_a", "unstable_b"])
+    else:
+        out["unstable"] = False
     out["label"] = [workload_label(r) for _, r in out.iterrows()] if len(out) else []
     out.attrs.update(
-        a=_describe(df_a), b=_describe(df_b), metric=metric, on=on,
+        a=_describe(df_a), b=_describe(df_b), metric=metric, on=on, unstable_excluded=left_out,
     )
     return out
 
@@ -190,9 +208,10 @@ def _overlap(c: Comparison) -> bool:
     return bool(ka & kb)
 
 
-def speedup_of(c: Comparison, metric: str = "examples_per_sec") -> pd.DataFrame:
+def speedup_of(c: Comparison, metric: str = "examples_per_sec",
+               include_unstable: bool = False) -> pd.DataFrame:
     """:func:`speedup` of a :class:`Comparison`, labelled with its ``a`` and ``b``."""
-    out = speedup(c.df_a, c.df_b, metric=metric, on=c.on)
+    out = speedup(c.df_a, c.df_b, metric=metric, on=c.on, include_unstable=include_unstable)
     out.attrs.update(a=c.a, b=c.b, comparison=c.kind)
     return out
 
@@ -202,3 +221,45 @@ def geometric_mean(values: pd.Series) -> float:
     v = pd.to_numeric(values, errors="coerce").dropna()
     v = v[v > 0]
     return float(np.exp(np.log(v).mean())) if len(v) else float("nan")
+
+
+def geometric_mean_ci(
+    values: pd.Series, bootstrap: int = 2000, seed: int = 0, ci: float = 0.95
+) -> tuple[float, float, float]:
+    """``(geometric mean, ci_low, ci_high)`` of positive ratios: the percentile interval of the
+    geometric mean over ``bootstrap`` resamples of the values (one per workload, with
+    replacement; ``numpy`` generator seeded with ``seed``). With fewer than two values the
+    interval is NaN: one workload says nothing about the spread."""
+    if not 0 < ci < 1:
+        raise ParadnnError(f"geometric_mean_ci: ci={ci!r}; allowed: a fraction between 0 and 1")
+    if bootstrap < 1:
+        raise ParadnnError(f"geometric_mean_ci: bootstrap={bootstrap!r}; allowed: an integer >= 1")
+    v = pd.to_numeric(values, errors="coerce").dropna()
+    logs = np.log(v[v > 0].to_numpy(dtype=float))
+    if len(logs) == 0:
+        return float("nan"), float("nan"), float("nan")
+    gm = float(np.exp(logs.mean()))
+    if len(logs) < 2:
+        return gm, float("nan"), float("nan")
+    rng = np.random.default_rng(seed)
+    means = logs[rng.integers(0, len(logs), (bootstrap, len(logs)))].mean(axis=1)
+    lo, hi = np.exp(np.quantile(means, [(1 - ci) / 2, (1 + ci) / 2]))
+    return gm, float(lo), float(hi)
+
+
+def speedup_summary(sp: pd.DataFrame, bootstrap: int = 2000, seed: int = 0,
+                    ci: float = 0.95) -> dict:
+    """The claim a speedup table supports, with its uncertainty: ``n`` (workloads),
+    ``geomean`` (x), ``ci_low``/``ci_high`` (x, bootstrap over workloads, see
+    :func:`geometric_mean_ci`), ``ci`` (level), ``faster`` (fraction of workloads with speedup
+    > 1), ``unstable_excluded`` (runs left out by :func:`speedup`) and ``unstable_included``
+    (workloads kept that rest on unstable runs)."""
+    require_columns(sp, ("speedup",), "speedup_summary")
+    v = pd.to_numeric(sp["speedup"], errors="coerce").dropna()
+    gm, lo, hi = geometric_mean_ci(v, bootstrap=bootstrap, seed=seed, ci=ci)
+    return {
+        "n": int(len(v)), "geomean": gm, "ci_low": lo, "ci_high": hi, "ci": ci,
+        "faster": float((v > 1).mean()) if len(v) else float("nan"),
+        "unstable_excluded": int(sp.attrs.get("unstable_excluded", 0)),
+        "unstable_included": int(sp["unstable"].astype(bool).sum()) if "unstable" in sp else 0,
+    }

@@ -2,25 +2,60 @@
 
 Each module in ``_COMMAND_MODULES`` defines ``register(subparsers)``, adding its subcommands
 with ``set_defaults(func=handler)``; a handler takes the parsed ``argparse.Namespace`` and returns
-an exit status. Bad input (any ``ParadnnError``) becomes one line on stderr and exit status 2.
+an exit status. Bad input (any ``ParadnnError``) and faults of the environment (an ``OSError``:
+an unwritable folder, a full disk) become one line on stderr and exit status 2; a
+``ParadnnWarning`` becomes one line ``paradnn: warning: ...``. Set ``PARADNN_DEBUG=1`` to see
+the traceback of an environment fault.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
+import warnings
 
-from paradnn.errors import ParadnnError
+from paradnn.errors import ParadnnError, ParadnnWarning
 
-_COMMAND_MODULES = ("run", "sweep", "report")
+_COMMAND_MODULES = ("run", "sweep", "report", "plan", "system")
+
+#: Store that every store-reading or -writing command uses when none is named.
+DEFAULT_STORE = "results.db"
+
+
+class _HelpFormatter(argparse.HelpFormatter):
+    """Appends "(default: X)" to every flag whose help does not already say its default; flags
+    state their unit in their own help text."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if "default" in text or action.default in (None, False, argparse.SUPPRESS):
+            return text
+        return text + " (default: %(default)s)"
 
 
 class _Parser(argparse.ArgumentParser):
     # argparse exits 2 on usage errors already; keep its one-line message, drop the usage dump
     # for subcommands so the error is the first thing a user reads.
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("formatter_class", _HelpFormatter)
+        super().__init__(*args, **kwargs)
+
     def error(self, message: str):  # type: ignore[override]
         self.exit(2, f"paradnn: error: {message}\n")
+
+
+def typed(parse, *args, **kwargs):
+    """An argparse ``type=`` from a parser of :mod:`paradnn.units`: its SpecError becomes the
+    usage error (one line, exit 2) naming the flag, the value and what is allowed."""
+    def convert(text: str):
+        try:
+            return parse(text, *args, **kwargs)
+        except ParadnnError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+    convert.__name__ = getattr(parse, "__name__", "value")
+    return convert
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -34,16 +69,42 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _show_warning(message, category, filename, lineno, file=None, line=None):
+    # Our own warnings are one line for the user, once per command however often the store is
+    # read; everyone else's keep Python's format.
+    if issubclass(category, ParadnnWarning):
+        if str(message) not in _shown:
+            _shown.add(str(message))
+            print(f"paradnn: warning: {message}", file=sys.stderr)
+    else:
+        _python_show_warning(message, category, filename, lineno, file, line)
+
+
+_python_show_warning = warnings.showwarning
+_shown: set[str] = set()
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    warnings.showwarning = _show_warning
     try:
         return int(args.func(args) or 0)
     except ParadnnError as exc:
         print(f"paradnn: error: {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:
+        # A fault of the environment that no check above classified (a folder that vanished,
+        # an I/O error): one line naming the file, not a traceback.
+        if os.environ.get("PARADNN_DEBUG"):
+            raise
+        where = f" ({exc.filename})" if getattr(exc, "filename", None) else ""
+        print(f"paradnn: error: {exc.strerror or type(exc).__name__}{where}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("paradnn: interrupted", file=sys.stderr)
         return 130
+    finally:
+        warnings.showwarning = _python_show_warning
 
 
 if __name__ == "__main__":

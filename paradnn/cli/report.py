@@ -2,7 +2,7 @@
 :mod:`paradnn.report`, :mod:`paradnn.analysis` / :mod:`paradnn.plots` and :mod:`paradnn.profile`.
 
     paradnn report results.db [more.db ...] -o report/
-    paradnn plot heatmap results.db -o fc.png --where family=fc --x batch --y nodes
+    paradnn plot heatmap results.db -o fc.png --where family=fc --x batch --y nodes   # --help: kinds
     paradnn plot speedup tpu.db gpu.db -o speedup.png        # A = first store, B = second
     paradnn profile -o ops/ fc --layers 4 --nodes 256 --input 2000 --output 1000 --batch 128
 """
@@ -11,14 +11,49 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import pandas as pd
 
 from paradnn.errors import ParadnnError
 
-PLOT_KINDS = ("heatmap", "sensitivity", "roofline", "speedup", "params", "utilization", "saturation")
+# kind -> (what it draws, an example command, the flags that apply). One place: the choices,
+# the dispatch check and `paradnn plot --help` all read it.
+PLOT_KINDS: dict[str, tuple[str, str, str]] = {
+    "heatmap": ("a metric over two hyperparameters, one panel per value of the others and per "
+                "dtype/platform (ParaDnn Fig 2a-c, 7)",
+                "paradnn plot heatmap results.db -o fc.png --where family=fc --x batch --y nodes",
+                "--x --y (required), --value, --fixed COL=VALUE (fewer panels)"),
+    "sensitivity": ("standardized regression weights with bootstrap CIs (Fig 2d-f)",
+                    "paradnn plot sensitivity results.db -o s.png --where family=fc "
+                    "--features layers,nodes,batch --log2",
+                    "--features (required), --target, --log2, --interactions, --bootstrap, --seed"),
+    "roofline": ("achieved FLOP/s against arithmetic intensity, one roof per dtype (Fig 3a, 3c)",
+                 "paradnn plot roofline results.db -o roof.png",
+                 "--color-by (default dtype), --peak-flops, --peak-bytes-per-sec"),
+    "speedup": ("speedup of A over B per workload against its size (Fig 8-10)",
+                "paradnn plot speedup results.db -o bf16.png --a dtype=bfloat16 --b dtype=float32",
+                "two stores (A, B), or --a COL=VALUE --b COL=VALUE; --color-by (default batch)"),
+    "params": ("trainable parameters per family and real model (Fig 1)",
+               "paradnn plot params results.db -o params.png", "none"),
+    "utilization": ("utilization ranges per family and platform (Fig 11 bottom)",
+                    "paradnn plot utilization results.db -o util.png", "none"),
+    "saturation": ("throughput against batch relative to each model's best, saturation batch "
+                   "marked (TBD benchmark suite)",
+                   "paradnn plot saturation results.db -o sat.png --where family=fc",
+                   "--threshold (default 0.9)"),
+}
+
+
+def _plot_epilog() -> str:
+    lines = ["kinds (flags that apply; --where, -o and --dpi apply to all):"]
+    for kind, (what, example, flags) in PLOT_KINDS.items():
+        lines += [f"  {kind}: {what}", f"      flags: {flags}", f"      e.g. {example}"]
+    return "\n".join(lines)
 
 
 def _value(text: str):
@@ -57,10 +92,14 @@ def _load(paths: list[str]) -> list[pd.DataFrame]:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from paradnn.report import write_report
-
     from paradnn.store import load
 
+    out_dir = Path(args.output)  # checked before the (possibly long) load and analyses
+    if out_dir.exists() and not out_dir.is_dir():
+        raise ParadnnError(f"report -o {out_dir}: exists and is not a directory; allowed: a folder")
+    from paradnn.outputs import check_output
+
+    check_output(out_dir / "index.html", "report -o", args.stores, args.force)
     df = load(args.stores)  # several stores: one frame, rows present in two kept once
     ops = None
     if args.ops:
@@ -72,32 +111,63 @@ def _report(args: argparse.Namespace) -> int:
         if meta.is_file():
             ops.attrs.update(json.loads(meta.read_text()))
         ops.attrs.update(_pairs(args.ops_attr, "--ops-attr"))
-    path = write_report(df, args.output, ops=ops, title=args.title)
+    path = _write_report_guarded(df, Path(args.output), args, ops)
     print(path)
     return 0
+
+
+def _write_report_guarded(df: pd.DataFrame, out_dir: Path, args: argparse.Namespace, ops) -> Path:
+    """write_report into a temporary folder beside ``out_dir``, then move index.html through
+    the output guard: never over an input, never over a page paradnn did not write."""
+    from paradnn.outputs import write_output
+    from paradnn.report import write_report
+
+    page = out_dir / "index.html"
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=".paradnn-report-", dir=out_dir))
+    except OSError as exc:
+        raise ParadnnError(f"report -o {out_dir}: cannot write there: {exc.strerror or exc}") from None
+    try:
+        built = write_report(df, staging, ops=ops, title=args.title, store=args.stores)
+        return write_output(page, lambda tmp: os.replace(built, tmp), "report -o", args.stores,
+                            args.force)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
 
 
 def _plot(args: argparse.Namespace) -> int:
     from paradnn import analysis as A
     from paradnn import plots as P
 
+    from paradnn.outputs import check_output
+
+    out = Path(args.output)
+    if out.suffix.lower() not in (".png", ".svg", ".pdf"):
+        raise ParadnnError(f"plot -o {out}: allowed: a .png, .svg or .pdf file")
+    check_output(out, "plot -o", args.stores, args.force)  # before any analysis runs
     frames = [_where(f, _pairs(args.where, "--where")) for f in _load(args.stores)]
     df = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
     kind = args.kind
     if kind == "heatmap":
         if not (args.x and args.y):
             raise ParadnnError("plot heatmap: --x and --y are required (two hyperparameters)")
-        fig = P.heatmap(A.heatmap(df, args.x, args.y, args.value or "flops_utilization",
-                                  fixed=_pairs(args.fixed, "--fixed")))
+        from paradnn.analysis._common import headline_utilization
+
+        value = args.value or headline_utilization(df) or "examples_per_sec"
+        fig = P.heatmap(A.heatmap(df, args.x, args.y, value, fixed=_pairs(args.fixed, "--fixed"),
+                                  panels=True))
     elif kind == "sensitivity":
         if not args.features:
             raise ParadnnError("plot sensitivity: --features is required (comma-separated)")
+        from paradnn.analysis._common import headline_utilization
+
         fig = P.sensitivity(A.sensitivity(
-            df, args.target or "flops_utilization", args.features.split(","),
+            df, args.target or headline_utilization(df) or "examples_per_sec", args.features.split(","),
             interactions=args.interactions, log2=args.log2, bootstrap=args.bootstrap, seed=args.seed))
     elif kind == "roofline":
         fig = P.roofline(A.roofline(df, args.peak_flops, args.peak_bytes_per_sec),
-                         color_by=args.color_by or "batch")
+                         color_by=args.color_by or "dtype")
     elif kind == "speedup":
         if len(frames) == 2:
             sp = A.speedup(frames[0], frames[1])
@@ -115,17 +185,21 @@ def _plot(args: argparse.Namespace) -> int:
     elif kind == "params":
         fig = P.params_range(A.params_range(df))
     elif kind == "utilization":
-        from paradnn.analysis._common import platform_label
+        from paradnn.analysis._common import headline_utilization, platform_label
 
         df = df.assign(platform=df.apply(platform_label, axis=1))
-        fig = P.utilization_comparison(A.family_ranges(df, "flops_utilization", by="platform"))
+        value = headline_utilization(df)
+        if value is None:
+            raise ParadnnError("plot utilization: no run has model_flops_utilization or "
+                               "flops_utilization")
+        fig = P.utilization_comparison(A.family_ranges(df, value, by="platform"))
     else:  # saturation
         fig = P.saturation(A.saturation(df, threshold=args.threshold))
+    from paradnn.outputs import write_output
+
     out = Path(args.output)
-    if out.suffix.lower() not in (".png", ".svg", ".pdf"):
-        raise ParadnnError(f"plot -o {out}: allowed: a .png, .svg or .pdf file")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=args.dpi)
+    write_output(out, lambda tmp: fig.savefig(tmp, dpi=args.dpi, format=out.suffix[1:].lower()),
+                 "plot -o", args.stores, args.force)
     print(out)
     return 0
 
@@ -135,6 +209,18 @@ def _profile(args: argparse.Namespace) -> int:
     from paradnn.cli.run import workload_from_args
     from paradnn.profile import capture, with_peaks
 
+    from paradnn.outputs import check_output, write_output
+
+    names = ("ops.csv", "ops.json", "op_roofline.png", "op_breakdown.png")
+    if args.out_dir:
+        out = Path(args.out_dir)
+        if out.exists() and not out.is_dir():
+            raise ParadnnError(f"profile -o {out}: exists and is not a directory; allowed: a folder")
+        for name in names:  # before the (slow) capture
+            check_output(out / name, "profile -o", (), args.force)
+    from paradnn.cli.run import _check_backend
+
+    _check_backend()
     workload = workload_from_args(args)
     ops = capture(workload, steps=args.steps, warmup=args.warmup)
     if args.peak_flops and args.peak_bytes_per_sec:
@@ -155,51 +241,76 @@ def _profile(args: argparse.Namespace) -> int:
     if args.out_dir:
         from paradnn import plots as P
 
-        out = Path(args.out_dir)
-        out.mkdir(parents=True, exist_ok=True)
-        ops.to_csv(out / "ops.csv", index=False)
+        def put(name: str, write) -> None:
+            write_output(out / name, write, "profile -o", (), args.force)
+
+        put("ops.csv", lambda tmp: ops.to_csv(tmp, index=False))
         # The attributes (device, peaks, the CPU-approximation note) travel next to the table.
-        (out / "ops.json").write_text(json.dumps(ops.attrs, indent=1, default=str))
+        put("ops.json", lambda tmp: tmp.write_text(json.dumps(ops.attrs, indent=1, default=str)))
         if len(orf):
-            P.op_roofline(orf).savefig(out / "op_roofline.png", dpi=100)
-        P.op_breakdown(A.op_breakdown(ops)).savefig(out / "op_breakdown.png", dpi=100)
+            put("op_roofline.png", lambda tmp: P.op_roofline(orf).savefig(tmp, dpi=100, format="png"))
+        put("op_breakdown.png",
+            lambda tmp: P.op_breakdown(A.op_breakdown(ops)).savefig(tmp, dpi=100, format="png"))
         print(out)
     return 0
 
 
 def register(subparsers) -> None:
+    from paradnn.cli import DEFAULT_STORE, typed
+    from paradnn.units import parse_int, parse_number
+
+    force_help = "replace an existing output file that paradnn did not write"
     p = subparsers.add_parser("report", help="HTML report of every analysis a store supports")
-    p.add_argument("stores", nargs="+", metavar="STORE", help="results store(s) to read")
-    p.add_argument("-o", "--output", required=True, metavar="DIR", help="folder for index.html")
-    p.add_argument("--title", default="paradnn report")
+    p.add_argument("stores", nargs="*", metavar="STORE", default=[DEFAULT_STORE],
+                   help="results store(s) to read (default: %(default)s)")
+    p.add_argument("-o", "--output", required=True, metavar="DIR",
+                   help="folder for index.html (an index.html paradnn did not write is kept "
+                   "unless --force)")
+    p.add_argument("--force", action="store_true", help=force_help)
+    p.add_argument("--title", default="paradnn report", help="page title")
     p.add_argument("--ops", metavar="CSV", help="ops.csv of `paradnn profile -o DIR` (its ops.json "
                    "beside it gives the peaks and notes) for the op-level roofline")
     p.add_argument("--ops-attr", action="append", metavar="KEY=VALUE",
                    help="attributes of --ops, e.g. peak_flops=1e14 peak_bytes_per_sec=9e11")
     p.set_defaults(func=_report)
 
-    p = subparsers.add_parser("plot", help="one figure of one analysis")
-    p.add_argument("kind", choices=PLOT_KINDS)
-    p.add_argument("stores", nargs="+", metavar="STORE")
-    p.add_argument("-o", "--output", required=True, metavar="FILE.png")
+    p = subparsers.add_parser("plot", help="one figure of one analysis",
+                              description="One figure of one analysis, written as PNG, SVG or PDF.",
+                              epilog=_plot_epilog(), formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("kind", choices=list(PLOT_KINDS), help="the figure (see the list below)")
+    p.add_argument("stores", nargs="*", metavar="STORE", default=[DEFAULT_STORE],
+                   help="results store(s) to read (default: %(default)s)")
+    p.add_argument("-o", "--output", required=True, metavar="FILE.png",
+                   help="a .png, .svg or .pdf file (never a store)")
+    p.add_argument("--force", action="store_true", help=force_help)
     p.add_argument("--where", action="append", metavar="COL=VALUE", help="keep rows where COL equals VALUE")
-    p.add_argument("--x")
-    p.add_argument("--y")
-    p.add_argument("--value", help="metric of a heat map (default flops_utilization)")
+    p.add_argument("--x", help="heat map: the hyperparameter (column) along x")
+    p.add_argument("--y", help="heat map: the hyperparameter (column) along y")
+    p.add_argument("--value", help="metric of a heat map (default model_flops_utilization, "
+                   "else flops_utilization)")
     p.add_argument("--fixed", action="append", metavar="COL=VALUE", help="heat map: fixed columns")
-    p.add_argument("--target", help="sensitivity target metric (default flops_utilization)")
+    p.add_argument("--target", help="sensitivity target metric (default model_flops_utilization, "
+                   "else flops_utilization)")
     p.add_argument("--features", help="sensitivity features, comma-separated")
     p.add_argument("--interactions", action="store_true", help="sensitivity: pairwise terms")
     p.add_argument("--log2", action="store_true", help="sensitivity: regress on log2 features")
-    p.add_argument("--bootstrap", type=int, default=200)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--color-by", help="roofline/speedup colour column (default batch)")
-    p.add_argument("--peak-flops", type=float, help="roofline peak FLOP/s (default: the records')")
-    p.add_argument("--peak-bytes-per-sec", type=float, help="roofline peak B/s (default: the records')")
+    p.add_argument("--bootstrap", type=typed(parse_int, "bootstrap", minimum=0, maximum=100_000),
+                   default=200, metavar="N", help="sensitivity: bootstrap resamples, a count")
+    p.add_argument("--seed", type=typed(parse_int, "seed", minimum=0, maximum=2**32 - 1), default=0,
+                   metavar="N", help="sensitivity: bootstrap random seed")
+    p.add_argument("--color-by", help="roofline/speedup colour column (default: dtype for the "
+                   "roofline, batch for speedup)")
+    p.add_argument("--peak-flops", type=typed(parse_number, "peak-flops", unit="FLOP/s"),
+                   metavar="FLOP/S", help="roofline peak FLOP/s (default: the records')")
+    p.add_argument("--peak-bytes-per-sec", type=typed(parse_number, "peak-bytes-per-sec", unit="B/s"),
+                   metavar="B/S", help="roofline peak B/s (default: the records')")
     p.add_argument("--a", action="append", metavar="COL=VALUE", help="speedup numerator rows")
     p.add_argument("--b", action="append", metavar="COL=VALUE", help="speedup baseline rows")
-    p.add_argument("--threshold", type=float, default=0.9, help="saturation fraction of the best")
-    p.add_argument("--dpi", type=int, default=120)
+    p.add_argument("--threshold", type=typed(parse_number, "threshold", maximum=1.0), default=0.9,
+                   help="saturation: fraction of the best throughput, in (0, 1]")
+    p.add_argument("--dpi", type=typed(parse_int, "dpi", maximum=2400), default=200,
+                   help="resolution of raster figures in dots per inch (default 200: twice the "
+                   "1x size of 1100 px wide figures)")
     p.set_defaults(func=_plot)
 
     try:
@@ -209,11 +320,17 @@ def register(subparsers) -> None:
     p = subparsers.add_parser("profile", help="per-operation FLOPs, bytes and time of one config")
     # dest differs from --output: the FC and CNN spec flags have an --output (classes).
     p.add_argument("-o", "--out-dir", dest="out_dir", metavar="DIR", help="write ops.csv and the figures here")
-    p.add_argument("--steps", type=int, default=5, help="profiled steps")
-    p.add_argument("--warmup", type=int, default=2, help="steps before profiling")
-    p.add_argument("--top", type=int, default=15, help="operations in the table")
-    p.add_argument("--peak-flops", type=float, help="device peak FLOP/s (default: spec table or probe)")
-    p.add_argument("--peak-bytes-per-sec", type=float, help="device peak B/s")
+    p.add_argument("--force", action="store_true", help=force_help)
+    p.add_argument("--steps", type=typed(parse_int, "steps", maximum=10_000), default=5,
+                   help="profiled training steps, a count")
+    p.add_argument("--warmup", type=typed(parse_int, "warmup", minimum=0, maximum=10_000), default=2,
+                   help="training steps before profiling, a count")
+    p.add_argument("--top", type=typed(parse_int, "top", maximum=100_000), default=15,
+                   help="operations in the table, a count")
+    p.add_argument("--peak-flops", type=typed(parse_number, "peak-flops", unit="FLOP/s"),
+                   help="device peak FLOP/s (default: spec table or probe)")
+    p.add_argument("--peak-bytes-per-sec", type=typed(parse_number, "peak-bytes-per-sec", unit="B/s"),
+                   help="device peak B/s (default: spec table or probe)")
     add_spec_subparsers(p, _profile, settings=False)
 
 

@@ -8,33 +8,80 @@ from paradnn.errors import ParadnnError
 
 
 def _sweep(args: argparse.Namespace) -> int:
-    from paradnn.grids import parse_bytes
     from paradnn.sweeper import DEFAULT_CACHE, sweep
 
     if args.no_cache and args.cache_dir:
         raise ParadnnError("--cache-dir and --no-cache exclude each other")
+    if args.dry_run:
+        from paradnn.cli.plan import show_plan
+
+        return show_plan(args.file, store=args.store, memory_limit=args.memory_limit,
+                         repeat=args.repeat)
+    import datetime as _dt
+
+    started = _dt.datetime.now(_dt.timezone.utc)
     df = sweep(
         args.file, store=args.store, executor=args.executor, repeat=args.repeat,
-        memory_limit_bytes=None if args.memory_limit is None else parse_bytes(args.memory_limit),
-        timeout_s=args.timeout, address=args.address,
+        memory_limit_bytes=args.memory_limit, timeout_s=args.timeout, address=args.address,
         cache_dir=None if args.no_cache else (args.cache_dir or DEFAULT_CACHE),
-        progress=not args.quiet)
-    counts = df["status"].value_counts().to_dict() if len(df) else {}
-    summary = ", ".join(f"{s} {n}" for s, n in sorted(counts.items()))
-    print(f"{args.store}: {len(df)} rows for this sweep ({summary or 'none'})")
+        progress=not args.quiet, max_configs=args.max_configs,
+        remeasure_unstable=args.remeasure_unstable)
+    # Rows written since this sweep started were measured now (by it, or by a sweep sharing
+    # the store); the others were already in the store and were skipped.
+    import pandas as pd
+
+    when = pd.to_datetime(df["time_utc"], utc=True, format="ISO8601") if len(df) else None
+    now = df[when >= started] if len(df) else df
+
+    def summary(frame) -> str:
+        counts = frame["status"].value_counts().to_dict() if len(frame) else {}
+        return ", ".join(f"{s} {n}" for s, n in sorted(counts.items())) or "none"
+
+    print(f"{args.store}: {len(now)} measured now ({summary(now)}), {len(df) - len(now)} already "
+          f"in the store; {len(df)} rows for this sweep ({summary(df)})"
+          + ("; `paradnn status` groups the failures" if (df["status"] != "ok").any() else ""))
     return 0
 
 
 def _status(args: argparse.Namespace) -> int:
-    from paradnn.store import load, status_counts
+    import pandas as pd
 
-    tables = status_counts(args.store)
-    n = len(load(args.store))
-    print(f"{', '.join(args.store)}: {n} rows")
-    for title, table in (("by status", tables["status"]), ("by family", tables["family"]),
-                         ("by platform (backend/device kind)", tables["platform"])):
-        print(f"\n{title}:")
-        print(table.to_string() if len(table) else "  (none)")
+    from paradnn.status import failures
+    from paradnn.store import load
+
+    stores = [args.store] if isinstance(args.store, str) else list(args.store)
+    df = load(stores)
+    print(f"{', '.join(stores)}: {len(df)} rows")
+    if not len(df):
+        print("nothing measured yet: `paradnn sweep sweeps/smoke.yaml` fills a store")
+        return 0
+    ok = int((df["status"] == "ok").sum())
+    print(f"ok {ok}, failed {len(df) - ok}")
+
+    def crosstab(index) -> str:
+        table = pd.crosstab(index, df["status"])
+        return "\n".join("  " + line for line in table.to_string().splitlines())
+
+    print("\nrows by family and status:")
+    print(crosstab(df["family"].fillna("?").rename("family")))
+    platform = (df["backend"].fillna("?").astype(str) + "/"
+                + df["device_kind"].fillna("?").astype(str)).rename("backend/device")
+    print("\nrows by platform and status:")
+    print(crosstab(platform))
+    table = failures(df)
+    if not len(table):
+        print("\nno failures")
+        return 0
+    print(f"\nfailures by reason ({len(table)} reason(s), most frequent first):")
+    for i, r in table.iterrows():
+        print(f"\n{i + 1}. {r['reason']}: {r['count']} row(s) ({r['family']})")
+        print(f"   example  {r['example']}  [key {r['example_key']}]")
+        if r["error"]:
+            print(f"   message  {r['error'][:160]}{'...' if len(r['error']) > 160 else ''}")
+        print(f"   next     {r['next_command']}")
+        print(f"   why      {r['advice']}")
+    print("\nA sweep skips configs that have a record, failures included: after a fix, measure "
+          "again with `paradnn sweep FILE --repeat N` or into a new store.")
     return 0
 
 
@@ -49,44 +96,70 @@ def _merge(args: argparse.Namespace) -> int:
 def _export(args: argparse.Namespace) -> int:
     from paradnn.store import export
 
-    n = export(args.store, args.output)
+    n = export(args.store, args.output, force=args.force)
     print(f"{args.output}: {n} rows")
     return 0
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    from paradnn.cli import DEFAULT_STORE, typed
+    from paradnn.grids import MAX_CONFIGS
+    from paradnn.units import parse_bytes, parse_duration, parse_int
+
     p = sub.add_parser("sweep", help="run a sweep file into a results store (resumable)",
                        description="Run every config of a YAML sweep file (docs/sweeps.md) into "
                        "a store. Configs already in the store are skipped.")
     p.add_argument("file", help="YAML sweep file, e.g. sweeps/smoke.yaml")
-    p.add_argument("--store", default="results.db", help="SQLite results store (default: "
-                   "results.db; created if missing)")
-    p.add_argument("--repeat", type=int, default=None,
-                   help="records wanted per config (default: the file's, else 1)")
+    p.add_argument("--store", default=DEFAULT_STORE,
+                   help="SQLite results store, created if missing (default: %(default)s)")
+    p.add_argument("--repeat", type=typed(parse_int, "repeat", maximum=1_000_000), default=None,
+                   metavar="N", help="records wanted per config, a count (default: the file's, "
+                   "else 1)")
     p.add_argument("--executor", choices=("process", "inprocess", "ray"), default=None,
                    help="where configs run (default: the file's, else process)")
-    p.add_argument("--address", default=None, help="Ray cluster HOST:PORT (with --executor ray)")
-    p.add_argument("--memory-limit", default=None,
-                   help="device memory for out-of-memory prediction, e.g. 2GB or 512MiB "
-                   "(default: the device's own where known)")
-    p.add_argument("--timeout", type=float, default=None,
-                   help="seconds per config, compile included (default: the file's, else 1800)")
+    p.add_argument("--address", default=None,
+                   help="Ray cluster HOST:PORT (with --executor ray; an unreachable address "
+                   "fails within the connect timeout, default: none = a local cluster)")
+    p.add_argument("--memory-limit", default=None, type=typed(parse_bytes), metavar="SIZE",
+                   help="memory of one device in bytes for out-of-memory prediction, e.g. 2GB "
+                   "or 512MiB (default: the file's, else the device's; the host's on a CPU)")
+    p.add_argument("--timeout", type=typed(parse_duration, "timeout"), default=None,
+                   metavar="SECONDS", help="seconds per config, compile included (default: the "
+                   "file's, else 1800)")
+    p.add_argument("--max-configs", type=typed(parse_int, "max-configs"), default=None,
+                   metavar="N", help=f"refuse sweep files whose grid has more configs than this, "
+                   f"before expanding it (default: the file's run.max_configs, else {MAX_CONFIGS})")
     p.add_argument("--cache-dir", default=None,
-                   help="persistent XLA compilation cache (default: ~/.cache/paradnn/xla)")
+                   help="persistent XLA compilation cache folder (default: the file's, else "
+                   "$XDG_CACHE_HOME/paradnn/xla or ~/.cache/paradnn/xla)")
     p.add_argument("--no-cache", action="store_true", help="disable the compilation cache")
+    p.add_argument("--remeasure-unstable", action="store_true",
+                   help="measure again the configs whose stored runs missed their precision "
+                   "target (stable false); their old rows stay")
     p.add_argument("--quiet", action="store_true", help="no progress line on stderr")
+    p.add_argument("--dry-run", action="store_true",
+                   help="run nothing: print the plan (configs, parameters, FLOPs, predicted "
+                   "memory and oom, estimated time), as `paradnn plan FILE` does")
     p.set_defaults(func=_sweep)
 
-    p = sub.add_parser("status", help="counts of a store's rows by status, family, platform")
-    p.add_argument("store", nargs="+", help="one or more stores")
+    p = sub.add_parser("status", help="counts of a store's rows; failures grouped by reason, "
+                       "with an example config and the next command to run")
+    p.add_argument("store", nargs="*", default=[DEFAULT_STORE],
+                   help="one or more stores (default: %(default)s)")
     p.set_defaults(func=_status)
 
     p = sub.add_parser("merge", help="combine stores without duplicates")
     p.add_argument("stores", nargs="+", help="input stores")
-    p.add_argument("-o", "--output", required=True, help="output store (created or extended)")
+    p.add_argument("-o", "--output", required=True,
+                   help="output store (created, or a paradnn store extended; never an input)")
     p.set_defaults(func=_merge)
 
     p = sub.add_parser("export", help="write a store's rows to CSV or Parquet")
-    p.add_argument("store", nargs="+", help="one or more stores")
-    p.add_argument("-o", "--output", required=True, help="file.csv or file.parquet")
+    p.add_argument("store", nargs="*", default=[DEFAULT_STORE],
+                   help="one or more stores (default: %(default)s)")
+    p.add_argument("-o", "--output", required=True,
+                   help="file.csv or file.parquet (never a store; replaced only if paradnn "
+                   "wrote it)")
+    p.add_argument("--force", action="store_true",
+                   help="replace an existing output that paradnn did not write")
     p.set_defaults(func=_export)

@@ -9,22 +9,31 @@
 
 An executor never writes the store: the sweep driver does, one committed row per record, so a
 driver killed at any point loses at most the configs in flight.
+
+Failure taxonomy. A config's own outcomes are records: ``oom``, ``error`` (an exception of the
+workload), ``timeout``, ``crashed`` (its process died; the record says whether by a signal or by
+exiting with a status). A fault of the environment is a :class:`Fault`, never a record: an
+``OSError`` (an unwritable cache, a full disk, a permission), a JAX platform that cannot start,
+a lost Ray worker. The sweep driver releases the config's claim and either stops with one line
+(``retry=False``: every config would meet the same fault) or goes on without it
+(``retry=True``); either way the next run of the sweep measures the config.
 """
 
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Union
 
-from paradnn.errors import ParadnnError
+from paradnn.errors import InfrastructureError, ParadnnError
 from paradnn.record import Record
 from paradnn.specs import Workload
 
-__all__ = ["Task", "Executor", "make_executor", "default_cache_dir", "configure_cache",
-           "run_config", "EXECUTORS"]
+__all__ = ["Task", "Fault", "Outcome", "Executor", "make_executor", "default_cache_dir",
+           "configure_cache", "check_environment", "run_config", "EXECUTORS"]
 
 EXECUTORS = ("process", "inprocess", "ray")
 
@@ -46,16 +55,33 @@ class Task:
     claim: int | None = None
 
 
+@dataclass(frozen=True)
+class Fault:
+    """An infrastructure fault met while running a task: not the workload's result, never stored.
+
+    ``retry`` True: leave the config unrecorded and go on (a lost worker); False: stop the sweep,
+    since every config would meet it (an unwritable cache, a full disk, an absent platform).
+    """
+
+    message: str
+    retry: bool = False
+
+
+#: What running one task gives: the workload's record, or an infrastructure fault.
+Outcome = Union[Record, Fault]
+
+
 class Executor:
     """Interface: ``context()`` gives (platform, software) of where configs run; ``execute``
-    yields ``(task, record)`` as configs finish, pulling tasks lazily from the iterator."""
+    yields ``(task, outcome)`` as configs finish (a Record, or a :class:`Fault`), pulling tasks
+    lazily from the iterator."""
 
     name = "executor"
 
     def context(self) -> tuple[dict[str, Any], dict[str, Any]]:
         raise NotImplementedError
 
-    def execute(self, tasks: Iterator[Task]) -> Iterator[tuple[Task, Record]]:
+    def execute(self, tasks: Iterator[Task]) -> Iterator[tuple[Task, Outcome]]:
         raise NotImplementedError
 
     def close(self) -> None:
@@ -83,7 +109,8 @@ def configure_cache(cache_dir: str | os.PathLike | None) -> dict[str, Any]:
              "jax_persistent_cache_min_entry_size_bytes")
     previous = {n: getattr(jax.config, n) for n in names}
     if cache_dir is not None:
-        Path(cache_dir).mkdir(parents=True, exist_ok=True)
+        _check_writable(Path(cache_dir), "the XLA compilation cache folder",
+                        "pass --cache-dir DIR with a writable folder, or --no-cache")
         jax.config.update("jax_compilation_cache_dir", str(cache_dir))
         # Sweep configs compile in well under JAX's default 1 s threshold on small models, and
         # a second run of a sweep is exactly when those compiles should be skipped.
@@ -99,6 +126,28 @@ def restore_cache(previous: dict[str, Any]) -> None:
         jax.config.update(name, value)
 
 
+def _check_writable(folder: Path, what: str, advice: str) -> None:
+    """Create ``folder`` and a file in it, or raise InfrastructureError naming it."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as exc:
+        raise InfrastructureError(f"{what} {folder} is not writable ({exc.strerror or exc}); "
+                                  f"{advice}") from None
+
+
+def check_environment(platform: dict[str, Any]) -> None:
+    """Faults of the environment that would make every config fail, found before the first one
+    runs: where the device has no spec-sheet peak (a CPU), utilization needs the measured peak of
+    ``paradnn probe``, which is cached in a file; that folder must be writable."""
+    from paradnn import hardware
+
+    if platform["backend"] == "cpu" or hardware.spec_peak(platform["device_kind"]) is None:
+        _check_writable(hardware.CACHE_PATH.parent, "the probe cache folder",
+                        "set PARADNN_CACHE (or HOME) to a writable folder")
+
+
 def resolve_run_fn(run_fn: RunFn | None) -> RunFn:
     if run_fn is not None:
         return run_fn
@@ -108,20 +157,37 @@ def resolve_run_fn(run_fn: RunFn | None) -> RunFn:
 
 
 def local_context() -> tuple[dict[str, Any], dict[str, Any]]:
-    """(platform, software) of this process, as the runner records them."""
+    """(platform, software) of this process, as the runner records them. A JAX backend that
+    cannot start (``JAX_PLATFORMS`` naming a platform this host lacks) is an
+    InfrastructureError: it is the first use of the backend, so its RuntimeError is that."""
     from paradnn import hardware
 
-    return hardware.platform_info(), hardware.software_info()
+    try:
+        platform = hardware.platform_info()
+    except RuntimeError as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise InfrastructureError(
+            f"JAX cannot start a backend (JAX_PLATFORMS={os.environ.get('JAX_PLATFORMS')!r}): "
+            f"{first[:300]}") from None
+    return platform, hardware.software_info()
 
 
 def run_config(run_fn: RunFn | None, workload: Workload, settings: Any,
                memory_limit_bytes: int | None,
-               context: tuple[dict[str, Any], dict[str, Any]]) -> Record:
-    """Run one config; an exception (a bug, or a SpecError such as too many devices for this
-    host) becomes an ``error`` record so that the sweep goes on."""
+               context: tuple[dict[str, Any], dict[str, Any]]) -> Outcome:
+    """Run one config. An exception of the workload (a bug, or a SpecError such as too many
+    devices for this host) becomes an ``error`` record so that the sweep goes on; an OSError or
+    InfrastructureError (the environment's fault: a cache, a disk, a permission) becomes a
+    :class:`Fault`, which is never stored."""
     try:
         record = resolve_run_fn(run_fn)(workload, settings, memory_limit_bytes)
-    except Exception as exc:  # noqa: BLE001 - every outcome is a row
+    except InfrastructureError as exc:
+        return Fault(str(exc), retry=exc.retry)
+    except OSError as exc:
+        where = f" ({exc.filename})" if exc.filename else ""
+        return Fault(f"{type(exc).__name__}: {exc.strerror or exc}{where} while running "
+                     f"{workload.key}; an environment fault, not the workload's")
+    except Exception as exc:  # noqa: BLE001 - every outcome of the workload is a row
         platform, software = context
         return Record.failed(workload, "error", f"{type(exc).__name__}: {exc}"[:4000],
                              platform=dict(platform), software=dict(software),

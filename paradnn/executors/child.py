@@ -2,8 +2,11 @@
 
 It reads pickled messages from file descriptor IN and writes replies to OUT:
 
-* ``("init", cache_dir, run_fn)`` -> ``("ready", platform, software)``
-* ``("run", workload, settings, memory_limit_bytes)`` -> ``("record", Record)``
+* ``("init", cache_dir, run_fn)`` -> ``("ready", platform, software)``, or ``("fault",
+  Fault)`` and exit when the environment cannot run anything (an unwritable cache folder, a JAX
+  platform that cannot start)
+* ``("run", workload, settings, memory_limit_bytes)`` -> ``("record", Record)`` or ``("fault",
+  Fault)`` (an infrastructure fault, see :mod:`paradnn.executors`)
 * ``("exit",)`` -> exits
 
 Its own stdout and stderr stay the user's, so warnings from JAX are seen. If the parent dies
@@ -35,10 +38,21 @@ def main(argv: list[str]) -> int:
     message = conn_in.recv()
     assert message[0] == "init", message
     _, cache_dir, run_fn = message
-    from paradnn.executors import configure_cache, local_context, run_config
+    from paradnn.errors import InfrastructureError
+    from paradnn.executors import (Fault, check_environment, configure_cache, local_context,
+                                   run_config)
 
-    configure_cache(cache_dir)
-    context = local_context()
+    try:
+        configure_cache(cache_dir)
+        context = local_context()
+        check_environment(context[0])
+    except InfrastructureError as exc:
+        conn_out.send(("fault", Fault(str(exc), retry=exc.retry)))
+        return 0
+    except OSError as exc:
+        conn_out.send(("fault", Fault(f"the sweep's child process cannot start: "
+                                      f"{exc.strerror or exc} ({exc.filename})")))
+        return 0
     conn_out.send(("ready", *context))
     import jax
 
@@ -50,8 +64,8 @@ def main(argv: list[str]) -> int:
         if message[0] == "exit":
             return 0
         _, workload, settings, memory_limit_bytes = message
-        record = run_config(run_fn, workload, settings, memory_limit_bytes, context)
-        conn_out.send(("record", record))
+        outcome = run_config(run_fn, workload, settings, memory_limit_bytes, context)
+        conn_out.send(("fault" if isinstance(outcome, Fault) else "record", outcome))
         # Each config jits new closures; drop their executables so a long-lived child does not
         # grow with the sweep.
         jax.clear_caches()

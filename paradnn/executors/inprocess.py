@@ -11,9 +11,8 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
-from paradnn.executors import (Executor, RunFn, Task, configure_cache, local_context,
-                               restore_cache, run_config)
-from paradnn.record import Record
+from paradnn.executors import (Executor, Outcome, RunFn, Task, check_environment,
+                               configure_cache, local_context, restore_cache, run_config)
 
 
 class InProcessExecutor(Executor):
@@ -22,15 +21,18 @@ class InProcessExecutor(Executor):
     def __init__(self, cache_dir: str | os.PathLike | None, run_fn: RunFn | None = None):
         self.run_fn = run_fn
         # The compilation cache is a process-wide JAX setting: restore the caller's on close.
+        self._previous: dict[str, Any] | None = None
         self._previous = configure_cache(cache_dir)
         self._context: tuple[dict[str, Any], dict[str, Any]] | None = None
 
     def context(self) -> tuple[dict[str, Any], dict[str, Any]]:
         if self._context is None:
-            self._context = local_context()
+            context = local_context()
+            check_environment(context[0])
+            self._context = context
         return self._context
 
-    def execute(self, tasks: Iterator[Task]) -> Iterator[tuple[Task, Record]]:
+    def execute(self, tasks: Iterator[Task]) -> Iterator[tuple[Task, Outcome]]:
         context = self.context()
         for task in tasks:
             yield task, run_config(self.run_fn, task.workload, task.settings,

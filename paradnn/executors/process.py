@@ -2,8 +2,11 @@
 
 The child is reused across configs, so the Python and JAX start-up cost is paid once, not per
 config. A config that kills the child (a segfault, the kernel's out-of-memory killer, an abort in
-XLA) is recorded ``crashed``; one that runs past ``timeout_s`` has its child killed and is
-recorded ``timeout``. Either way a fresh child takes the next config. After an ``error`` or an
+XLA, or an exit with a status of its own) is recorded ``crashed``, with the exit status or the
+signal as typed fields (``child_exit_status``, ``child_signal``) and in words that say which of
+the two happened; one that runs past ``timeout_s`` has its child killed and is recorded
+``timeout``. A child that cannot start, or that reports an infrastructure fault, gives a
+:class:`~paradnn.executors.Fault`, never a record. Either way a fresh child takes the next config. After an ``error`` or an
 out-of-memory failure that was not predicted, the child is also replaced, so no state left behind
 by a failure can leak into the next measurement.
 
@@ -24,28 +27,45 @@ from collections.abc import Iterator
 from multiprocessing.connection import Connection
 from typing import Any
 
-from paradnn.errors import ParadnnError
-from paradnn.executors import Executor, RunFn, Task
+from paradnn.errors import InfrastructureError, ParadnnError
+from paradnn.executors import Executor, Fault, Outcome, RunFn, Task
 from paradnn.record import Record
 
 #: Seconds a new child may take to import JAX and report its platform.
 STARTUP_TIMEOUT_S = 300.0
 #: A child is replaced after this many configs, to bound what a long sweep accumulates.
 MAX_CONFIGS_PER_CHILD = 200
+#: Seconds a child whose pipe closed may take to finish exiting before it is killed; its own
+#: exit status is then what it chose, not the SIGKILL paradnn would send.
+EXIT_GRACE_S = 5.0
 
 
-def _describe_exit(code: int | None) -> str:
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+def _describe_exit(code: int | None, killed_by_paradnn: bool = False) -> str:
+    """Words for a child's end, from its exit status (``Popen.returncode``: negative = signal)."""
     if code is None:
         return "did not exit"
     if code < 0:
-        try:
-            name = signal.Signals(-code).name
-        except ValueError:
-            name = f"signal {-code}"
-        hint = " (the kernel's out-of-memory killer sends SIGKILL)" if -code == signal.SIGKILL \
-            else ""
+        name = _signal_name(-code)
+        if killed_by_paradnn:
+            return f"stopped answering and was killed by paradnn ({name})"
+        hint = (" from outside the process (often the kernel's out-of-memory killer)"
+                if -code == signal.SIGKILL else "")
         return f"was killed by {name}{hint}"
-    return f"exited with status {code}"
+    return f"exited by itself with status {code}"
+
+
+def _exit_fields(code: int | None) -> dict[str, Any]:
+    """Typed fields of a crashed record: the exit status, or the signal's name."""
+    if code is None:
+        return {"child_exit_status": None, "child_signal": None}
+    return {"child_exit_status": code, "child_signal": _signal_name(-code) if code < 0 else None}
 
 
 class _Child:
@@ -79,12 +99,16 @@ class _Child:
         self.configs = 0
         self.to_child.send_bytes(init)
         reply = self.wait(STARTUP_TIMEOUT_S)
-        if reply is None or reply[0] != "ready":
-            code = self.kill()
-            raise ParadnnError(
+        if isinstance(reply, tuple) and reply[0] == "fault":
+            self.stop()
+            fault: Fault = reply[1]
+            raise InfrastructureError(fault.message, retry=fault.retry)
+        if reply is None or reply == "timeout" or reply[0] != "ready":
+            code, killed = self.reap()
+            raise InfrastructureError(
                 "the sweep's child process did not start: it "
                 + ("took longer than {:.0f} s".format(STARTUP_TIMEOUT_S) if reply == "timeout"
-                   else _describe_exit(code))
+                   else _describe_exit(code, killed))
                 + "; its error output is above")
         _, self.platform, self.software = reply
 
@@ -102,6 +126,16 @@ class _Child:
                 return None
             if self.proc.poll() is not None and not self.from_child.poll(0):
                 return None
+
+    def reap(self) -> tuple[int | None, bool]:
+        """(exit status, killed by paradnn) of a child that stopped answering: it gets
+        ``EXIT_GRACE_S`` to finish exiting by itself before it is killed."""
+        try:
+            self.proc.wait(timeout=EXIT_GRACE_S)
+            killed = False
+        except subprocess.TimeoutExpired:
+            killed = True
+        return self.kill(), killed
 
     def kill(self) -> int | None:
         """Kill the child's process group; returns its exit code."""
@@ -159,8 +193,9 @@ class ProcessExecutor(Executor):
         assert self._context is not None
         return self._context
 
-    def run_one(self, task: Task) -> Record:
-        """Run one config in the child; a dead or late child becomes a crashed/timeout record."""
+    def run_one(self, task: Task) -> Outcome:
+        """Run one config in the child; a dead or late child becomes a crashed/timeout record,
+        an infrastructure fault the child met a :class:`Fault`."""
         child = self._ensure_child()
         platform, software = self.context()
         context = {"platform": dict(platform), "software": dict(software),
@@ -178,21 +213,29 @@ class ProcessExecutor(Executor):
                                  f"exceeded the time limit of {self.timeout_s:g} s (compile and "
                                  "measurement); its child process was killed", **context)
         if reply is None:
-            code = child.kill()
+            elapsed = time.monotonic() - t0
+            code, killed = child.reap()
             self._child = None
             return Record.failed(task.workload, "crashed",
-                                 f"the child process running this config {_describe_exit(code)}"
-                                 f" after {time.monotonic() - t0:.1f} s", **context)
+                                 f"the child process running this config "
+                                 f"{_describe_exit(code, killed)} after {elapsed:.1f} s",
+                                 metrics=_exit_fields(code), **context)
+        if reply[0] == "fault":
+            child.stop()  # the environment failed; a fresh child checks it again
+            self._child = None
+            return reply[1]
         record: Record = reply[1]
         child.configs += 1
+        # A predicted oom never allocated anything (typed field from paradnn.preflight); any
+        # other failure may leave state behind, so the child is replaced.
         dirty = record.status == "error" or (
-            record.status == "oom" and not (record.error or "").startswith("predicted"))
+            record.status == "oom" and not record.metrics.get("oom_predicted"))
         if dirty or child.configs >= MAX_CONFIGS_PER_CHILD:
             child.stop()
             self._child = None
         return record
 
-    def execute(self, tasks: Iterator[Task]) -> Iterator[tuple[Task, Record]]:
+    def execute(self, tasks: Iterator[Task]) -> Iterator[tuple[Task, Outcome]]:
         for task in tasks:
             yield task, self.run_one(task)
 

@@ -2,8 +2,10 @@
 
 Each task runs its config the way the process executor does, in a child process of its worker
 with the time limit, so a config that crashes or hangs is recorded ``crashed`` or ``timeout`` on
-the worker and the worker survives. A task that Ray itself loses (its worker or node died) is
-recorded ``crashed`` by the driver. The driver alone writes the store, one committed row per
+the worker and the worker survives. A task that Ray itself loses (its worker or node died) is an
+infrastructure fault, not the config's result: it is left unrecorded (its claim released) and
+the next run of the sweep measures it again. An address that cannot be reached fails within
+``CONNECT_TIMEOUT_S`` seconds with one line. The driver alone writes the store, one committed row per
 finished task, so stores never need a shared file system.
 
 Resources per task (``resources``): Ray ``.options()`` keywords such as ``{"num_gpus": 1}``,
@@ -20,12 +22,44 @@ from __future__ import annotations
 
 import math
 import os
+import socket
+import time
 from collections.abc import Iterator
 from typing import Any
 
 from paradnn.errors import ParadnnError
-from paradnn.executors import Executor, RunFn, Task
+from paradnn.executors import Executor, Fault, Outcome, RunFn, Task
 from paradnn.record import Record
+
+#: Seconds to wait for a Ray cluster's address to accept a connection before giving up.
+CONNECT_TIMEOUT_S = 30.0
+
+
+def check_reachable(address: str, timeout_s: float = CONNECT_TIMEOUT_S) -> None:
+    """Raise ParadnnError unless ``HOST:PORT`` accepts a TCP connection within ``timeout_s``
+    seconds (a refused connection fails at once). Ray's own connect retries for minutes; other
+    address forms (``auto``, ``local``, ``ray://...``) are left to Ray."""
+    host, sep, port = address.rpartition(":")
+    if not sep or not host or not port.isdigit() or "://" in address:
+        return
+    deadline = time.monotonic() + timeout_s
+    while True:
+        remaining = deadline - time.monotonic()
+        try:
+            socket.create_connection((host.strip("[]"), int(port)),
+                                     timeout=max(0.1, min(remaining, 5.0))).close()
+            return
+        except ConnectionRefusedError:
+            reason = "connection refused (nothing listens there)"
+        except socket.gaierror as exc:
+            reason = f"unknown host ({exc.strerror})"
+        except OSError as exc:
+            reason = exc.strerror or type(exc).__name__
+            if time.monotonic() < deadline:
+                time.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
+                continue
+        raise ParadnnError(f"cannot reach the Ray cluster at address={address!r} within "
+                           f"{timeout_s:g} s: {reason}; is `ray start --head` running there?")
 
 
 class WorkerSetupError(RuntimeError):
@@ -78,6 +112,8 @@ class RayExecutor(Executor):
         self.resources = resources
         self._owns_ray = False
         if not ray.is_initialized():
+            if address:
+                check_reachable(address)
             try:
                 ray.init(address=address, logging_level="WARNING", log_to_driver=True)
             except (ConnectionError, ValueError, RuntimeError) as exc:
@@ -121,11 +157,18 @@ class RayExecutor(Executor):
     def _failed(self, task: Task, exc: BaseException) -> Record:
         platform, software = self.context()
         return Record.failed(task.workload, "crashed",
-                             f"Ray lost the task: {type(exc).__name__}: {exc}"[:4000],
+                             f"its Ray task failed: {type(exc).__name__}: {exc}"[:4000],
                              platform=dict(platform), software=dict(software),
                              settings=task.settings.to_dict())
 
-    def execute(self, tasks: Iterator[Task]) -> Iterator[tuple[Task, Record]]:
+    @staticmethod
+    def _lost(exc: BaseException) -> Fault:
+        # The worker or node died or the result object was lost: the cluster's fault, so the
+        # config is retried by the next run of the sweep rather than stored as crashed.
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        return Fault(f"Ray lost a task ({type(exc).__name__}: {first[:300]})", retry=True)
+
+    def execute(self, tasks: Iterator[Task]) -> Iterator[tuple[Task, Outcome]]:
         ray = self.ray
         in_flight: dict[Any, Task] = {}
         pending = iter(tasks)
@@ -151,17 +194,17 @@ class RayExecutor(Executor):
                 done, _ = ray.wait(list(in_flight), num_returns=1)
                 for ref in done:
                     task = in_flight.pop(ref)
+                    outcome: Outcome
                     try:
-                        record = ray.get(ref)
+                        outcome = ray.get(ref)
                     except ray.exceptions.RayTaskError as exc:
-                        if isinstance(exc.cause, WorkerSetupError) or "WorkerSetupError" in str(
-                                exc):
+                        if isinstance(exc.cause, WorkerSetupError):
                             raise ParadnnError(f"a Ray worker could not run paradnn: "
-                                               f"{exc.cause or exc}") from None
-                        record = self._failed(task, exc)
+                                               f"{exc.cause}") from None
+                        outcome = self._failed(task, exc)
                     except ray.exceptions.RayError as exc:  # worker or node died, object lost
-                        record = self._failed(task, exc)
-                    yield task, record
+                        outcome = self._lost(exc)
+                    yield task, outcome
         finally:
             for ref in in_flight:
                 try:

@@ -1,4 +1,4 @@
-"""ParaDnn fully connected model (REFERENCE.md section 1)."""
+"""ParaDnn fully connected model (the ParaDnn paper's FC family: docs/models.md)."""
 
 from __future__ import annotations
 

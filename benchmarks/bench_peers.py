@@ -1,0 +1,388 @@
+"""paradnn against its peers on this machine: the same training steps in PyTorch and Keras 3.
+
+Configs (float32, RMSProp lr 0.1, decay 0.9, momentum 0.9, epsilon 1.0; synthetic data resident
+in memory; the same layer shapes, so the same work whatever the initialization):
+
+* fc:   FC(layers 4, nodes 1024, input 2000, output 1000), batch 256
+* cnn:  CNN(block residual, blocks 1, filters 16, image 64, output 100), batch 32
+* lstm: RNN(cell lstm, layers 1, embed 256, length 20, vocab 1024), batch 64
+
+Contenders, interleaved round by round (order alternating) in one process so that the load of
+a shared host hits all alike:
+
+* paradnn:        paradnn's K-step compiled call with its default XLA preset ("best"), exactly
+                  the program ``paradnn.run`` times
+* paradnn-stock:  the same with ``xla_preset="stock"`` (XLA's default options)
+* torch-eager:    a plain PyTorch loop (``torch.set_num_threads(os.cpu_count())``)
+* torch-compile:  the same loop with ``torch.compile`` on the model and the optimizer step
+* keras-tf:       Keras 3 on TensorFlow, ``jit_compile=True``, ``steps_per_execution=K``
+
+``--only gemm`` instead compares the compute-bound FC (layers 4, nodes 4096, input 2000, output
+1000; batch ``--gemm-batch``) with the best square float32 GEMM that any library reaches here
+(XLA default options, XLA with the "best" preset, numpy's BLAS, torch).
+
+Peers install from the ``bench`` extra (``pip install -e .[bench]``); a missing peer is
+reported and skipped. Not a test: run it and copy the table into docs/performance.md.
+
+    python benchmarks/bench_peers.py [--only fc,cnn,lstm|gemm] [--rounds 5] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from typing import Callable
+
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import jax  # noqa: E402
+import numpy as np  # noqa: E402
+
+import paradnn  # noqa: E402
+from paradnn import workload as wl  # noqa: E402
+from paradnn.specs import Workload  # noqa: E402
+
+CONFIGS = {
+    "fc": (paradnn.FC(layers=4, nodes=1024, input=2000, output=1000), 256),
+    "cnn": (paradnn.CNN(block="residual", blocks=1, filters=16, image=64, output=100), 32),
+    "lstm": (paradnn.RNN(cell="lstm", layers=1, embed=256, length=20, vocab=1024), 64),
+}
+LR, DECAY, MOMENTUM, EPS = 0.1, 0.9, 0.9, 1.0
+#: Seconds each contender runs per round (a whole number of its K-step calls, at least one).
+SEGMENT_S = 1.0
+#: Seconds of idle time between contenders: OpenMP pools (torch, TF) spin-wait after a
+#: parallel region; the next contender should not share the cores with them.
+SETTLE_S = 0.3
+
+Runner = Callable[[int], float]  # steps -> seconds for that many steps (data resident)
+
+
+# --------------------------------------------------------------------------------- paradnn
+def paradnn_runner(spec, batch: int, preset: str, k: int) -> Runner:
+    """The K-step compiled call paradnn.run measures, state donated, with ``preset``."""
+    work = Workload(spec, batch, "float32", None, 1)
+    model = paradnn.models.build(spec, "float32")
+    opt = model.default_optimizer
+    state, data = wl.init_inputs(work, model, opt)
+    call = wl.compile_step(wl.jit_step(model, opt, steps=k), state, data, preset)
+    box = [state]
+
+    def run(steps: int) -> float:
+        calls = max(1, steps // k)
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            box[0], loss = call(box[0], data)
+        jax.block_until_ready(loss)
+        return (time.perf_counter() - t0) / (calls * k)
+
+    run(k)  # warm-up
+    return run
+
+
+# ----------------------------------------------------------------------------------- torch
+def torch_model(name: str, spec):
+    import torch
+    from torch import nn
+
+    if name == "fc":
+        layers, width = [], spec.input
+        for _ in range(spec.layers):
+            layers += [nn.Linear(width, spec.nodes), nn.ReLU()]
+            width = spec.nodes
+        return nn.Sequential(*layers, nn.Linear(width, spec.output))
+    if name == "cnn":
+        def bn(c, zero=False):
+            m = nn.BatchNorm2d(c, momentum=0.1, eps=1e-5)  # torch momentum 0.1 == flax 0.9
+            if zero:
+                nn.init.zeros_(m.weight)
+            return m
+
+        class Block(nn.Module):
+            def __init__(self, cin, cout, stride):
+                super().__init__()
+                self.short = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), bn(cout))
+                self.c1 = nn.Conv2d(cin, cout, 3, stride, padding=1, bias=False)
+                self.b1 = bn(cout)
+                self.c2 = nn.Conv2d(cout, cout, 3, 1, padding=1, bias=False)
+                self.b2 = bn(cout, zero=True)
+
+            def forward(self, x):
+                y = torch.relu(self.b1(self.c1(x)))
+                return torch.relu(self.b2(self.c2(y)) + self.short(x))
+
+        f = spec.filters
+        blocks, cin = [], f
+        for width, stride in zip((1, 2, 4, 8), (1, 2, 2, 2)):
+            blocks.append(Block(cin, f * width, stride))
+            cin = f * width
+        return nn.Sequential(nn.Conv2d(3, f, 7, 2, padding=3, bias=False), bn(f), nn.ReLU(),
+                             nn.MaxPool2d(3, 2, padding=1), *blocks, nn.AdaptiveAvgPool2d(1),
+                             nn.Flatten(), nn.Linear(cin, spec.output))
+    if name == "lstm":
+        class LM(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.emb = nn.Embedding(spec.vocab, spec.embed)
+                self.rnn = nn.LSTM(spec.embed, spec.embed, num_layers=spec.layers, batch_first=True)
+                self.head = nn.Linear(spec.embed, spec.vocab)
+
+            def forward(self, x):
+                return self.head(self.rnn(self.emb(x))[0])
+
+        return LM()
+    raise ValueError(name)
+
+
+def torch_data(name: str, spec, batch: int):
+    import torch
+
+    g = torch.Generator().manual_seed(0)
+    if name == "fc":
+        return torch.rand(batch, spec.input, generator=g) - 0.5, torch.randint(0, spec.output, (batch,), generator=g)
+    if name == "cnn":
+        return torch.rand(batch, 3, spec.image, spec.image, generator=g), torch.randint(0, spec.output, (batch,), generator=g)
+    ids = torch.randint(0, spec.vocab, (batch, spec.length + 1), generator=g)
+    return ids[:, :-1].contiguous(), ids[:, 1:].contiguous()
+
+
+def torch_runner(name: str, spec, batch: int, compiled: bool) -> Runner:
+    """A plain PyTorch training loop; torch.optim.RMSprop with ParaDnn's constants (torch adds
+    epsilon outside the square root, TF1/optax inside: same work, slightly other maths)."""
+    import torch
+
+    torch.set_num_threads(os.cpu_count() or 1)
+    torch.manual_seed(0)
+    model = torch_model(name, spec)
+    opt = torch.optim.RMSprop(model.parameters(), lr=LR, alpha=DECAY, eps=EPS, momentum=MOMENTUM)
+    x, y = torch_data(name, spec, batch)
+    xent = torch.nn.CrossEntropyLoss()
+    forward = torch.compile(model) if compiled else model
+    opt_step = torch.compile(opt.step) if compiled else opt.step
+
+    def step():
+        out = forward(x)
+        loss = xent(out.reshape(-1, out.shape[-1]), y.reshape(-1))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt_step()
+        return loss
+
+    def run(steps: int) -> float:
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            loss = step()
+        float(loss)
+        return (time.perf_counter() - t0) / steps
+
+    run(3)  # warm-up (compiles)
+    return run
+
+
+# ----------------------------------------------------------------------------------- keras
+def keras_model(name: str, spec):
+    import keras
+    from keras import layers
+
+    if name == "fc":
+        inputs = keras.Input((spec.input,))
+        x = inputs
+        for _ in range(spec.layers):
+            x = layers.Dense(spec.nodes, activation="relu")(x)
+        return keras.Model(inputs, layers.Dense(spec.output)(x))
+    if name == "cnn":
+        def bn(x, zero=False):
+            return layers.BatchNormalization(momentum=0.9, epsilon=1e-5,
+                                             gamma_initializer="zeros" if zero else "ones")(x)
+
+        f = spec.filters
+        inputs = keras.Input((spec.image, spec.image, 3))
+        x = layers.Conv2D(f, 7, 2, padding="same", use_bias=False)(inputs)
+        x = layers.MaxPooling2D(3, 2, padding="same")(layers.ReLU()(bn(x)))
+        for width, stride in zip((1, 2, 4, 8), (1, 2, 2, 2)):
+            c = f * width
+            short = bn(layers.Conv2D(c, 1, stride, use_bias=False)(x))
+            y = layers.ReLU()(bn(layers.Conv2D(c, 3, stride, padding="same", use_bias=False)(x)))
+            y = bn(layers.Conv2D(c, 3, 1, padding="same", use_bias=False)(y), zero=True)
+            x = layers.ReLU()(layers.Add()([y, short]))
+        x = layers.GlobalAveragePooling2D()(x)
+        return keras.Model(inputs, layers.Dense(spec.output)(x))
+    if name == "lstm":
+        inputs = keras.Input((spec.length,), dtype="int32")
+        x = layers.Embedding(spec.vocab, spec.embed)(inputs)
+        for _ in range(spec.layers):
+            x = layers.LSTM(spec.embed, return_sequences=True)(x)
+        return keras.Model(inputs, layers.Dense(spec.vocab)(x))
+    raise ValueError(name)
+
+
+def keras_runner(name: str, spec, batch: int, k: int) -> Runner:
+    """Keras 3 on TensorFlow, XLA-compiled (``jit_compile=True``), ``steps_per_execution=k``,
+    fed by a ``tf.data`` pipeline repeating one in-memory batch."""
+    import keras
+    import tensorflow as tf
+
+    keras.utils.set_random_seed(0)
+    model = keras_model(name, spec)
+    model.compile(optimizer=keras.optimizers.RMSprop(learning_rate=LR, rho=DECAY, momentum=MOMENTUM, epsilon=EPS),
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  jit_compile=True, steps_per_execution=k)
+    rng = np.random.default_rng(0)
+    if name == "fc":
+        x = rng.uniform(-0.5, 0.5, (batch, spec.input)).astype("float32")
+        y = rng.integers(0, spec.output, batch)
+    elif name == "cnn":
+        x = rng.uniform(0, 1, (batch, spec.image, spec.image, 3)).astype("float32")
+        y = rng.integers(0, spec.output, batch)
+    else:
+        ids = rng.integers(0, spec.vocab, (batch, spec.length + 1)).astype("int32")
+        x, y = ids[:, :-1], ids[:, 1:]
+    data = tf.data.Dataset.from_tensors((x, y)).repeat().prefetch(tf.data.AUTOTUNE)
+
+    def run(steps: int) -> float:
+        steps = max(k, steps // k * k)
+        t0 = time.perf_counter()
+        model.fit(data, steps_per_epoch=steps, epochs=1, verbose=0)
+        return (time.perf_counter() - t0) / steps
+
+    run(2 * k)  # warm-up (traces and compiles)
+    return run
+
+
+# --------------------------------------------------------------------------------- driver
+def contenders(name: str, spec, batch: int, k: int) -> dict[str, Runner]:
+    out: dict[str, Runner] = {}
+    builders = {
+        "paradnn": lambda: paradnn_runner(spec, batch, "best", k),
+        "paradnn-stock": lambda: paradnn_runner(spec, batch, "stock", k),
+        "torch-eager": lambda: torch_runner(name, spec, batch, compiled=False),
+        "torch-compile": lambda: torch_runner(name, spec, batch, compiled=True),
+        "keras-tf": lambda: keras_runner(name, spec, batch, k),
+    }
+    for label, build in builders.items():
+        try:
+            out[label] = build()
+        except ImportError as exc:
+            print(f"  {label}: skipped ({exc.name} not installed; pip install -e .[bench])", file=sys.stderr)
+    return out
+
+
+def interleave(runners: dict[str, Runner], rounds: int) -> dict[str, list[float]]:
+    """Seconds per step of each contender per round, order alternating between rounds."""
+    steps = {label: max(1, round(SEGMENT_S / run(1))) for label, run in runners.items()}
+    times: dict[str, list[float]] = {label: [] for label in runners}
+    order = list(runners)
+    for r in range(rounds):
+        for label in (order if r % 2 == 0 else order[::-1]):
+            time.sleep(SETTLE_S)
+            times[label].append(runners[label](steps[label]))
+    return times
+
+
+def bench_config(name: str, rounds: int, k: int) -> dict:
+    spec, batch = CONFIGS[name]
+    print(f"\n{name}: {spec}, batch {batch}, float32, rmsprop; {rounds} interleaved rounds", flush=True)
+    times = interleave(contenders(name, spec, batch, k), rounds)
+    peers = [label for label in times if not label.startswith("paradnn")]
+    eps = {label: [batch / t for t in ts] for label, ts in times.items()}
+    print(f"  {'contender':15s} {'examples/s (median)':>20s} {'paradnn / this (median of per-round ratios)':>45s}")
+    result = {"config": name, "batch": batch, "rounds": rounds, "examples_per_sec": eps, "ratios": {}}
+    for label, values in eps.items():
+        ratio = statistics.median(p / v for p, v in zip(eps["paradnn"], values))
+        result["ratios"][label] = ratio
+        print(f"  {label:15s} {statistics.median(values):20.1f} {ratio:45.3f}")
+    if peers:
+        # The fastest peer per round, then the median over rounds of paradnn's ratio to it.
+        best = [max(eps[p][i] for p in peers) for i in range(rounds)]
+        ratio = statistics.median(p / b for p, b in zip(eps["paradnn"], best))
+        fastest = max(peers, key=lambda p: statistics.median(eps[p]))
+        result["vs_fastest_peer"] = ratio
+        verdict = "meets" if ratio >= 1.0 else f"SHORT by {100 * (1 - ratio):.1f}%"
+        print(f"  paradnn / fastest peer per round: {ratio:.3f}x (fastest by median: {fastest}); "
+              f"target >= 1.0x: {verdict}")
+    return result
+
+
+def bench_gemm(rounds: int, batch: int, n: int) -> dict:
+    """Compute-bound FC against the best square float32 GEMM of any library, same rounds."""
+    import torch
+
+    torch.set_num_threads(os.cpu_count() or 1)
+    spec = paradnn.FC(layers=4, nodes=4096, input=2000, output=1000)
+    work = Workload(spec, batch, "float32", None, 1)
+    model = paradnn.models.build(spec, "float32")
+    useful = model.train_flops_per_example * batch  # analytic FLOPs per step
+    fc = paradnn_runner(spec, batch, "best", 1)
+    del work
+    a = np.random.default_rng(0).standard_normal((n, n), dtype=np.float32)
+    ja = jax.device_put(a)
+    matmul = jax.jit(lambda x, y: x @ y).lower(ja, ja)
+    xla = {preset: matmul.compile(paradnn.xla_stack.compile_options(preset, jax.default_backend()))
+           for preset in ("stock", "best")}
+    ta = torch.from_numpy(a)
+
+    def gemm_rate(fn) -> float:
+        fn()
+        best = min(_timed(fn) for _ in range(3))
+        return 2.0 * n**3 / best
+
+    libs = {
+        "xla-stock": lambda: xla["stock"](ja, ja).block_until_ready(),
+        "xla-best": lambda: xla["best"](ja, ja).block_until_ready(),
+        "numpy-blas": lambda: a @ a,
+        "torch": lambda: torch.mm(ta, ta),
+    }
+    rows = {label: [] for label in (*libs, "fc")}
+    print(f"\ngemm: FC(layers 4, nodes 4096, input 2000, output 1000), batch {batch}, float32 vs "
+          f"best of 3 square {n}^3 float32 GEMMs per library; {rounds} rounds", flush=True)
+    for r in range(rounds):
+        for label, fn in libs.items():
+            time.sleep(SETTLE_S)
+            rows[label].append(gemm_rate(fn))
+        time.sleep(SETTLE_S)
+        rows["fc"].append(useful / fc(1))
+    best = [max(rows[label][i] for label in libs) for i in range(rounds)]
+    frac = statistics.median(f / b for f, b in zip(rows["fc"], best))
+    for label, values in rows.items():
+        print(f"  {label:12s} {statistics.median(values) / 1e9:8.1f} GFLOP/s (median)")
+    verdict = "meets" if frac >= 0.85 else f"SHORT by {100 * (0.85 - frac):.1f} points"
+    print(f"  FC useful FLOP/s / best GEMM of the same round: {frac:.3f} (median); target >= 0.85: {verdict}")
+    return {"config": "gemm", "batch": batch, "n": n, "flops_per_sec": rows, "fraction_of_best_gemm": frac}
+
+
+def _timed(fn) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--only", default="fc,cnn,lstm", help="comma list of fc, cnn, lstm, gemm")
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--steps-per-call", type=int, default=10, help="K for paradnn and Keras")
+    p.add_argument("--gemm-batch", type=int, default=1024, help="batch of the compute-bound FC")
+    p.add_argument("--gemm-n", type=int, default=2048, help="side of the square reference GEMMs")
+    p.add_argument("--json", default=None, help="also write the raw results here")
+    args = p.parse_args(argv)
+    print(f"host: {os.cpu_count()} logical CPUs; jax {jax.__version__}; paradnn {paradnn.__version__}; "
+          f"all figures from interleaved rounds in this process")
+    results = []
+    for name in args.only.split(","):
+        if name == "gemm":
+            results.append(bench_gemm(args.rounds, args.gemm_batch, args.gemm_n))
+        elif name in CONFIGS:
+            results.append(bench_config(name, args.rounds, args.steps_per_call))
+        else:
+            p.error(f"--only: unknown config {name!r} (allowed: fc, cnn, lstm, gemm)")
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(results, fh, indent=1)
+
+
+if __name__ == "__main__":
+    main()

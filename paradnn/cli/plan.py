@@ -1,0 +1,212 @@
+"""``paradnn plan SWEEP_OR_SPEC`` (and ``paradnn sweep FILE --dry-run``): a sweep before it runs.
+
+Thin: :func:`paradnn.plan.plan` computes everything; this module parses flags and prints.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import textwrap
+from typing import Any
+
+from paradnn.errors import ParadnnError
+
+_EXAMPLES = """examples:
+  paradnn plan sweeps/fc.yaml                      the paper's FC grid: count, sizes, oom, time
+  paradnn plan sweeps/small.yaml --calibrate       time a few configs first, then estimate
+  paradnn plan fc --layers 4 --nodes 1024 --input 2000 --output 1000 --batch 256
+  paradnn plan sweeps/cnn.yaml --csv cnn_plan.csv  every config's row as CSV
+  paradnn sweep sweeps/small.yaml --dry-run        the same as plan, from the sweep command
+"""
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None or not math.isfinite(seconds):
+        return "unknown"
+    seconds = int(round(seconds))
+    d, rest = divmod(seconds, 86400)
+    h, rest = divmod(rest, 3600)
+    m, s = divmod(rest, 60)
+    if d:
+        return f"{d}d {h:02d}h"
+    return f"{h}h{m:02d}m" if h else f"{m}m{s:02d}s" if m else f"{s}s"
+
+
+def _bytes(value: float) -> str:
+    from paradnn.units import si
+
+    return "n/a" if value is None or not math.isfinite(value) else si(value, "B")
+
+
+def format_plan(result: Any, rows: int = 10) -> str:
+    """The plan as a few readable lines, then the ``rows`` longest configs to run."""
+    from paradnn.plan import short_name
+    from paradnn.units import si
+
+    s, t = result.summary, result.table
+    fams = ", ".join(f"{f} {n:,}" for f, n in s["by_family"].items())
+    where = s["source"] + (f" ({s['description']})" if s["description"] else "")
+    has_real = "real" in s["by_family"]
+    memory_note = ("XLA memory analysis of each compiled program" if s["memory_method"] == "compiled"
+                   else "analytic estimate: weights + optimizer state + gradients + batch + "
+                        "activations (docs/sweeps.md)"
+                        + ("; real models: weights + optimizer state + gradients only, a floor"
+                           if has_real else ""))
+    params_note = ("closed forms" + ("; real models: from shapes or a stored record"
+                                     if has_real else ""))
+    lines = [
+        f"plan of {where} on {s['platform']}",
+        f"configs          {s['configs']:,} ({fams}); repeat {s['repeat']}",
+        f"                 {s['stored']:,} already in the store (skipped on resume), "
+        f"{s['to_run']:,} to measure, {s['oom']:,} predicted oom",
+        f"parameters       {si(s['params_min'], '')} .. {si(s['params_max'], '')} per config "
+        f"({params_note})",
+        f"FLOPs per step   {si(s['flops_min'], 'FLOP')} .. {si(s['flops_max'], 'FLOP')} "
+        "(analytic: matmuls and convolutions, forward + backward)",
+        f"memory           up to {_bytes(s['memory_max_bytes'])} per device; {memory_note}",
+        f"memory limit     {_bytes(s['memory_limit_bytes'])}: {s['memory_limit_source']}",
+    ]
+    cal = s["calibration"]
+    if s["wall_s"] is None:
+        lines.append(f"estimated time   unknown: {cal['source']}")
+    else:
+        lines.append(f"estimated time   {_duration(s['wall_s'])} wall for the configs to measure "
+                     f"(compile {_duration(s['compile_s'])}, timed steps "
+                     f"{_duration(s['timing_s'])}, the rest per-config overhead)")
+        lines.append(f"calibration      {cal['source']}")
+        ranges = "; ".join(f"{f} {si(lo, 'FLOP')} .. {si(hi, 'FLOP')}"
+                           for f, (lo, hi) in cal["flops_range"].items())
+        if s["extrapolated"]:
+            lines.append(f"                 {s['extrapolated']:,} of {s['to_run']:,} configs to "
+                         f"measure lie outside the calibrated FLOPs ({ranges}) by more than 2x: "
+                         "their estimate is an extrapolation"
+                         + ("" if cal["method"] == "calibration run" else
+                            "; --calibrate times configs of this sweep instead"))
+    lines.append(f"planned in       {s['plan_s']:.1f} s")
+    oom = t[t["predicted"] == "oom"]
+    if len(oom):
+        lines.append(f"\npredicted oom ({len(oom):,}; memory estimate > limit), e.g.:")
+        for _, r in oom.sort_values("memory_bytes").head(min(rows, 3)).iterrows():
+            lines.append(f"  {short_name(r.to_dict())}: {_bytes(r['memory_bytes'])}")
+    todo = t[t["predicted"] == "run"]
+    if len(todo) and rows > 0:
+        order = "wall_s" if s["wall_s"] is not None else "model_flops_per_step"
+        lines.append(f"\nlargest configs to measure (by {'estimated wall time' if order == 'wall_s' else 'FLOPs per step'}):")
+        lines.append(f"  {'params':>9} {'FLOP/step':>11} {'memory':>9} {'wall':>8}  config")
+        for _, r in todo.sort_values(order, ascending=False).head(rows).iterrows():
+            lines.append(f"  {si(r['params'], ''):>9} {si(r['model_flops_per_step'], 'FLOP'):>11} "
+                         f"{_bytes(r['memory_bytes']):>9} {_duration(r['wall_s']):>8}  "
+                         f"{short_name(r.to_dict())}")
+    if s["oom"] and s["memory_limit_source"].startswith("host memory"):
+        lines.append("\nnote: on a CPU the sweep predicts no oom by itself; run it with "
+                     f"--memory-limit {_bytes(s['memory_limit_bytes']).replace(' ', '')} to "
+                     "record these as oom instead of running them")
+    return "\n".join(lines)
+
+
+def show_plan(target: Any, *, store: str | None, memory_limit: str | None, repeat: int | None,
+              settings: Any = None, compile: bool = False, calibrate: bool = False,
+              csv: str | None = None, as_json: bool = False, rows: int = 10) -> int:
+    """Plan ``target`` (sweep file path or workloads) and print it; the CLI handlers' body."""
+    from paradnn.plan import plan
+
+    result = plan(target, store=store, memory_limit_bytes=memory_limit, repeat=repeat,
+                  settings=settings, compile=compile, calibrate=calibrate)
+    if csv:
+        result.table.to_csv(csv, index=False)
+    if as_json:
+        print(json.dumps(result.summary, default=str))
+    else:
+        print(format_plan(result, rows))
+        if csv:
+            print(f"\nper-config table: {csv} ({len(result.table):,} rows)")
+    return 0
+
+
+def _options(defaults: bool) -> argparse.ArgumentParser:
+    """The plan flags; with ``defaults`` False they are absent unless given (a second pass
+    over the flags that follow SWEEP_OR_SPEC must not reset those given before it)."""
+    from paradnn.cli import _Parser
+
+    d = (lambda v: v) if defaults else (lambda v: argparse.SUPPRESS)
+    p = _Parser(add_help=False, prog="paradnn plan")
+    p.add_argument("--store", default=d("results.db"), help="results store whose records mark "
+                   "configs as done and calibrate the time estimate (default: results.db; "
+                   "a missing store means none)")
+    p.add_argument("--memory-limit", default=d(None), metavar="SIZE",
+                   help="bytes per device for the oom prediction, e.g. 16GB (default: the sweep "
+                   "file's, else the device's memory, else on a CPU the host's)")
+    p.add_argument("--repeat", type=int, default=d(None), metavar="N",
+                   help="records wanted per config (default: the file's, else 1)")
+    p.add_argument("--compile", action="store_true", default=d(False),
+                   help="compile every config for XLA's memory analysis instead of the analytic "
+                   "estimate (seconds per config)")
+    p.add_argument("--calibrate", action="store_true", default=d(False),
+                   help="time 2 configs per family first (in a temporary store, minutes) and "
+                   "calibrate the estimate on them instead of the store's records")
+    p.add_argument("--csv", default=d(None), metavar="FILE", help="write every config's row "
+                   "(parameters, FLOPs, memory in B, predicted status, seconds) to FILE")
+    p.add_argument("--rows", type=int, default=d(10), metavar="N",
+                   help="configs listed in the printout (default: 10)")
+    p.add_argument("--json", action="store_true", default=d(False),
+                   help="print the summary as one JSON object")
+    return p
+
+
+def _cmd_plan(args: argparse.Namespace) -> int:
+    from paradnn.cli.run import FAMILIES
+
+    rest = list(args.rest)
+    if args.target in FAMILIES:
+        from paradnn.cli import _Parser
+        from paradnn.cli.run import add_spec_subparsers, settings_from_args, workload_from_args
+
+        spec_parser = _Parser(prog="paradnn plan")
+        add_spec_subparsers(spec_parser, _cmd_plan)
+        spec_args, rest = spec_parser.parse_known_args([args.target, *rest])
+        workloads = [workload_from_args(spec_args)]
+        settings = settings_from_args(spec_args)
+        if spec_args.memory_limit is not None:
+            args.memory_limit = spec_args.memory_limit
+        args.json = args.json or spec_args.json
+        target: Any = workloads
+    else:
+        target, settings = args.target, None
+    if rest:
+        extra = _options(defaults=False).parse_args(rest)
+        for name, value in vars(extra).items():
+            setattr(args, name, value)
+    if args.repeat is not None and args.repeat < 1:
+        raise ParadnnError(f"--repeat: {args.repeat} is not a positive integer")
+    return show_plan(target, store=args.store, memory_limit=args.memory_limit,
+                     repeat=args.repeat, settings=settings, compile=args.compile,
+                     calibrate=args.calibrate, csv=args.csv, as_json=args.json, rows=args.rows)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "plan", parents=[_options(defaults=True)],
+        help="count, size, memory and time of a sweep (or one config) without running it",
+        description=textwrap.fill(
+            "Plan a sweep without running it: the number of configs, parameters, analytic "
+            "FLOPs per step and predicted memory of each, the configs predicted to run out of "
+            "memory, and the estimated wall time (compile + timing), calibrated on this "
+            "platform's records in the store or, with --calibrate, on a short calibration run. "
+            "Nothing is measured (except by --calibrate, into a temporary store) and the "
+            "store is not written.", 88),
+        epilog=_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("target", metavar="SWEEP_OR_SPEC",
+                   help="a sweep file (YAML, docs/sweeps.md), or a family fc|cnn|rnn|real "
+                   "followed by its flags as for `paradnn run` (e.g. fc --layers 4 --nodes 1024 "
+                   "--input 2000 --output 1000 --batch 256)")
+    p.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+    p.set_defaults(func=_cmd_plan)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    from paradnn.cli import main
+
+    sys.exit(main())

@@ -1,0 +1,86 @@
+"""One window around the timed phase that reads every meter: energy (``paradnn.energy``), host
+CPU utilization and, when asked, device busy time (``paradnn.hostutil``).
+
+>>> with window("cpu", jax.devices()[:1]) as w:  # doctest: +SKIP
+...     <timed calls, each synchronized>
+>>> w.metrics(steps=timed_steps, examples=timed_steps * batch)  # doctest: +SKIP
+
+Open the window after the last untimed call is ready on the device and let it close after the
+last timed call is ready: the meters are cumulative counters read at both ends.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import tempfile
+from pathlib import Path
+from typing import Any, Iterator, Sequence
+
+from paradnn import energy, hostutil
+
+
+#: Metrics of a window that are null, with the reason in ``energy_note``/``device_busy_note``,
+#: where the host has no readable counter (energy), no /proc/stat (host utilization) or no
+#: accelerator trace (device busy fraction): a check that every metric is set leaves these out.
+MAY_BE_NULL: frozenset[str] = frozenset({
+    "energy_per_step_j", "energy_per_example_j", "power_w", "examples_per_joule",
+    "host_cpu_utilization", "host_cpu_utilization_per_core", "device_busy_fraction",
+})
+
+
+class Window:
+    """The meters of one window; :meth:`metrics` once it closed."""
+
+    def __init__(self, backend: str, devices: Sequence[Any], powercap_root: Path, proc_stat: Path,
+                 min_window_s: float) -> None:
+        self.backend = backend
+        self.energy = energy.EnergyWindow(backend, devices, powercap_root, min_window_s=min_window_s)
+        self.host = hostutil.HostWindow(proc_stat)
+        self.energy_reading: energy.EnergyReading | None = None
+        self.host_reading: hostutil.HostReading | None = None
+        self.busy: tuple[float | None, str] = (None, "")
+        self.seconds = 0.0
+
+    def metrics(self, steps: int, examples: int) -> dict[str, Any]:
+        """Energy, host and device metrics of the closed window, for ``steps`` training steps
+        that processed ``examples`` examples in it (``paradnn.record.METRICS`` names them)."""
+        if self.energy_reading is None or self.host_reading is None:
+            raise RuntimeError("meters.Window.metrics() before the window closed")
+        out = self.energy_reading.metrics(steps, examples)
+        out.update(self.host_reading.metrics())
+        out["device_busy_fraction"], out["device_busy_note"] = self.busy
+        out["meter_window_s"] = self.seconds
+        return out
+
+
+@contextlib.contextmanager
+def window(backend: str, devices: Sequence[Any] = (), trace: bool = False,
+           powercap_root: Path = energy.POWERCAP_ROOT, proc_stat: Path = hostutil.PROC_STAT,
+           min_window_s: float = energy.MIN_WINDOW_S) -> Iterator[Window]:
+    """Meter the enclosed (synchronized) phase on ``backend`` (``cpu``, ``gpu``, ``tpu``) and its
+    JAX ``devices``. ``trace`` also runs ``jax.profiler.trace`` over it for
+    ``device_busy_fraction`` (GPU/TPU only; the profiler slows the phase down, so use it on a
+    separate pass, not on the one whose time is recorded)."""
+    w = Window(backend, devices, Path(powercap_root), Path(proc_stat), min_window_s)
+    traced = trace and backend != "cpu"
+    with tempfile.TemporaryDirectory(prefix="paradnn-busy-") as tmp:
+        with contextlib.ExitStack() as profiler:
+            if traced:
+                import jax
+
+                profiler.enter_context(jax.profiler.trace(tmp))
+            w.host.start()
+            w.energy.start()
+            try:
+                yield w
+            finally:
+                w.energy_reading = w.energy.stop()
+                w.host_reading = w.host.stop()
+                w.seconds = w.energy_reading.seconds  # one clock for power and busy fraction
+        # The profiler has written its trace once its context closed.
+        if traced:
+            w.busy = hostutil.device_busy_fraction(tmp, w.seconds)
+        elif backend == "cpu":
+            w.busy = (None, "CPU backend: no device kernels to trace (see host_cpu_utilization)")
+        else:
+            w.busy = (None, "not traced: pass trace=True on a separate pass (the profiler slows the timed phase)")

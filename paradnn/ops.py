@@ -1,0 +1,360 @@
+"""Operator micro-benchmarks: one matmul or one 2-D convolution, timed alone.
+
+The shapes are those of Table 4 of "Benchmarking the Performance and Power of AI Accelerators
+for AI Training" (Wang et al.): square matmuls N = 2048, 4096, 8192 and three conv2d layers
+(batch, height, width, channels; kernel height, width, in, out channels; stride):
+
+* F(256, 224, 224, 3)   K(7, 7, 3, 64)    S2
+* F(128, 112, 112, 64)  K(3, 3, 64, 128)  S1
+* F(256, 56, 56, 128)   K(3, 3, 128, 256) S1
+
+Each op is compiled once and called K times per timed call (the calls are queued
+asynchronously and the clock stops when the last result is ready), under the same timing
+protocol as the models (:func:`paradnn.measure.time_calls`). Achieved FLOP/s = analytic FLOPs
+of one op / median time of one op; the fraction of peak divides by the device's peak for the
+dtype (:func:`paradnn.hardware.peaks`: the vendor table on accelerators, the measured probe on
+CPUs). FLOPs: matmul ``2 m n k`` (times batch); conv2d ``2 B Ho Wo KH KW Cin Cout`` with VALID
+padding (``Ho = floor((H - KH) / S) + 1``), which reproduces the FLOPs of the paper's table. Bytes: XLA's cost analysis of the compiled op (bytes accessed).
+
+On CPUs, :func:`thread_scan` measures the same ops with 1, 2, ... cores: XLA:CPU sizes its
+thread pools once, when the process starts, from the CPUs the process may run on
+(``sched_getaffinity``), so each thread count runs in a child process whose CPU affinity is
+restricted before JAX starts; the child records the affinity and the number of OS threads it saw.
+
+Rows are :class:`~paradnn.record.Record` objects with ``family = "op"`` and tag ``kind = "op"``;
+analyses that select model families (``fc``, ``cnn``, ``rnn``, ``real``) never see them, and
+:func:`roofline_points` puts them on the roofline next to the model points.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import asdict, dataclass
+from typing import Any, Sequence
+
+import numpy as np
+import pandas as pd
+
+from paradnn.errors import ParadnnError, SpecError
+from paradnn.measure import MeasureSettings, time_calls
+from paradnn.record import Record, physics_warnings
+from paradnn.units import parse_int
+
+OPS = ("matmul", "conv2d")
+OP_DTYPES = ("float32", "bfloat16", "float16")
+#: The ``family`` of an op row in the store; model analyses select model families and skip it.
+OP_FAMILY = "op"
+_MAX_DIM = 1 << 20
+
+
+@dataclass(frozen=True)
+class OpShape:
+    """One operator's shape. ``matmul``: ``[batch x] (m x k) @ (k x n)``. ``conv2d``: input
+    ``(batch, height, width, channels)`` (NHWC), kernel ``(kernel_h, kernel_w, channels,
+    out_channels)``, ``stride`` in both directions, VALID padding (as the paper's FLOP counts)."""
+
+    op: str
+    batch: int = 1
+    m: int | None = None
+    n: int | None = None
+    k: int | None = None
+    height: int | None = None
+    width: int | None = None
+    channels: int | None = None
+    kernel_h: int | None = None
+    kernel_w: int | None = None
+    out_channels: int | None = None
+    stride: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.op not in OPS:
+            raise SpecError("op", self.op, "one of " + ", ".join(OPS))
+        names = (("m", "n", "k") if self.op == "matmul" else
+                 ("height", "width", "channels", "kernel_h", "kernel_w", "out_channels", "stride"))
+        for name in ("batch", *names):
+            object.__setattr__(self, name, parse_int(getattr(self, name), name, 1, _MAX_DIM))
+        if self.op == "conv2d" and (self.kernel_h > self.height or self.kernel_w > self.width):
+            raise SpecError("kernel", f"{self.kernel_h}x{self.kernel_w}",
+                            f"at most the input's {self.height}x{self.width} (VALID padding)")
+
+    def fields(self) -> dict[str, Any]:
+        """The shape's fields that apply to its op (the store's workload columns)."""
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+    def out_hw(self) -> tuple[int, int]:
+        """Output height and width of a VALID-padded conv2d."""
+        return ((self.height - self.kernel_h) // self.stride + 1,
+                (self.width - self.kernel_w) // self.stride + 1)
+
+    def flops(self) -> int:
+        """Analytic FLOPs of one op (a multiply-add counts 2)."""
+        if self.op == "matmul":
+            return 2 * self.batch * self.m * self.n * self.k
+        ho, wo = self.out_hw()
+        return 2 * self.batch * ho * wo * self.kernel_h * self.kernel_w * self.channels * self.out_channels
+
+    def label(self) -> str:
+        if self.op == "matmul":
+            head = f"{self.batch}x" if self.batch > 1 else ""
+            return f"matmul {head}{self.m}x{self.n}x{self.k}"
+        return (f"conv2d F({self.batch},{self.height},{self.width},{self.channels}) "
+                f"K({self.kernel_h},{self.kernel_w},{self.channels},{self.out_channels}) S{self.stride}")
+
+
+#: The paper's shapes (operator table): square matmuls and three conv2d layers.
+PAPER_SHAPES: tuple[OpShape, ...] = (
+    *(OpShape("matmul", m=n, n=n, k=n) for n in (2048, 4096, 8192)),
+    OpShape("conv2d", batch=256, height=224, width=224, channels=3, kernel_h=7, kernel_w=7,
+            out_channels=64, stride=2),
+    OpShape("conv2d", batch=128, height=112, width=112, channels=64, kernel_h=3, kernel_w=3,
+            out_channels=128, stride=1),
+    OpShape("conv2d", batch=256, height=56, width=56, channels=128, kernel_h=3, kernel_w=3,
+            out_channels=256, stride=1),
+)
+
+
+def _dims(text: str, parameter: str, count: int) -> list[int]:
+    parts = text.strip().lower().split("x")
+    if len(parts) != count:
+        raise SpecError(parameter, text, f"{count} positive integers joined by 'x'")
+    return [parse_int(p, parameter, 1, _MAX_DIM) for p in parts]
+
+
+def parse_matmul(text: str) -> OpShape:
+    """``"MxNxK"`` or ``"BxMxNxK"`` (batched) -> a matmul shape."""
+    allowed = "MxNxK or BxMxNxK, positive integers, e.g. 1024x1024x1024"
+    parts = str(text).strip().lower().split("x")
+    if len(parts) not in (3, 4):
+        raise SpecError("matmul", text, allowed)
+    dims = [parse_int(p, "matmul", 1, _MAX_DIM) for p in parts]
+    if len(dims) == 3:
+        dims = [1, *dims]
+    return OpShape("matmul", batch=dims[0], m=dims[1], n=dims[2], k=dims[3])
+
+
+def parse_conv2d(text: str) -> OpShape:
+    """``"B,H,W,C:KH,KW,COUT:S"`` (the paper's F(B,H,W,C) K(KH,KW,C,COUT) S) -> a conv2d shape;
+    ``"256,224,224,3:7,7,64:2"`` is the first paper shape."""
+    allowed = "B,H,W,C:KH,KW,COUT:S (positive integers), e.g. 256,224,224,3:7,7,64:2"
+    groups = str(text).strip().split(":")
+    if len(groups) != 3:
+        raise SpecError("conv2d", text, allowed)
+    feature, kernel, stride = (g.split(",") for g in groups)
+    if len(feature) != 4 or len(kernel) != 3 or len(stride) != 1:
+        raise SpecError("conv2d", text, allowed)
+    b, h, w, c = (parse_int(v, "conv2d", 1, _MAX_DIM) for v in feature)
+    kh, kw, co = (parse_int(v, "conv2d", 1, _MAX_DIM) for v in kernel)
+    return OpShape("conv2d", batch=b, height=h, width=w, channels=c, kernel_h=kh, kernel_w=kw,
+                   out_channels=co, stride=parse_int(stride[0], "conv2d", 1, _MAX_DIM))
+
+
+def _operands(shape: OpShape, dtype: str):
+    import jax
+    import jax.numpy as jnp
+
+    key_a, key_b = jax.random.split(jax.random.PRNGKey(0))
+    if shape.op == "matmul":
+        lead = (shape.batch,) if shape.batch > 1 else ()
+        a = jax.random.normal(key_a, (*lead, shape.m, shape.k), jnp.float32).astype(dtype)
+        b = jax.random.normal(key_b, (*lead, shape.k, shape.n), jnp.float32).astype(dtype)
+
+        def f(a, b):
+            y = jnp.matmul(a, b)
+            return y, y.reshape(-1)[0].astype(jnp.float32)
+    else:
+        a = jax.random.normal(key_a, (shape.batch, shape.height, shape.width, shape.channels),
+                              jnp.float32).astype(dtype)
+        b = jax.random.normal(key_b, (shape.kernel_h, shape.kernel_w, shape.channels,
+                                      shape.out_channels), jnp.float32).astype(dtype)
+
+        def f(a, b):
+            y = jax.lax.conv_general_dilated(a, b, (shape.stride, shape.stride), "VALID",
+                                             dimension_numbers=("NHWC", "HWIO", "NHWC"))
+            return y, y.reshape(-1)[0].astype(jnp.float32)
+    return f, a, b
+
+
+def measure_op(shape: OpShape, dtype: str = "float32", settings: MeasureSettings | None = None,
+               extra: dict[str, Any] | None = None, peak: Any = None) -> Record:
+    """Compile and time one op on the default device; return its op row.
+
+    Metrics: ``step_time_s`` (s, median time of one op), ``flops_per_sec`` (FLOP/s, analytic
+    FLOPs / median time), ``flops_utilization`` (achieved / the device's peak for ``dtype``),
+    ``bytes_per_step`` (B, XLA cost analysis), ``arithmetic_intensity`` (FLOP/B, analytic FLOPs /
+    XLA bytes). ``extra`` adds fields to the metrics (the thread scan's affinity); ``peak`` (a
+    :class:`paradnn.hardware.Peak`) replaces this device's peak (the thread scan passes the
+    whole host's)."""
+    import jax
+
+    from paradnn import hardware
+    from paradnn.runner import _context
+
+    if dtype not in OP_DTYPES:
+        raise SpecError("dtype", dtype, "one of " + ", ".join(OP_DTYPES))
+    settings = settings or MeasureSettings()
+    platform, software = _context()
+    workload = {"family": OP_FAMILY, **shape.fields(), "dtype": dtype, "devices": 1}
+    context = {"platform": platform, "software": software, "settings": settings.to_dict(),
+               "tags": {"kind": "op"}}
+    metrics: dict[str, Any] = dict(extra or {})
+    try:
+        f, a, b = _operands(shape, dtype)
+        compiled = jax.jit(f).lower(a, b).compile()
+        cost = compiled.cost_analysis()
+        cost = (cost[0] if isinstance(cost, (list, tuple)) else cost) or {}
+
+        def call(state, operands, k):
+            out = state
+            for _ in range(k):  # queued asynchronously; time_calls waits for the last one
+                out = compiled(*operands)
+            return out, out[1]
+
+        timing = time_calls(call, compiled(a, b), (a, b), settings)
+    except Exception as exc:  # noqa: BLE001 - a failed op becomes a row, the scan goes on
+        from paradnn.runner import is_oom
+
+        status = "oom" if is_oom(exc) else "error"
+        return Record(status=status, workload=workload, metrics=metrics,
+                      error=f"{type(exc).__name__}: {exc}"[:4000], **context)
+    metrics.update(timing.stats())
+    flops = shape.flops()
+    step = metrics["step_time_s"]
+    if peak is None:
+        peak = hardware.peaks(platform["device_kind"], dtype, platform["backend"])
+    xla_bytes = float(cost.get("bytes accessed", 0.0)) or None
+    metrics.update(
+        model_flops_per_step=flops,
+        flops_per_step=flops,
+        xla_flops_per_op=float(cost.get("flops", 0.0)) or None,
+        bytes_per_step=xla_bytes,
+        flops_per_sec=flops / step,
+        peak_flops=peak.flops,
+        peak_bytes_per_sec=peak.bytes_per_sec,
+        peak_source=peak.source,
+        peak_method=peak.method,
+        flops_utilization=flops / step / peak.flops,
+        model_flops_utilization=flops / step / peak.flops,
+        arithmetic_intensity=flops / xla_bytes if xla_bytes else None,
+        useful_flops_ratio=1.0,
+        op_label=shape.label(),
+        final_loss=timing.final_loss,
+    )
+    return Record(status="ok", workload=workload, metrics=metrics,
+                  warnings=physics_warnings(metrics), **context)
+
+
+def run_ops(shapes: Sequence[OpShape], dtypes: Sequence[str] = ("float32",),
+            settings: MeasureSettings | None = None) -> list[Record]:
+    """Every shape at every dtype, in this process."""
+    return [measure_op(s, d, settings) for s in shapes for d in dtypes]
+
+
+# ---------------------------------------------------------------------------------------------
+# CPU thread-count scan: one child process per thread count.
+
+def _child_main(payload: str) -> None:
+    """Entry of a scan child: measure the ops and print one JSON list of rows on stdout."""
+    from paradnn.hardware import Peak
+
+    job = json.loads(payload)
+    settings = MeasureSettings(**job["settings"])
+    cpus = sorted(os.sched_getaffinity(0))
+    out = []
+    for shape_fields in job["shapes"]:
+        shape = OpShape(**shape_fields)
+        for dtype in job["dtypes"]:
+            extra = {"threads": len(cpus), "thread_limit": "sched_setaffinity",
+                     "cpu_affinity": ",".join(map(str, cpus))}
+            rec = measure_op(shape, dtype, settings, extra, Peak(*job["peaks"][dtype]))
+            rec.metrics["os_threads"] = _os_threads()
+            out.append(rec.to_dict())
+    json.dump(out, sys.stdout, default=str)
+
+
+def _os_threads() -> int | None:
+    """Threads of this process now (Linux ``/proc/self/status``), to show the pool's size."""
+    try:
+        for line in open("/proc/self/status"):
+            if line.startswith("Threads:"):
+                return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
+def thread_scan(shapes: Sequence[OpShape], threads: Sequence[int], dtypes: Sequence[str] = ("float32",),
+                settings: MeasureSettings | None = None, timeout_s: float = 600.0) -> list[dict[str, Any]]:
+    """Measure ``shapes`` once per thread count, each in a child process restricted to that
+    many CPUs (``os.sched_setaffinity`` before JAX starts; XLA:CPU sizes its thread pools from
+    the affinity at start). Returns the children's rows (dicts, as the store keeps them) with
+    ``threads`` (count), ``cpu_affinity`` and ``os_threads`` (threads the child ran). The
+    fraction of peak divides by the whole host's peak (probed in this process, all CPUs)."""
+    if not hasattr(os, "sched_setaffinity"):
+        raise ParadnnError("ops --threads: needs os.sched_setaffinity (Linux) to limit XLA:CPU's threads")
+    available = sorted(os.sched_getaffinity(0))
+    for t in threads:
+        if not 1 <= t <= len(available):
+            raise SpecError("threads", t, f"an integer from 1 to {len(available)} (CPUs this process may use)")
+    settings = settings or MeasureSettings()
+    # Every thread count divides by the whole host's peak, measured here with all CPUs: a child
+    # restricted to fewer CPUs must never probe, or its lower peak would be cached for the host.
+    import jax
+
+    from paradnn import hardware
+
+    if jax.default_backend() != "cpu":
+        raise ParadnnError("ops --threads scans XLA:CPU threads: run it with JAX_PLATFORMS=cpu")
+    kind = jax.devices()[0].device_kind
+    peaks = {}
+    for dtype in dtypes:
+        p = hardware.peaks(kind, dtype, "cpu")
+        peaks[dtype] = p._replace(method=f"{p.method}; the whole host ({len(available)} CPUs)")
+    payload = json.dumps({"shapes": [s.fields() for s in shapes], "dtypes": list(dtypes),
+                          "settings": settings.to_dict(), "peaks": peaks})
+    rows: list[dict[str, Any]] = []
+    for t in threads:
+        cpus = set(available[:t])
+        env = dict(os.environ)
+        # Only one CPU device per child: a forced device count would split the cores.
+        env["XLA_FLAGS"] = " ".join(f for f in env.get("XLA_FLAGS", "").split()
+                                    if not f.startswith("--xla_force_host_platform_device_count"))
+        env["JAX_PLATFORMS"] = "cpu"
+        # The child restricts itself before anything imports JAX (no preexec_fn: forking a
+        # process whose JAX threads run may deadlock).
+        code = ("import os, sys; os.sched_setaffinity(0, {cpus!r}); "
+                "from paradnn.ops import _child_main; _child_main(sys.argv[1])").format(cpus=sorted(cpus))
+        proc = subprocess.run([sys.executable, "-c", code, payload], env=env, capture_output=True,
+                              text=True, timeout=timeout_s)
+        if proc.returncode != 0:
+            raise ParadnnError(f"thread scan child with {t} threads exited {proc.returncode}: "
+                               f"{proc.stderr.strip().splitlines()[-1:] or ''}")
+        rows.extend(json.loads(proc.stdout))
+    return rows
+
+
+# ---------------------------------------------------------------------------------------------
+# Op rows next to model points on the roofline.
+
+def op_rows(df: pd.DataFrame) -> pd.DataFrame:
+    """The op rows of a loaded store (``family == "op"``)."""
+    if "family" not in df.columns:
+        return df.iloc[0:0]
+    return df[df["family"] == OP_FAMILY]
+
+
+def roofline_points(df: pd.DataFrame) -> pd.DataFrame:
+    """Model and op rows with status ok, classified by :func:`paradnn.analysis.roofline` (its
+    columns: ``roof_flops_per_sec``, ``bound``, ``roof_fraction``, ...) plus ``point``
+    (``"op"`` or ``"model"``) and ``label`` (the op's shape, or the model family)."""
+    from paradnn.analysis import roofline
+
+    ok = df[(df["status"] == "ok") & df["flops_per_sec"].notna() & df["arithmetic_intensity"].notna()]
+    out = roofline(ok)
+    is_op = out["family"] == OP_FAMILY
+    out["point"] = np.where(is_op, "op", "model")
+    labels = out["op_label"] if "op_label" in out.columns else pd.Series(None, index=out.index)
+    out["label"] = labels.where(is_op, out["family"].astype(str))
+    return out

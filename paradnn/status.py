@@ -1,0 +1,123 @@
+"""``paradnn.status``: what a store holds, and what went wrong, grouped so a user can act on it.
+
+>>> from paradnn.status import failures
+>>> failures("results.db")   # doctest: +SKIP
+   status           reason  count  example                                ... next_command
+
+A failure's *reason* is its status plus, for ``error`` and ``oom`` rows, the cause the runner
+wrote in front of its message: the exception's class name (``XlaRuntimeError: ...``, the
+runner's and executors' ``f"{type(exc).__name__}: {exc}"`` convention) or the fixed phrase of a
+predicted out-of-memory (``predicted before compiling: ...``). ``timeout`` and ``crashed`` rows
+are grouped by status alone (their messages carry the limit and the exit signal).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Sequence
+from typing import Any, Union
+
+import pandas as pd
+
+from paradnn.specs import SPEC_TYPES
+
+__all__ = ["failures", "reason", "rerun_command", "FAILURE_COLUMNS"]
+
+PathLike = Union[str, os.PathLike]
+
+#: Columns of :func:`failures`.
+FAILURE_COLUMNS = ("status", "reason", "count", "family", "example", "example_key", "error",
+                   "next_command", "advice")
+
+# The runner's prefixes: a Python class name, or a phrase of lower-case words, then ": ".
+_CLASS = re.compile(r"^([A-Za-z_][A-Za-z0-9_.]*): ")
+_PHRASE = re.compile(r"^([a-z][a-z ]{2,60}): ")
+
+_ADVICE = {
+    "oom": "does not fit the memory limit: find the largest batch that fits with `paradnn "
+           "maxbatch`, then lower this batch in the sweep file (or drop the config)",
+    "error": "reproduce it alone with `paradnn run` to read the full message",
+    "timeout": "took longer than the time limit: time it alone with `paradnn run`, then raise "
+               "--timeout (or run.timeout_s in the sweep file)",
+    "crashed": "killed its process (often the host ran out of memory): run it alone with "
+               "`paradnn run`; on a CPU give the sweep --memory-limit so such configs are "
+               "recorded oom before they run",
+}
+
+
+def reason(status: str, error: Any) -> str:
+    """The group of a failed row: ``status`` and, for error and oom rows, the cause prefix of
+    the message (see the module docstring); ``status`` alone when there is none."""
+    if status in ("timeout", "crashed") or not isinstance(error, str):
+        return status
+    match = _CLASS.match(error) or _PHRASE.match(error)
+    return f"{status}: {match.group(1)}" if match else status
+
+
+def _flag(value: Any) -> str:
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return str(value)
+
+
+def rerun_command(row: dict[str, Any], memory_limit_bytes: Any = None) -> str:
+    """The ``paradnn run`` (or, for oom, ``paradnn maxbatch``) command for a row's config."""
+    family = row.get("family")
+    if family not in SPEC_TYPES:
+        return ""
+    import dataclasses
+
+    parts = ["paradnn", "maxbatch" if row.get("status") == "oom" else "run", family]
+    for f in dataclasses.fields(SPEC_TYPES[family]):
+        v = row.get(f.name)
+        if v is None or (isinstance(v, float) and v != v) or (family == "real" and v in (0, 0.0)):
+            continue
+        parts += [f"--{f.name}", _flag(v)]
+    if row.get("status") != "oom":
+        parts += ["--batch", _flag(row.get("batch"))]
+    parts += ["--dtype", str(row.get("dtype")), "--optimizer", str(row.get("optimizer"))]
+    if row.get("devices") not in (None, 1, 1.0):
+        parts += ["--devices", _flag(row.get("devices"))]
+    if row.get("status") == "oom" and row.get("backend") == "cpu":
+        parts += ["--memory-limit", "SIZE"]  # a CPU reports no memory size: maxbatch needs one
+    return " ".join(parts)
+
+
+def failures(paths: PathLike | Sequence[PathLike] | pd.DataFrame) -> pd.DataFrame:
+    """Failed rows of one or more stores (or of a loaded frame) grouped by reason.
+
+    One row per (status, reason), most frequent first, with ``count`` (rows), ``family``
+    (families involved), ``example`` (one config, short form), ``example_key`` (its record
+    key), ``error`` (its message, first 300 characters), ``next_command`` (the command that
+    reproduces it or, for oom, finds the batch that fits) and ``advice`` (what to do). Empty
+    (with these columns) when nothing failed.
+    """
+    from paradnn.plan import short_name
+
+    if isinstance(paths, pd.DataFrame):
+        df = paths
+    else:
+        from paradnn.store import load
+
+        df = load(paths)
+    failed = df[df["status"] != "ok"] if len(df) else df
+    if not len(failed):
+        return pd.DataFrame(columns=list(FAILURE_COLUMNS))
+    failed = failed.assign(reason=[reason(s, e) for s, e in zip(failed["status"], failed["error"])])
+    out = []
+    for (status, why), group in failed.groupby(["status", "reason"], sort=False):
+        example = group.iloc[0].to_dict()
+        out.append({
+            "status": status,
+            "reason": why,
+            "count": len(group),
+            "family": ", ".join(sorted(group["family"].dropna().astype(str).unique())),
+            "example": short_name(example),
+            "example_key": example["key"],
+            "error": str(example.get("error") or "")[:300],
+            "next_command": rerun_command(example),
+            "advice": _ADVICE.get(status, ""),
+        })
+    table = pd.DataFrame(out, columns=list(FAILURE_COLUMNS))
+    return table.sort_values(["count", "status"], ascending=[False, True]).reset_index(drop=True)

@@ -1,0 +1,606 @@
+"""Fault injection against the real CLI and real SQLite files (docs/reliability.md).
+
+Every case ends with exit status 2 and exactly one line on stderr (``paradnn: error: ...``), or
+with a recorded outcome, never with a traceback; the store is byte-identical afterwards or holds
+exactly the expected rows.
+
+Read-only media and full disks are real, not simulated: the command runs in a private mount
+namespace (``unshare -rm``, no privileges needed beyond user namespaces) where a folder is
+bind-mounted read-only, or a tiny tmpfs is mounted, so the kernel itself returns EROFS/ENOSPC.
+chmod cannot be used because the test machines run as root, for whom permission bits do not
+stop writes. Other unwritable places are a path below a regular file (ENOTDIR) and /proc (a
+file system where nobody can create files). Tests that need the namespace skip, saying so,
+where user namespaces are disabled.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import json
+import os
+import re
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from paradnn.errors import InfrastructureError, ParadnnError
+from paradnn.grids import grid
+from paradnn.record import Record
+from paradnn.store import Store, load
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = {"steps_per_call": 1, "warmup_calls": 1, "min_calls": 2, "max_calls": 3, "time_budget_s": 0.2}
+PLATFORM = {"backend": "cpu", "device_kind": "cpu", "device_count": 1, "host": "h", "cpu_model": "x"}
+SOFTWARE = {"paradnn_version": "0", "jax_version": "0"}
+
+
+# -- helpers ---------------------------------------------------------------------------------
+
+def env(**changes: str | None) -> dict[str, str]:
+    e = dict(os.environ, PYTHONPATH=str(ROOT))
+    for k, v in changes.items():
+        if v is None:
+            e.pop(k, None)
+        else:
+            e[k] = v
+    return e
+
+
+def cli(*args: str, cwd: Path | None = None, environ: dict | None = None, prefix: list[str] = (),
+        timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([*prefix, sys.executable, "-m", "paradnn", *map(str, args)],
+                          capture_output=True, text=True, cwd=cwd, env=environ or env(),
+                          timeout=timeout)
+
+
+def one_error_line(proc: subprocess.CompletedProcess, *words: str) -> str:
+    """Exit 2, nothing on stdout, one stderr line ``paradnn: error: ...`` with ``words``."""
+    assert "Traceback" not in proc.stderr, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2, (proc.returncode, proc.stderr)
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith("paradnn: error: "), lines[0]
+    for w in words:
+        assert w in lines[0], (w, lines[0])
+    return lines[0]
+
+
+def digest(path: Path) -> str:
+    """SHA-256 of a store's content: the file and its -wal journal (an empty or absent -wal holds
+    nothing). The -shm file is left out: it is SQLite's shared-memory index of the -wal, which
+    any reader, even a read-only one, may create."""
+    h = hashlib.sha256(path.read_bytes())
+    wal = Path(f"{path}-wal")
+    h.update(wal.read_bytes() if wal.exists() else b"")
+    return h.hexdigest()
+
+
+def row(nodes: int, time_utc: str = "2026-01-01T00:00:00+00:00", **metrics) -> dict:
+    w = grid("fc", layers=2, nodes=nodes, input=8, output=2, batch=4)[0]
+    return Record(status="ok", workload=w.to_dict(), platform=PLATFORM, software=SOFTWARE,
+                  settings=TINY, metrics={"examples_per_sec": 1.0, **metrics},
+                  time_utc=time_utc).to_dict()
+
+
+def make_store(path: Path, n: int = 3) -> Path:
+    with Store(path) as s:
+        s.add_rows([row(8 + i) for i in range(n)])
+    return path  # closing checkpoints the WAL: the file alone is the store
+
+
+def sweep_file(path: Path, body: str) -> Path:
+    path.write_text(textwrap.dedent(body))
+    return path
+
+
+SMALL_FILE = """\
+family: fc
+layers: 1
+nodes: 8
+input: 8
+output: 2
+batch: 4
+settings: {steps_per_call: 1, warmup_calls: 1, min_calls: 2, max_calls: 3, time_budget_s: 0.2}
+"""
+
+
+def _namespace_works() -> bool:
+    try:
+        probe = subprocess.run(["unshare", "-rm", "sh", "-c", "mount -t tmpfs tmpfs /mnt && "
+                                "mount --bind /mnt /mnt && mount -o remount,bind,ro /mnt && "
+                                "! touch /mnt/x 2>/dev/null"], capture_output=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return probe.returncode == 0
+
+
+NAMESPACE = _namespace_works()
+needs_namespace = pytest.mark.skipif(
+    not NAMESPACE, reason="needs `unshare -rm` (user + mount namespaces) to mount a read-only "
+    "folder or a tiny tmpfs; chmod cannot make a folder read-only for root")
+
+
+def read_only(folder: Path) -> list[str]:
+    """A command prefix that runs the rest with ``folder`` bind-mounted read-only (EROFS)."""
+    return ["unshare", "-rm", "sh", "-c",
+            'mount --bind "$1" "$1" && mount -o remount,bind,ro "$1" && shift && exec "$@"',
+            "sh", str(folder)]
+
+
+# -- outputs never overwrite inputs or files paradnn did not write ------------------------------
+
+def test_export_plot_report_onto_the_store_leave_it_byte_identical(tmp_path):
+    # A store may have any name, so name it like the output each command writes.
+    cases = {"results.csv": ["export", "{s}", "-o", "{s}"],
+             "results.png": ["plot", "params", "{s}", "-o", "{s}"]}
+    for name, args in cases.items():
+        store = make_store(tmp_path / name)
+        before = digest(store)
+        for extra in ([], ["--force"]):  # --force never makes an input an output
+            one_error_line(cli(*[a.format(s=store) for a in args], *extra), "also an input")
+            assert digest(store) == before
+    store = make_store(tmp_path / "r.db")
+    before = digest(store)
+    one_error_line(cli("report", store, "-o", store), "not a directory")
+    one_error_line(cli("profile", "-o", store, *FC_ARGS), "not a directory")
+    assert digest(store) == before
+
+
+def test_report_keeps_a_foreign_index_html_unless_forced(tmp_path):
+    store = make_store(tmp_path / "r.db")
+    out = tmp_path / "site"
+    out.mkdir()
+    page = out / "index.html"
+    page.write_text("<p>my own page</p>")
+    one_error_line(cli("report", store, "-o", out), "not written by paradnn", "--force")
+    assert page.read_text() == "<p>my own page</p>"
+    assert sorted(p.name for p in out.iterdir()) == ["index.html"]  # no temporary left behind
+    proc = cli("report", store, "-o", out, "--force")
+    assert proc.returncode == 0, proc.stderr
+    assert "my own page" not in page.read_text()
+    # paradnn wrote it now (its ledger says so): a second report replaces it without --force.
+    proc = cli("report", store, "-o", out)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_export_replaces_only_its_own_files(tmp_path):
+    store = make_store(tmp_path / "r.db", n=2)
+    out = tmp_path / "rows.csv"
+    assert cli("export", store, "-o", out).returncode == 0
+    assert cli("export", store, "-o", out).returncode == 0  # its own output: replaced
+    out.write_text("edited by hand\n")  # no longer what paradnn wrote
+    one_error_line(cli("export", store, "-o", out), "not written by paradnn")
+    assert out.read_text() == "edited by hand\n"
+    assert cli("export", store, "-o", out, "--force").returncode == 0
+    assert len(out.read_text().splitlines()) == 3  # header + 2 rows
+
+
+def test_unwritable_output_folder_is_one_line(tmp_path):
+    store = make_store(tmp_path / "r.db")
+    a_file = tmp_path / "plain"
+    a_file.write_text("x")
+    for target in (a_file / "out.csv", Path("/proc/paradnn-test/out.csv")):
+        one_error_line(cli("export", store, "-o", target), str(target))
+        one_error_line(cli("plot", "params", store, "-o", target.with_suffix(".png")))
+        one_error_line(cli("report", store, "-o", target.parent / "site"))
+
+
+@needs_namespace
+def test_output_into_a_read_only_folder_is_one_line(tmp_path):
+    store = make_store(tmp_path / "r.db")
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    one_error_line(cli("export", store, "-o", ro / "out.csv", prefix=read_only(ro)),
+                   "Read-only file system")
+    one_error_line(cli("report", store, "-o", ro / "site", prefix=read_only(ro)),
+                   "Read-only file system")
+    assert list(ro.iterdir()) == []
+
+
+# -- stores -------------------------------------------------------------------------------------
+
+def test_dev_null_and_foreign_files_as_store(tmp_path):
+    f = sweep_file(tmp_path / "s.yaml", SMALL_FILE)
+    one_error_line(cli("status", "/dev/null"), "not a regular file")
+    one_error_line(cli("sweep", f, "--store", "/dev/null", "--quiet"), "not a regular file")
+    foreign = tmp_path / "notes.txt"
+    foreign.write_text("my notes\n")
+    for args in (["status", foreign], ["sweep", f, "--store", foreign, "--quiet"],
+                 ["merge", make_store(tmp_path / "a.db"), "-o", foreign]):
+        one_error_line(cli(*args), "not a paradnn store")
+    assert foreign.read_text() == "my notes\n"
+
+
+def test_corrupt_row_is_skipped_with_a_warning_naming_it(tmp_path):
+    store = make_store(tmp_path / "r.db", n=3)
+    with sqlite3.connect(store) as con:
+        con.execute("UPDATE records SET row = '{not json' WHERE id = 2")
+    con.close()
+    before = digest(store)
+    proc = cli("status", store)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("paradnn: warning:") and "row id 2" in lines[0]
+    assert "2 rows" in proc.stdout
+    out = tmp_path / "rows.csv"
+    proc = cli("export", store, "-o", out)
+    assert proc.returncode == 0 and len(out.read_text().splitlines()) == 3  # header + 2 rows
+    assert digest(store) == before
+
+
+@needs_namespace
+def test_read_only_store_is_read_immutable_and_refused_for_writing(tmp_path):
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    store = make_store(ro / "r.db", n=3)
+    before = digest(store)
+    proc = cli("status", store, prefix=read_only(ro))
+    assert proc.returncode == 0, proc.stderr
+    assert "3 rows" in proc.stdout and "Traceback" not in proc.stderr
+    warning = proc.stderr.strip().splitlines()
+    assert len(warning) == 1 and "read-only" in warning[0] and "immutable" in warning[0]
+    f = sweep_file(tmp_path / "s.yaml", SMALL_FILE)
+    one_error_line(cli("sweep", f, "--store", store, "--quiet", prefix=read_only(ro)),
+                   "read-only")
+    assert digest(store) == before
+
+
+def test_merge_refuses_two_different_rows_with_one_key_and_time(tmp_path):
+    a, b = tmp_path / "a.db", tmp_path / "b.db"
+    with Store(a) as s:
+        s.add(row(8, examples_per_sec=1.0))
+    with Store(b) as s:
+        s.add(row(8, examples_per_sec=2.0))  # same key and time, different measurement
+    out = tmp_path / "m.db"
+    before = digest(a), digest(b)
+    one_error_line(cli("merge", a, b, "-o", out), "share key and time", "nothing was written")
+    assert (digest(a), digest(b)) == before
+    assert not out.exists() or len(load(out)) == 0
+    # Into a store that holds one of them: refused too, and that store keeps its row.
+    assert cli("merge", a, "-o", out).returncode == 0
+    one_error_line(cli("merge", b, "-o", out), "share key and time")
+    assert list(load(out)["examples_per_sec"]) == [1.0]
+    # Both rows survive side by side when read together, rather than one hiding the other.
+    assert sorted(load([a, b])["examples_per_sec"]) == [1.0, 2.0]
+
+
+def test_merge_counts_identical_rows_as_present(tmp_path):
+    a = make_store(tmp_path / "a.db", n=2)
+    b = tmp_path / "b.db"
+    b.write_bytes(a.read_bytes())
+    proc = cli("merge", a, b, "-o", tmp_path / "m.db")
+    assert proc.returncode == 0, proc.stderr
+    assert "2 rows added, 2 already present" in proc.stdout
+    assert len(load(tmp_path / "m.db")) == 2
+
+
+def big_ok(workload, settings, memory_limit_bytes):
+    """A record with 50 kB of payload, to fill a small disk quickly."""
+    return Record(status="ok", workload=workload.to_dict(), platform=PLATFORM, software=SOFTWARE,
+                  settings=settings.to_dict(), metrics={"payload": "x" * 50_000})
+
+
+@pytest.mark.slow
+@needs_namespace
+def test_full_disk_stops_the_sweep_and_keeps_every_committed_row(tmp_path):
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    script = tmp_path / "run.py"
+    script.write_text(textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {str(ROOT)!r}); sys.path.insert(0, {str(Path(__file__).parent)!r})
+        from paradnn.cli import main
+        import paradnn.sweeper as sw
+        from paradnn.grids import grid
+        from test_faults import big_ok
+        from paradnn.errors import ParadnnError
+        try:
+            sw.sweep(grid("fc", layers=1, nodes=list(range(8, 208)), input=8, output=2, batch=4),
+                     store={str(disk / 'r.db')!r}, executor="inprocess", run_fn=big_ok,
+                     cache_dir=None, progress=False, settings={TINY!r})
+        except ParadnnError as exc:
+            print(f"paradnn: error: {{exc}}", file=sys.stderr); sys.exit(2)
+    """))
+    check = ("import sqlite3, sys; con = sqlite3.connect(sys.argv[1]); "
+             "print(con.execute('PRAGMA integrity_check').fetchone()[0], "
+             "con.execute('SELECT COUNT(*) FROM records').fetchone()[0], "
+             "con.execute('SELECT COUNT(*) FROM claims').fetchone()[0])")
+    proc = subprocess.run(
+        ["unshare", "-rm", "sh", "-c",
+         'mount -t tmpfs -o size=2m tmpfs "$1" && "$2" "$3"; rc=$?; '
+         '"$2" -c "$4" "$1/r.db"; exit $rc',
+         "sh", str(disk), sys.executable, str(script), check],
+        capture_output=True, text=True, env=env(), timeout=600)
+    line = one_error_line(proc, "the disk is full")
+    committed = int(re.search(r"(\d+) record\(s\) of this run were committed", line).group(1))
+    integrity, rows, _claims = proc.stdout.split()
+    assert integrity == "ok"
+    assert 0 < committed == int(rows) < 200  # exactly the rows the sweep said it committed
+
+
+# -- infrastructure faults are never a workload's result ------------------------------------------
+
+@pytest.mark.slow
+def test_unwritable_home_stops_the_sweep_unrecorded_then_resume_runs_it(tmp_path):
+    f = sweep_file(tmp_path / "s.yaml", SMALL_FILE)
+    store = tmp_path / "r.db"
+    home = tmp_path / "home-is-a-file"
+    home.write_text("")  # HOME below which nothing can be created (ENOTDIR): like a read-only home
+    bad = env(HOME=str(home), PARADNN_CACHE=None, XDG_CACHE_HOME=None)
+    one_error_line(cli("sweep", f, "--store", store, "--quiet", environ=bad),
+                   "not writable", "resume")
+    assert len(load(store)) == 0  # nothing stored as the workload's result
+    with sqlite3.connect(store) as con:
+        assert con.execute("SELECT COUNT(*) FROM claims").fetchone()[0] == 0
+    good = tmp_path / "home"
+    good.mkdir()
+    proc = cli("sweep", f, "--store", store, "--quiet",
+               environ=env(HOME=str(good), PARADNN_CACHE=None, XDG_CACHE_HOME=None))
+    assert proc.returncode == 0, proc.stderr
+    df = load(store)
+    assert list(df["status"]) == ["ok"]
+
+
+@pytest.mark.slow
+@needs_namespace
+def test_read_only_home_mount_stops_the_sweep_unrecorded(tmp_path):
+    f = sweep_file(tmp_path / "s.yaml", SMALL_FILE)
+    store = tmp_path / "r.db"
+    home = tmp_path / "home"
+    home.mkdir()
+    one_error_line(cli("sweep", f, "--store", store, "--quiet", prefix=read_only(home),
+                       environ=env(HOME=str(home), PARADNN_CACHE=None, XDG_CACHE_HOME=None)),
+                   "Read-only file system")
+    assert len(load(store)) == 0
+
+
+def test_absent_jax_platform_is_one_line(tmp_path):
+    f = sweep_file(tmp_path / "s.yaml", SMALL_FILE)
+    store = tmp_path / "r.db"
+    absent = env(JAX_PLATFORMS="absent")
+    one_error_line(cli("sweep", f, "--store", store, "--quiet", environ=absent), "JAX_PLATFORMS")
+    one_error_line(cli("run", "fc", "--layers", "1", "--nodes", "8", "--input", "8",
+                       "--output", "2", environ=absent), "JAX_PLATFORMS")
+    assert len(load(store)) == 0
+
+
+def fake_ok(workload, settings, memory_limit_bytes):
+    from paradnn import hardware
+
+    return Record(status="ok", workload=workload.to_dict(), platform=hardware.platform_info(),
+                  software=hardware.software_info(), settings=settings.to_dict(),
+                  metrics={"examples_per_sec": 1.0})
+
+
+def exits_or_faults(workload, settings, memory_limit_bytes):
+    """nodes 9 exits by itself with status 7, 10 is SIGKILLed from outside, 11 meets a
+    read-only file system; the rest succeed."""
+    nodes = workload.spec.nodes
+    if nodes == 9:
+        os._exit(7)
+    if nodes == 10:
+        os.kill(os.getpid(), signal.SIGKILL)
+    if nodes == 11:
+        raise OSError(errno.EROFS, os.strerror(errno.EROFS), "/cache/x")
+    return fake_ok(workload, settings, memory_limit_bytes)
+
+
+def test_child_exit_status_and_signal_are_told_apart(tmp_path):
+    from paradnn.sweeper import sweep
+
+    db = tmp_path / "r.db"
+    g = grid("fc", layers=1, nodes=[8, 9, 10], input=8, output=2, batch=4)
+    df = sweep(g, store=db, settings=TINY, run_fn=exits_or_faults, cache_dir=None,
+               progress=False, timeout_s=120)
+    by = {r["nodes"]: r for r in df.to_dict("records")}
+    assert by[8]["status"] == "ok"
+    assert by[9]["status"] == "crashed" and by[9]["child_exit_status"] == 7
+    assert "exited by itself with status 7" in by[9]["error"] and "SIGKILL" not in by[9]["error"]
+    assert by[10]["status"] == "crashed" and by[10]["child_signal"] == "SIGKILL"
+    assert "killed by SIGKILL" in by[10]["error"]
+
+
+def test_environment_fault_in_a_config_is_not_stored_and_resume_runs_it(tmp_path):
+    from paradnn.sweeper import sweep
+
+    db = tmp_path / "r.db"
+    g = grid("fc", layers=1, nodes=[8, 11, 12], input=8, output=2, batch=4)
+    with pytest.raises(InfrastructureError, match="Read-only file system") as info:
+        sweep(g, store=db, settings=TINY, run_fn=exits_or_faults, cache_dir=None,
+              progress=False, timeout_s=120)
+    assert "1 record(s) of this run are committed" in str(info.value)
+    assert list(load(db)["nodes"]) == [8]  # 11 was not stored as an error
+    with sqlite3.connect(db) as con:
+        assert con.execute("SELECT COUNT(*) FROM claims").fetchone()[0] == 0
+    df = sweep(g, store=db, settings=TINY, run_fn=fake_ok, cache_dir=None, progress=False,
+               timeout_s=120)
+    assert sorted(df["nodes"]) == [8, 11, 12] and set(df["status"]) == {"ok"}
+
+
+def test_unreachable_ray_address_fails_fast(tmp_path):
+    pytest.importorskip("ray", reason="Ray is an optional extra")
+    f = sweep_file(tmp_path / "s.yaml", SMALL_FILE)
+    t0 = time.monotonic()
+    one_error_line(cli("sweep", f, "--store", tmp_path / "r.db", "--executor", "ray",
+                       "--address", "127.0.0.1:1", "--quiet"), "127.0.0.1:1", "refused")
+    assert time.monotonic() - t0 < 60
+    from paradnn.executors.ray import check_reachable
+
+    t0 = time.monotonic()  # a black-hole address (TEST-NET-1, RFC 5737): the stated timeout
+    with pytest.raises(ParadnnError, match="within 1 s"):
+        check_reachable("192.0.2.1:6379", timeout_s=1.0)
+    assert time.monotonic() - t0 < 10
+
+
+# -- cheap checks first --------------------------------------------------------------------------
+
+def test_huge_model_is_oom_before_tracing(tmp_path):
+    proc = cli("run", "fc", "--layers", "1000000000", "--nodes", "32", "--input", "64",
+               "--output", "10", "--memory-limit", "16GB", "--json", timeout=120)
+    assert proc.returncode == 1, proc.stderr
+    rec = json.loads(proc.stdout)
+    assert rec["status"] == "oom" and rec["oom_predicted"] is True
+    assert rec["params"] == 1000000000 * (32 * 32 + 32) - 32 * 32 + 64 * 32 + 32 * 10 + 10
+    # In-process the check itself takes well under a second (the CLI also imports JAX).
+    from paradnn.runner import run_workload
+    from paradnn.specs import FC, Workload
+
+    run_workload(Workload(FC(1, 8, 8, 2), 4), None, 10)  # warm the platform context
+    t0 = time.perf_counter()
+    rec = run_workload(Workload(FC(10**9, 32, 64, 10), 256), None, 16 * 10**9)
+    assert rec.status == "oom" and rec.metrics["oom_predicted"]
+    assert time.perf_counter() - t0 < 1.0
+
+
+def test_default_limit_on_a_cpu_is_the_host_memory():
+    from paradnn import hardware
+
+    if hardware.platform_info()["backend"] != "cpu":
+        pytest.skip("a device with its own memory size")
+    assert hardware.device_memory_bytes() == hardware.host_memory_bytes() > 2**20
+
+
+def test_analytic_floor_is_a_lower_bound_of_the_real_state():
+    """The pre-trace check must never refuse a model that fits: its optimizer slots and
+    parameter count may not exceed what the real optax state holds."""
+    from paradnn import workload as wl
+    from paradnn.models import build
+    from paradnn.preflight import OPTIMIZER_STATE_SLOTS, floor_bytes
+    from paradnn.runner import state_bytes
+    from paradnn.specs import CNN, FC, OPTIMIZERS, RNN, Workload
+
+    assert set(OPTIMIZER_STATE_SLOTS) == set(OPTIMIZERS)
+    for spec in (FC(2, 16, 8, 4), CNN("residual", 1, 4, 32, 10), RNN("lstm", 1, 8, 4, 16)):
+        for opt in OPTIMIZERS:
+            w = Workload(spec, 4, "float32", opt)
+            model = build(spec, "float32")
+            state, _ = wl.abstract_inputs(w, model, opt)
+            floor = floor_bytes(w)
+            assert floor["total_bytes"] <= state_bytes(state), opt
+            if opt in ("rmsprop", "adam", "momentum", "sgd"):  # full slots: exact
+                params = state_bytes(state["params"])
+                assert floor["weights_bytes"] == params
+                assert floor["optimizer_bytes"] == OPTIMIZER_STATE_SLOTS[opt] * params
+
+
+# -- sweep files ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("body, words", [
+    # 10^15 configs: counted from the axes, refused before anything is expanded.
+    ("family: fc\nlayers: {from: 1, to: 100000, step: 1}\nnodes: {from: 1, to: 100000, step: 1}\n"
+     "input: {from: 1, to: 100000, step: 1}\noutput: 2\nbatch: 4\n", ["1,000,000,000,000,000",
+                                                                     "max_configs"]),
+    ("family: fc\nlayers: 1\nnodes: 8\ninput: 8\noutput: 2\nbatch: 4\nnodes: 16\n",
+     ["duplicate key 'nodes'", "line 7"]),
+    ("family: fc\nlayers: 1\nnodes: 8\ninput: 8\noutput: 2\nbatch: 4\nmax_params: .nan\n",
+     ["max_params", "finite"]),
+    ("family: fc\nlayers: 1\nnodes: 8\ninput: 8\noutput: 2\nbatch: 4\n"
+     "settings: {time_budget_s: .inf}\n", ["time_budget_s", "finite"]),
+    ("family: fc\nlayers: 1\nnodes: 8\ninput: 8\noutput: 2\nbatch: 4\nrun: {timeout_s: .nan}\n",
+     ["run.timeout_s"]),
+    ("family: fc\nlayers: 1\nnodes: 8\ninput: 8\noutput: 2\nbatch: 4\n"
+     "settings: {steps_per_call: 1000000000000}\n", ["steps_per_call", "100000"]),
+    ("a: " + "[" * 5000 + "]" * 5000 + "\n", ["nested deeper than"]),
+    ("a: &a [1, 1, 1, 1, 1, 1, 1, 1, 1]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]\n"
+     "c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b]\nd: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c]\n"
+     "e: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d]\nf: &f [*e, *e, *e, *e, *e, *e, *e, *e, *e]\n"
+     "g: &g [*f, *f, *f, *f, *f, *f, *f, *f, *f]\nh: &h [*g, *g, *g, *g, *g, *g, *g, *g, *g]\n"
+     "family: fc\nlayers: 1\nnodes: 8\ninput: 8\noutput: 2\nbatch: 4\nrun: {resources: {x: *h}}\n",
+     ["aliases"]),
+])
+def test_hostile_sweep_files_are_one_line(tmp_path, body, words):
+    f = tmp_path / "s.yaml"
+    f.write_text(body)
+    store = tmp_path / "r.db"
+    t0 = time.monotonic()
+    line = one_error_line(cli("sweep", f, "--store", store, "--quiet"), str(f), *words)
+    assert len(line) < 600  # echoed values are bounded
+    assert time.monotonic() - t0 < 60
+    assert not store.exists()  # refused before the store was opened
+
+
+def test_grid_cap_is_overridable_and_counts_without_expanding(tmp_path):
+    from paradnn.grids import load_sweep_file
+
+    body = "family: fc\nlayers: {from: 1, to: 3000, step: 1}\nnodes: 8\ninput: 8\noutput: 2\nbatch: 4\n"
+    f = tmp_path / "s.yaml"
+    f.write_text(body)
+    with pytest.raises(ParadnnError, match="3,000 configs, more than max_configs=1,000"):
+        load_sweep_file(f, max_configs=1000)
+    f.write_text(body + "run: {max_configs: 5000}\n")
+    assert len(load_sweep_file(f).workloads) == 3000
+    with pytest.raises(ParadnnError, match="max_configs"):
+        grid("fc", layers=range(1, 10**12), nodes=8, input=8, output=2, batch=4)
+
+
+def test_non_utf8_sweep_file(tmp_path):
+    f = tmp_path / "s.yaml"
+    f.write_bytes(b"family: fc\nlayers: \xff\xfe\n")
+    one_error_line(cli("sweep", f, "--store", tmp_path / "r.db", "--quiet"),
+                   "not UTF-8", "0xff", "offset 19")
+
+
+# -- numbers --------------------------------------------------------------------------------------
+
+FC_ARGS = ["fc", "--layers", "1", "--nodes", "8", "--input", "8", "--output", "2"]
+
+
+@pytest.mark.parametrize("args, words", [
+    (["run", *FC_ARGS, "--memory-limit", "1e999"], ["memory limit", "1e999"]),
+    (["run", *FC_ARGS, "--batch", "99999999999999999999999"],
+     ["batch='99999999999999999999999'", "9223372036854775807"]),
+    (["run", *FC_ARGS, "--steps-per-call", "1e12"], ["steps_per_call", "100000"]),
+    (["run", *FC_ARGS, "--cv-target", "nan"], ["cv_target", "finite"]),
+    (["run", *FC_ARGS, "--batch", "2.5"], ["batch"]),
+    (["sweep", "s.yaml", "--timeout", "nan"], ["timeout", "finite"]),
+    (["sweep", "s.yaml", "--timeout", "inf"], ["timeout"]),
+    (["sweep", "s.yaml", "--repeat", "1e999"], ["repeat"]),
+    (["plot", "params", "r.db", "-o", "x.png", "--dpi", "0"], ["dpi"]),
+    (["plot", "roofline", "r.db", "-o", "x.png", "--peak-flops", "inf"], ["peak-flops"]),
+    (["maxbatch", *FC_ARGS, "--memory-limit=-1GB"], ["memory limit"]),
+])
+def test_bad_numbers_are_one_line(tmp_path, args, words):
+    one_error_line(cli(*args, cwd=tmp_path), *words)
+
+
+def test_big_exact_integers_and_a_huge_batch_are_handled(tmp_path):
+    # "1e15" is exactly 10^15; such a batch is an oom found from the compiled program's memory
+    # analysis (its inputs are arguments) within seconds, never an allocation attempt or a hang.
+    t0 = time.monotonic()
+    proc = cli("run", *FC_ARGS, "--batch", "1e15", "--memory-limit", "1GB", "--json")
+    assert proc.returncode == 1, proc.stderr
+    rec = json.loads(proc.stdout)
+    assert rec["batch"] == 10**15 and rec["status"] == "oom", rec["error"]
+    assert "memory analysis" in rec["error"] and rec["step_time_s"] is None
+    assert time.monotonic() - t0 < 120
+
+
+# -- the CLI as a whole ----------------------------------------------------------------------------
+
+def test_every_flag_has_help_and_store_commands_default_to_results_db(tmp_path):
+    import argparse
+
+    from paradnn.cli import build_parser
+
+    def walk(parser, path):
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    yield from walk(sub, path + [name])
+            elif action.option_strings and action.dest not in ("help", "version"):
+                yield path, action
+
+    missing = [(" ".join(p), a.option_strings[0]) for p, a in walk(build_parser(), []) if not a.help]
+    assert missing == []
+    make_store(tmp_path / "results.db", n=2)
+    proc = cli("status", cwd=tmp_path)
+    assert proc.returncode == 0 and "2 rows" in proc.stdout, proc.stderr
+    proc = cli("export", "-o", "rows.csv", cwd=tmp_path)
+    assert proc.returncode == 0 and (tmp_path / "rows.csv").exists(), proc.stderr

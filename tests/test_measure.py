@@ -1,0 +1,180 @@
+"""The timing protocol on a fake clock (exact choices of K and stopping), its statistics, the
+stability flag, the physics warnings, and the peak probe's cache rules."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from paradnn.errors import SpecError
+from paradnn.measure import MAX_STEPS_PER_CALL, MeasureSettings, choose_steps, median_ci, time_calls
+from paradnn.record import WARNINGS, physics_warnings, warning_codes
+
+
+class FakeDevice:
+    """A device whose call of k steps takes ``overhead + k * step`` seconds on a fake clock;
+    ``jitter(i)`` scales the i-th call's duration."""
+
+    def __init__(self, step: float, overhead: float = 0.0, first_extra: float = 0.0, jitter=None):
+        self.now = 0.0
+        self.step, self.overhead, self.first_extra = step, overhead, first_extra
+        self.jitter = jitter or (lambda i: 1.0)
+        self.calls: list[int] = []
+
+    def clock(self) -> float:
+        return self.now
+
+    def call(self, state, batch, k):
+        i = len(self.calls)
+        self.calls.append(k)
+        self.now += (self.overhead + k * self.step) * self.jitter(i) + (self.first_extra if i == 0 else 0.0)
+        return state + k, 1.0
+
+
+def run(device: FakeDevice, **settings):
+    return time_calls(device.call, 0, None, MeasureSettings(**settings), sync=lambda x: x,
+                      clock=device.clock)
+
+
+def test_small_model_gets_many_steps_per_call():
+    # 1 ms steps, 2 ms dispatch: K = ceil(0.2 / 0.003) = 67 after the first call, then
+    # ceil(0.2 / (0.069 / 67)) = 195 once the dispatch share is known, then stable at 195.
+    dev = FakeDevice(step=1e-3, overhead=2e-3)
+    t = run(dev)
+    assert dev.calls[:3] == [1, 67, 195]
+    assert t.steps_per_call == 195 and set(dev.calls[2:]) == {195}
+    # No noise: the CV rule stops at min_calls (5) timed calls.
+    assert len(t.step_times_s) == 5
+    assert t.step_times_s == pytest.approx((2e-3 + 195e-3) / 195)
+    stats = t.stats()
+    assert stats["stable"] is True and stats["step_time_cv"] == pytest.approx(0.0, abs=1e-12)
+    assert stats["steps_per_call_used"] == 195 and stats["timed_calls"] == 5
+    # Warm-up lasted until 0.5 s had passed: 1 + 67 + 195 (x3) steps.
+    assert stats["warmup_calls_used"] == 5
+    assert stats["warmup_s"] == pytest.approx(0.003 + 0.069 + 3 * 0.197)
+
+
+def test_big_model_stays_within_three_steps():
+    # A 10 s step against a 5 s budget: one warm-up call and two timed calls, nothing more.
+    dev = FakeDevice(step=10.0)
+    t = run(dev)
+    assert dev.calls == [1, 1, 1]
+    assert dev.now == pytest.approx(30.0)  # = max(budget, 3 steps)
+    assert t.stats()["timed_calls"] == 2 and t.stats()["timing_s"] == pytest.approx(30.0)
+
+
+@pytest.mark.parametrize("step", [1e-5, 3e-4, 0.01, 0.3, 1.0, 2.0, 4.0, 60.0])
+def test_timing_phase_is_bounded(step):
+    budget = 5.0
+    dev = FakeDevice(step=step, overhead=1e-4, first_extra=step)  # a slow first execution too
+    run(dev, time_budget_s=budget)
+    # Whatever the step time, the phase ends within max(budget, 3 steps) plus the slow first
+    # call's extra time (one call past the budget at most at K > 1: a call lasts ~0.2 s).
+    assert dev.now <= max(budget + 0.25, 3 * (step + 1e-4)) + step
+
+
+def test_fixed_steps_per_call_is_kept():
+    dev = FakeDevice(step=1e-3)
+    t = run(dev, steps_per_call=7)
+    assert set(dev.calls) == {7} and t.steps_per_call == 7
+
+
+def test_noisy_device_runs_to_the_budget_and_is_unstable():
+    # Alternating +-20% call times never meet a 2% CV: timed calls go on until the next call
+    # would end past the 5 s budget.
+    dev = FakeDevice(step=0.1, jitter=lambda i: 1.2 if i % 2 else 0.8)
+    t = run(dev)
+    stats = t.stats()
+    assert stats["stable"] is False and stats["step_time_cv"] > 0.02
+    assert dev.now <= 5.0
+    assert stats["timed_calls"] >= 10
+    assert stats["step_time_ci_low_s"] <= stats["step_time_s"] <= stats["step_time_ci_high_s"]
+
+
+def test_max_calls_bounds_the_timed_phase():
+    dev = FakeDevice(step=1e-3, jitter=lambda i: 1.0 + 0.5 * (i % 2))
+    t = run(dev, max_calls=6, time_budget_s=1000.0)
+    assert t.stats()["timed_calls"] == 6
+
+
+def test_choose_steps():
+    assert choose_steps(0.01, 0.2) == 20
+    assert choose_steps(0.3, 0.2) == 1
+    assert choose_steps(0.0, 0.2) == MAX_STEPS_PER_CALL
+    assert choose_steps(1e-12, 0.2) == MAX_STEPS_PER_CALL
+
+
+def test_median_ci_exact_ranks():
+    x = np.arange(1.0, 10.0)  # n = 9: P(B <= 1) = 10/512 <= 2.5% < P(B <= 2) = 46/512
+    assert median_ci(x) == (2.0, 8.0)
+    assert median_ci(np.arange(5.0)) == (0.0, 4.0)  # n <= 5: the full range
+    assert median_ci(np.arange(6.0)) == (0.0, 5.0)  # n = 6: full range covers 96.9%
+    # n = 20: the classic table gives ranks 6 and 15 (1-based).
+    assert median_ci(np.arange(20.0)) == (5.0, 14.0)
+    assert all(math.isnan(v) for v in median_ci(np.array([])))
+
+
+def test_settings_validation():
+    with pytest.raises(SpecError, match="steps_per_call"):
+        MeasureSettings(steps_per_call=0)
+    with pytest.raises(SpecError, match="time_budget_s"):
+        MeasureSettings(time_budget_s=math.inf)
+    with pytest.raises(SpecError, match="cv_target"):
+        MeasureSettings(cv_target=math.nan)
+    with pytest.raises(SpecError, match="max_calls"):
+        MeasureSettings(min_calls=10, max_calls=5)
+
+
+# -- physics checks ----------------------------------------------------------------------------
+
+def _metrics(**overrides):
+    base = {"flops_utilization": 0.5, "model_flops_utilization": 0.5, "arithmetic_intensity": 100.0,
+            "peak_bytes_per_sec": 1e10, "peak_flops": 1e11, "flops_per_sec": 5e10,
+            "useful_flops_ratio": 1.0}
+    return {**base, **overrides}
+
+
+def test_clean_record_has_no_warnings():
+    assert physics_warnings(_metrics()) == []
+
+
+def test_utilization_above_one():
+    assert "utilization_above_1" in physics_warnings(_metrics(model_flops_utilization=1.07))
+    assert "utilization_above_1" in physics_warnings(_metrics(flops_utilization=1.01))
+
+
+def test_above_roof():
+    # Intensity 1 FLOP/B x 10 GB/s = a 10 GFLOP/s roof; 50 GFLOP/s is above it.
+    assert physics_warnings(_metrics(arithmetic_intensity=1.0)) == ["above_roof"]
+    # A 30 GFLOP/s roof per device: 50 GFLOP/s is above it on one device, not on two.
+    assert physics_warnings(_metrics(arithmetic_intensity=3.0), devices=1) == ["above_roof"]
+    assert physics_warnings(_metrics(arithmetic_intensity=3.0), devices=2) == []
+
+
+@pytest.mark.parametrize("ratio, flagged", [(0.79, True), (0.8, False), (1.25, False), (1 / 3.4, True), (1.3, True)])
+def test_flops_mismatch(ratio, flagged):
+    assert ("flops_mismatch" in physics_warnings(_metrics(useful_flops_ratio=ratio))) is flagged
+
+
+def test_warning_codes_round_trip():
+    assert warning_codes("utilization_above_1,above_roof") == ["utilization_above_1", "above_roof"]
+    for empty in (None, "", math.nan):
+        assert warning_codes(empty) == []
+    assert set(physics_warnings(_metrics(model_flops_utilization=2.0, arithmetic_intensity=1.0,
+                                         useful_flops_ratio=3.0))) == set(WARNINGS)
+
+
+def test_real_big_model_is_timed_in_three_steps(tiny_settings):
+    """A real compiled FC whose step (about 0.3-1 s here) outlasts a 0.1 s budget: one warm-up
+    call and two timed calls of one step each, so the timing phase stays within 3 steps."""
+    from paradnn import FC, run
+
+    rec = run(FC(layers=2, nodes=2048, input=2000, output=1000), batch=1024,
+              settings=MeasureSettings(time_budget_s=0.1))
+    m = rec.metrics
+    assert rec.status == "ok", rec.error
+    assert (m["steps_per_call_used"], m["warmup_calls_used"], m["timed_calls"]) == (1, 1, 2)
+    # The phase is the warm-up call plus the two timed calls, nothing else.
+    assert m["timing_s"] == pytest.approx(m["warmup_s"] + 2 * m["step_time_s"], rel=0.25)

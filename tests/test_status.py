@@ -1,0 +1,117 @@
+"""``paradnn status``: failures grouped by reason with an example and a next command that works;
+the sweep's final line on resume. Real stores written by real (in-process) sweeps."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from paradnn.grids import grid
+from paradnn.status import FAILURE_COLUMNS, failures, reason
+from paradnn.sweeper import sweep
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = {"steps_per_call": 2, "warmup_calls": 1, "min_calls": 2, "max_calls": 3,
+        "time_budget_s": 0.2}
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-m", "paradnn", *args], capture_output=True,
+                          text=True, cwd=ROOT, env=env, timeout=600)
+
+
+@pytest.fixture(scope="module")
+def failed_store(tmp_path_factory) -> Path:
+    """Two oom rows (weights alone exceed 1 kB) and one error row (2 devices on a 1-device
+    host: the runner's SpecError, recorded by the executor). Nothing is compiled."""
+    db = tmp_path_factory.mktemp("status") / "r.db"
+    oom = grid("fc", layers=2, nodes=[32, 64], input=64, output=10, batch=8)
+    sweep(oom, store=db, executor="inprocess", settings=TINY, memory_limit_bytes="1kB",
+          cache_dir=None, progress=False)
+    bad = grid("fc", layers=2, nodes=32, input=64, output=10, batch=8, devices=2)
+    sweep(bad, store=db, executor="inprocess", settings=TINY, cache_dir=None, progress=False)
+    return db
+
+
+def test_failures_grouped_by_reason(failed_store):
+    table = failures(failed_store)
+    assert list(table.columns) == list(FAILURE_COLUMNS)
+    assert list(zip(table["reason"], table["count"])) == [
+        ("oom: predicted before compiling", 2), ("error: SpecError", 1)]
+    oom, err = table.iloc[0], table.iloc[1]
+    assert oom["example"] == "fc layers=2 nodes=32 input=64 output=10 batch=8 float32"
+    assert oom["next_command"] == ("paradnn maxbatch fc --layers 2 --nodes 32 --input 64 "
+                                   "--output 10 --dtype float32 --optimizer rmsprop "
+                                   "--memory-limit SIZE")
+    assert err["next_command"] == ("paradnn run fc --layers 2 --nodes 32 --input 64 --output 10 "
+                                   "--batch 8 --dtype float32 --optimizer rmsprop --devices 2")
+    assert "devices" in err["error"] and err["family"] == "fc" and len(err["example_key"]) == 16
+
+
+def test_next_commands_run_as_given(failed_store):
+    """The suggested commands parse and say the same thing again (nothing is compiled: the
+    oom command's limit is below the weights of batch 1, the error is a SpecError)."""
+    table = failures(failed_store)
+    oom_cmd = table.iloc[0]["next_command"].replace("SIZE", "1kB").split()[1:]
+    r = _cli(*oom_cmd)
+    assert r.returncode == 1, r.stderr  # maxbatch: even the smallest batch does not fit
+    assert "largest batch  none" in r.stdout
+    r = _cli(*table.iloc[1]["next_command"].split()[1:])
+    assert r.returncode == 2 and "devices" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_status_cli_prints_groups_and_next_steps(failed_store):
+    r = _cli("status", str(failed_store))
+    assert r.returncode == 0, r.stderr
+    out = r.stdout
+    assert "3 rows" in out and "ok 0, failed 3" in out
+    assert "1. oom: predicted before compiling: 2 row(s) (fc)" in out
+    assert "2. error: SpecError: 1 row(s) (fc)" in out
+    assert "next     paradnn run fc --layers 2" in out
+    assert "--repeat N" in out
+    assert "Empty DataFrame" not in out and "NaN" not in out
+
+
+def test_reason_reads_the_prefix_not_the_message():
+    assert reason("oom", "XlaRuntimeError: RESOURCE_EXHAUSTED: out of memory") == "oom: XlaRuntimeError"
+    assert reason("error", "non-finite loss nan") == "error"
+    assert reason("timeout", "exceeded the time limit of 6 s (compile and measurement)") == "timeout"
+    assert reason("crashed", "the child process running this config died: SIGKILL") == "crashed"
+    assert reason("error", None) == "error"
+
+
+def test_no_failures_is_an_empty_table_and_a_short_message(tmp_path):
+    assert failures(pd_empty()).empty
+    r = _cli("status", str(tmp_path / "missing.db"))
+    assert r.returncode == 2 and "no such paradnn store" in r.stderr
+
+
+def pd_empty():
+    import pandas as pd
+
+    from paradnn.store import COLUMNS
+
+    return pd.DataFrame(columns=list(COLUMNS))
+
+
+def test_sweep_final_line_is_honest_on_resume(tmp_path):
+    sweep_file = tmp_path / "s.yaml"
+    sweep_file.write_text("family: fc\nfixed: {layers: 2, input: 64, output: 10, batch: 8, "
+                          "devices: 2}\nnodes: [32, 64]\nrun: {executor: inprocess}\n")
+    db = tmp_path / "r.db"
+    first = _cli("sweep", str(sweep_file), "--store", str(db), "--no-cache")
+    assert first.returncode == 0, first.stderr
+    assert "2 measured now (error 2), 0 already in the store" in first.stdout
+    assert "`paradnn status` groups the failures" in first.stdout
+    # The progress line started at once and named the config it was running.
+    assert first.stderr.splitlines()[0].startswith("paradnn sweep: 2 config(s) in ")
+    assert "running fc layers=2 nodes=32 input=64 output=10 batch=8 float32 devices=2" in first.stderr
+    again = _cli("sweep", str(sweep_file), "--store", str(db), "--no-cache")
+    assert again.returncode == 0, again.stderr
+    assert "0 measured now (none), 2 already in the store; 2 rows for this sweep (error 2)" in again.stdout
+    assert "0 config(s) to measure, 2 already in the store" in again.stderr
