@@ -180,7 +180,7 @@ class Timing:
             "timed_calls": int(t.size),
             "steps_per_call_used": self.steps_per_call,
             "warmup_calls_used": self.warmup_calls,
-            "warmup_s": self.warmup_s,
+            "warmup_elapsed_s": self.warmup_s,
             "timing_s": self.timing_s,
         }
 
@@ -190,6 +190,14 @@ def choose_steps(step_s: float, target_s: float) -> int:
     if not step_s > 0:
         return MAX_STEPS_PER_CALL
     return int(min(MAX_STEPS_PER_CALL, max(1, math.ceil(target_s / step_s))))
+
+
+def timing_bound_s(step_s: float, settings: MeasureSettings) -> float:
+    """Upper bound (s) on the timing phase of a model whose step takes ``step_s`` seconds:
+    the budget, or the first call and :data:`MIN_TIMED_CALLS` timed calls when those outlast it.
+    The phase ends sooner when the CV target is met."""
+    k = settings.steps_per_call or choose_steps(step_s, settings.call_target_s)
+    return max(settings.time_budget_s, (1 + MIN_TIMED_CALLS) * k * step_s)
 
 
 def time_calls(

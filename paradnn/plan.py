@@ -41,6 +41,7 @@ from typing import Any, Iterable
 import numpy as np
 import pandas as pd
 
+from paradnn.measure import timing_bound_s
 from paradnn.errors import ParadnnError
 from paradnn.specs import CNN, FC, RNN, Real, Workload
 
@@ -226,10 +227,9 @@ def config_table(workloads: Iterable[Workload], known: pd.DataFrame | None = Non
     return pd.DataFrame.from_records(rows)
 
 
-def compiled_memory(workload: Workload, steps_per_call: int) -> tuple[int, float]:
-    """(bytes per device, compile seconds) of ``workload``'s training program from XLA's memory
-    analysis: the larger of its reported peak and arguments + outputs + temporaries - aliased
-    (XLA:CPU's peak leaves the temporaries out)."""
+def compiled_memory(workload: Workload, xla_preset: str = "best") -> tuple[int, float]:
+    """(bytes per device, compile seconds) of ``workload``'s training program, compiled as the
+    runner compiles it, from XLA's memory analysis (``paradnn.runner.peak_bytes``)."""
     from paradnn import workload as wl
     from paradnn.models import build
     from paradnn.runner import peak_bytes
@@ -238,16 +238,13 @@ def compiled_memory(workload: Workload, steps_per_call: int) -> tuple[int, float
     mesh = wl.device_mesh(workload.devices)
     state, batch = wl.abstract_inputs(workload, model, workload.optimizer, mesh)
     t0 = time.perf_counter()
-    compiled = wl.jit_step(model, workload.optimizer, mesh, steps=steps_per_call).lower(
-        state, batch).compile()
+    compiled = wl.compile_multi_step(model, workload.optimizer, mesh, state, batch, xla_preset)
     seconds = time.perf_counter() - t0
     mem = compiled.memory_analysis()
     if mem is None:
         raise ParadnnError("--compile: this backend gives no memory analysis; use the analytic "
                            "estimate (drop --compile)")
-    total = (mem.argument_size_in_bytes + mem.output_size_in_bytes + mem.temp_size_in_bytes
-             - mem.alias_size_in_bytes)
-    return int(max(peak_bytes(mem), total)), seconds
+    return peak_bytes(mem), seconds
 
 
 # -- time model ---------------------------------------------------------------------------------
@@ -301,7 +298,7 @@ def _power_fit(x: np.ndarray, y: np.ndarray, slope: tuple[float, float],
 class TimeModel:
     """Estimated wall time of one config, in seconds:
 
-    ``overhead_s + compile_s + (warmup_calls + calls) * steps_per_call * step_s``
+    ``overhead_s + compile_s + timing_s``
 
     * ``step_s``: a power law in the analytic FLOPs per step fitted to ok records of the same
       family and dtype on this platform (slope 0.5..1, 1 when fewer than 3 records or less
@@ -309,8 +306,8 @@ class TimeModel:
       beyond the largest record FLOPs over the median rate of the larger half of the records;
       falls back to the family's records of any dtype, then to all records.
     * ``compile_s``: a power law of the same kind (slope 0..1, 0 = the median when few records).
-    * ``calls``: timed calls of the protocol: until ``time_budget_s`` is spent, at least
-      ``min_calls`` and at most ``max_calls`` (an upper bound: a run stops earlier when its
+    * ``timing_s``: the timing protocol's bound, ``paradnn.measure.timing_bound_s``: the time
+      budget, or three calls when those outlast it (an upper bound: a run stops earlier when its
       times are stable to ``cv_target``).
     * ``overhead_s``: the rest of a config's wall time (child process, model build,
       initialization, cost-analysis compiles), the median per family of the gap between
@@ -344,10 +341,7 @@ class TimeModel:
             return dict(compile_s=nan, step_s=nan, timing_s=nan, overhead_s=nan, wall_s=nan)
         step_s = step_fit(flops)
         compile_s = compile_fit(flops)
-        call_s = settings.steps_per_call * step_s
-        calls = min(settings.max_calls,
-                    max(settings.min_calls, math.ceil(settings.time_budget_s / call_s)))
-        timing_s = (settings.warmup_calls + calls) * call_s
+        timing_s = timing_bound_s(step_s, settings)
         overhead = self.overhead.get(family, self.overhead.get("", compile_s))
         return dict(compile_s=compile_s, step_s=step_s, timing_s=timing_s, overhead_s=overhead,
                     wall_s=overhead + compile_s + timing_s)
@@ -508,7 +502,7 @@ def plan(
     table = config_table(parsed.workloads, frame)
     limit, limit_source = _memory_limit(memory_limit_bytes, parsed.run, platform)
     if compile:
-        compiled = [compiled_memory(w, measure.steps_per_call) for w in parsed.workloads]
+        compiled = [compiled_memory(w, measure.xla_preset) for w in parsed.workloads]
         table["memory_bytes"] = [b for b, _ in compiled]
         table["measured_compile_s"] = [s for _, s in compiled]
         table["memory_source"] = "XLA memory analysis (compiled)"

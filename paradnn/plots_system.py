@@ -34,7 +34,7 @@ def scaling(table: pd.DataFrame, serial_fraction: float | None = None, title: st
     :func:`paradnn.scaling.summarize`), with the linear reference (speedup = devices) and, when
     given, the Amdahl curve of the fitted serial fraction (like ParaDnn Fig 4)."""
     _need(table, ("mode", "devices", "speedup"), "scaling plot")
-    fig, ax = _figure()
+    fig, ax = _figure(6.0)
     d_all = np.asarray(sorted(table["devices"].unique()), dtype=float)
     ax.plot(d_all, d_all, color="gray", linestyle="--", label="linear (ideal)")
     for mode, g in table.groupby("mode", sort=False):
@@ -61,7 +61,7 @@ def bandwidth(rows: pd.DataFrame, which: str = "busbw_bytes_per_sec", title: str
         raise ParadnnError(f"bandwidth plot: which={which!r}; allowed: busbw_bytes_per_sec, algbw_bytes_per_sec")
     _need(rows, ("collective", "devices", "size_bytes", which), "bandwidth plot")
     ok = rows[rows["status"] == "ok"] if "status" in rows.columns else rows
-    fig, ax = _figure()
+    fig, ax = _figure(6.0)
     for (collective, n), g in ok.groupby(["collective", "devices"], sort=True):
         g = g.sort_values("size_bytes")
         ax.plot(g["size_bytes"], g[which], marker=".", label=f"{collective}, {int(n)} devices")
@@ -80,7 +80,7 @@ def ops_roofline(points: pd.DataFrame, title: str | None = None) -> Figure:
     the rows' peaks."""
     _need(points, ("point", "label", "arithmetic_intensity", "flops_per_sec", "roof_peak_flops",
                    "roof_peak_bytes_per_sec"), "ops roofline plot")
-    fig, ax = _figure()
+    fig, ax = _figure(6.0)
     x = pd.to_numeric(points["arithmetic_intensity"])
     lo, hi = float(x.min()) / 4, float(x.max()) * 4
     grid = np.geomspace(lo, hi, 100)

@@ -51,7 +51,8 @@ METRICS: dict[str, tuple[str, str]] = {
     "step_time_ci_high_s": ("s", "measured: as step_time_ci_low_s, upper"),
     "steps_per_call_used": ("1", "measured: training steps per timed call (K) the protocol chose"),
     "warmup_calls_used": ("1", "measured: untimed warm-up calls"),
-    "warmup_s": ("s", "measured: wall time of the warm-up calls"),
+    "warmup_elapsed_s": ("s", "measured: wall time of the warm-up calls (the setting warmup_s is "
+                         "their minimum)"),
     "timing_s": ("s", "measured: wall time of the whole timing phase (warm-up and timed calls)"),
     "oom_predicted": ("bool", "an oom status predicted without running: from the analytic weights and "
                       "optimizer state, or the compiled memory analysis, against the memory limit"),

@@ -47,10 +47,16 @@ def state_bytes(state: Any) -> int:
 
 
 def peak_bytes(mem: Any) -> int:
-    """``memory_peak_bytes``: XLA's peak where it reports one, else argument + output + temp - alias."""
-    return int(getattr(mem, "peak_memory_in_bytes", 0)
-               or mem.argument_size_in_bytes + mem.output_size_in_bytes + mem.temp_size_in_bytes
-               - mem.alias_size_in_bytes)
+    """``memory_peak_bytes`` (B per device): XLA's peak where it reports one, else argument +
+    output + temp - alias. On XLA:CPU the reported peak leaves the temporaries out (about the
+    arguments alone: a ResNet-18 step reports 89 MiB against 142 MiB of buffers with jax 0.10),
+    so there the larger of the two is taken."""
+    reported = int(getattr(mem, "peak_memory_in_bytes", 0) or 0)
+    total = int(mem.argument_size_in_bytes + mem.output_size_in_bytes + mem.temp_size_in_bytes
+                - mem.alias_size_in_bytes)
+    if not reported or jax.default_backend() == "cpu":
+        return max(reported, total)
+    return reported
 
 
 def run(

@@ -53,7 +53,7 @@ def test_small_model_gets_many_steps_per_call():
     assert stats["steps_per_call_used"] == 195 and stats["timed_calls"] == 5
     # Warm-up lasted until 0.5 s had passed: 1 + 67 + 195 (x3) steps.
     assert stats["warmup_calls_used"] == 5
-    assert stats["warmup_s"] == pytest.approx(0.003 + 0.069 + 3 * 0.197)
+    assert stats["warmup_elapsed_s"] == pytest.approx(0.003 + 0.069 + 3 * 0.197)
 
 
 def test_big_model_stays_within_three_steps():
@@ -177,4 +177,16 @@ def test_real_big_model_is_timed_in_three_steps(tiny_settings):
     assert rec.status == "ok", rec.error
     assert (m["steps_per_call_used"], m["warmup_calls_used"], m["timed_calls"]) == (1, 1, 2)
     # The phase is the warm-up call plus the two timed calls, nothing else.
-    assert m["timing_s"] == pytest.approx(m["warmup_s"] + 2 * m["step_time_s"], rel=0.25)
+    assert m["timing_s"] == pytest.approx(m["warmup_elapsed_s"] + 2 * m["step_time_s"], rel=0.25)
+
+
+def test_row_field_names_never_collide():
+    """A row is one flat dict: a metric named like a setting or a platform field would
+    silently overwrite it (warmup_s the setting vs the measured warm-up time)."""
+    from paradnn.measure import SETTINGS_FIELDS
+    from paradnn.record import METRICS, PLATFORM_FIELDS, SOFTWARE_FIELDS
+
+    groups = [set(METRICS), set(SETTINGS_FIELDS), set(PLATFORM_FIELDS), set(SOFTWARE_FIELDS)]
+    for i, a in enumerate(groups):
+        for b in groups[i + 1:]:
+            assert not a & b, a & b

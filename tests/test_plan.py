@@ -70,7 +70,7 @@ def test_memory_estimate_within_2x_of_compiled_memory_analysis():
     workloads = [Workload(FC(2, 64, 512, 100), 128), Workload(RNN("lstm", 1, 16, 4, 32), 4)]
     table = config_table(workloads)
     for w, estimate in zip(workloads, table["memory_bytes"]):
-        compiled, seconds = compiled_memory(w, steps_per_call=2)
+        compiled, seconds = compiled_memory(w)
         assert seconds > 0
         assert compiled / 2 <= estimate <= compiled * 2, (w.spec, estimate, compiled)
 
@@ -266,6 +266,6 @@ def test_compile_flag_takes_xla_memory_analysis():
     assert p.summary["memory_method"] == "compiled"
     assert row["memory_source"] == "XLA memory analysis (compiled)"
     assert row["measured_compile_s"] > 0
-    assert row["memory_bytes"] == compiled_memory(w, TINY["steps_per_call"])[0]
+    assert row["memory_bytes"] == compiled_memory(w)[0]
     # At least the arguments: weights + rmsprop state + the batch.
     assert row["memory_bytes"] >= row["state_bytes"] + row["batch_bytes"]

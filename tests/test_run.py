@@ -139,9 +139,13 @@ def test_cli_summary_says_units_and_sources(paradnn_cmd):
     )
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
-    for text in ("examples/s", "ms median", "FLOP (XLA cost analysis)", "(analytic)", "FLOP/s", "measured by paradnn probe",
-                 "FLOP/B", "XLA memory analysis"):
+    for text in ("examples/s", "ms median", "95% CI", "executed (XLA cost analysis)", "useful (analytic)",
+                 "FLOP/s", "(measured; measured ", "FLOP/B", "XLA memory analysis", "cv ", "target 2.00%",
+                 "from useful FLOPs (analytic count)", "from executed FLOPs (XLA cost analysis)"):
         assert text in out, text
+    # The headline utilization is the useful-FLOP one, the executed one beside it.
+    line = next(l for l in out.splitlines() if l.startswith("utilization"))
+    assert line.index("useful") < line.index("executed")
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,7 @@ Two measures per record:
   record's own compile + timing, or longer by more than ``MAX_OVERHEAD_S``, is a pause between
   sessions and is not used;
 - its *compile + timing*: the compile time plus the timing phase, i.e. the warm-up
-  (``warmup_s`` where the record has it, else ``warmup_calls`` calls) and the timed calls
+  (``warmup_elapsed_s`` where the record has it, else ``warmup_calls`` calls) and the timed calls
   (``timed_calls`` x steps per call x the median step time). Without the start-up costs this
   is a lower bound.
 
@@ -40,7 +40,7 @@ def config_seconds(df: pd.DataFrame) -> pd.Series:
     step = _num(df, "step_time_s")
     steps = _num(df, "steps_per_call_used").fillna(_num(df, "steps_per_call"))
     timed = _num(df, "timed_calls") * steps * step
-    warm = _num(df, "warmup_s").fillna(_num(df, "warmup_calls") * steps * step)
+    warm = _num(df, "warmup_elapsed_s").fillna(_num(df, "warmup_calls") * steps * step)
     out = _num(df, "compile_s") + timed + warm.fillna(0.0)
     return out.where(_num(df, "compile_s").notna() & timed.notna())
 

@@ -138,7 +138,7 @@ def _summary(record) -> str:
         f"{d['step_time_p90_s'] * ms:.4g} ms)",
         f"precision         cv {d['step_time_cv']:.2%} (target {d['cv_target']:.2%}: "
         f"{'met' if d['stable'] else 'NOT met'}); {d['timed_calls']} timed calls x "
-        f"{d['steps_per_call_used']} steps after {d['warmup_calls_used']} warm-up calls ({d['warmup_s']:.3g} s)",
+        f"{d['steps_per_call_used']} steps after {d['warmup_calls_used']} warm-up calls ({d['warmup_elapsed_s']:.3g} s)",
         f"utilization       {d['model_flops_utilization']:.1%} of {peak} from useful FLOPs (analytic count); "
         f"{d['flops_utilization']:.1%} from executed FLOPs (XLA cost analysis)",
         f"FLOPs per step    {si(d['model_flops_per_step'], 'FLOP')} useful (analytic), "

@@ -169,7 +169,7 @@ def make_trust_frame(seed: int = 0) -> pd.DataFrame:
     """The golden store with the columns of measurement trust, planted where tests look:
 
     - every ok row: ``stable`` True, ``step_time_ci_low_s``/``_high_s`` (+-1%),
-      ``steps_per_call_used`` 10, ``warmup_s`` 0.5, ``warnings`` "", ``model_flops_utilization``
+      ``steps_per_call_used`` 10, ``warmup_elapsed_s`` 0.5, ``warnings`` "", ``model_flops_utilization``
       (analytic FLOPs / step / peak) and ``peak_method``;
     - UNSTABLE: the FC layers=4 bfloat16 runs on synthetic-a at nodes 64 (4 rows): ``stable``
       False, ``step_time_cv`` 0.3, and examples/s 7x too high (a noisy outlier that would move
@@ -186,7 +186,7 @@ def make_trust_frame(seed: int = 0) -> pd.DataFrame:
     df["step_time_ci_low_s"] = (st * 0.99).where(ok)
     df["step_time_ci_high_s"] = (st * 1.01).where(ok)
     df["steps_per_call_used"] = pd.Series(10, index=df.index).where(ok)
-    df["warmup_s"] = pd.Series(0.5, index=df.index).where(ok)
+    df["warmup_elapsed_s"] = pd.Series(0.5, index=df.index).where(ok)
     df["warnings"] = pd.Series("", index=df.index, dtype=object).where(ok, None)
     df["model_flops_utilization"] = (df["model_flops_per_step"] / st / df["peak_flops"]).where(ok)
     df["peak_method"] = df["peak_source"].map(
