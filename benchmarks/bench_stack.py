@@ -50,6 +50,7 @@ CANDIDATES = {
     "xnnpack": {YNN: "", "xla_cpu_experimental_xnn_fusion_type": "LIBRARY_FUSION_TYPE_DOT"},
     "vector-512": {"xla_cpu_prefer_vector_width": 512},
     "ynn-dot+vector-512": {YNN: "LIBRARY_FUSION_TYPE_DOT", "xla_cpu_prefer_vector_width": 512},
+    "no-fusion-emitters": {"xla_cpu_use_fusion_emitters": False},
     "concurrency-scheduler": {"xla_cpu_enable_concurrency_optimized_scheduler": True},
 }
 CONFIGS = {
