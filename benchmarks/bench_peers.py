@@ -19,7 +19,7 @@ a shared host hits all alike:
 
 ``--only gemm`` instead compares the compute-bound FC (layers 4, nodes 4096, input 2000, output
 1000; batch ``--gemm-batch``) with the best square float32 GEMM that any library reaches here
-(XLA default options, XLA with the "best" preset, numpy's BLAS, torch).
+(XLA default options, XLA with the "best" preset, numpy's BLAS, torch, TensorFlow).
 
 Peers install from the ``bench`` extra (``pip install -e .[bench]``); a missing peer is
 reported and skipped. Not a test: run it and copy the table into docs/performance.md.
@@ -336,6 +336,13 @@ def bench_gemm(rounds: int, batch: int, n: int) -> dict:
         "numpy-blas": lambda: a @ a,
         "torch": lambda: torch.mm(ta, ta),
     }
+    try:  # TensorFlow's own matmul (oneDNN on x86), the GEMM behind the keras-tf peer
+        import tensorflow as tf
+
+        tfa = tf.constant(a)
+        libs["tensorflow"] = lambda: tf.linalg.matmul(tfa, tfa).numpy()
+    except ImportError:
+        pass
     rows = {label: [] for label in (*libs, "fc")}
     print(f"\ngemm: FC(layers 4, nodes 4096, input 2000, output 1000), batch {batch}, float32 vs "
           f"best of 3 square {n}^3 float32 GEMMs per library; {rounds} rounds", flush=True)
@@ -344,7 +351,8 @@ def bench_gemm(rounds: int, batch: int, n: int) -> dict:
             time.sleep(SETTLE_S)
             rows[label].append(gemm_rate(fn))
         time.sleep(SETTLE_S)
-        rows["fc"].append(useful / fc(1))
+        # The same statistic as the GEMMs: the best of 3 steps of this round.
+        rows["fc"].append(useful / min(fc(1) for _ in range(3)))
     best = [max(rows[label][i] for label in libs) for i in range(rounds)]
     frac = statistics.median(f / b for f, b in zip(rows["fc"], best))
     for label, values in rows.items():

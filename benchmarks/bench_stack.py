@@ -11,8 +11,11 @@ stock's to rounding).
     python benchmarks/bench_stack.py [--only fc,cnn,lstm] [--rounds 16] [--steps-per-call 2]
         [--candidates stock,ynn-dot,...] [--fc-vjp both]
 
-``--fc-vjp both`` also runs the FC with XLA's own kernel gradient (``cpu_gemm=False``, no
-materialized x^T) under each candidate, suffix ``/plain-vjp``.
+``--single-step`` also runs each candidate as K calls of a one-step program (no ``while`` loop
+around the step: XLA:CPU leaves convolutions inside a loop body in slow, non-canonical layouts).
+``--fc-vjp both`` also runs the FC with a kernel gradient that materializes x^T before the
+GEMM (the custom VJP paradnn used for XLA:CPU before YNNPACK took its dots) under each
+candidate, suffix ``/materialized-xT``.
 """
 
 from __future__ import annotations
@@ -24,6 +27,9 @@ import re
 import statistics
 import time
 
+from functools import partial
+
+import flax.linen as nn
 import jax
 
 import paradnn
@@ -44,10 +50,13 @@ CANDIDATES = {
     "xnnpack": {YNN: "", "xla_cpu_experimental_xnn_fusion_type": "LIBRARY_FUSION_TYPE_DOT"},
     "vector-512": {"xla_cpu_prefer_vector_width": 512},
     "ynn-dot+vector-512": {YNN: "LIBRARY_FUSION_TYPE_DOT", "xla_cpu_prefer_vector_width": 512},
+    "no-fusion-emitters": {"xla_cpu_use_fusion_emitters": False},
     "concurrency-scheduler": {"xla_cpu_enable_concurrency_optimized_scheduler": True},
 }
 CONFIGS = {
     "fc": (paradnn.FC(layers=4, nodes=1024, input=2000, output=1000), 256),
+    # The compute-bound FC at a batch a shared 2-core host runs in about a second per step.
+    "fc-big": (paradnn.FC(layers=4, nodes=4096, input=2000, output=1000), 512),
     "cnn": (paradnn.CNN(block="residual", blocks=1, filters=16, image=64, output=100), 32),
     "lstm": (paradnn.RNN(cell="lstm", layers=1, embed=256, length=20, vocab=1024), 64),
 }
@@ -67,9 +76,43 @@ def library_ops(hlo: str) -> dict[str, int]:
     return dict(sorted(counts.items()))
 
 
+@jax.custom_vjp
+def _matmul_materialized(x, w):
+    return x @ w
+
+
+def _mm_fwd(x, w):
+    return x @ w, (x, w)
+
+
+def _mm_bwd(residuals, g):
+    x, w = residuals
+    # x^T copied into a plain row-major operand first (a memory pass), then a plain GEMM.
+    return g @ w.T, jax.lax.optimization_barrier(x.T) @ g
+
+
+_matmul_materialized.defvjp(_mm_fwd, _mm_bwd)
+
+
+class MaterializedFC(nn.Module):
+    """paradnn's FCNet with the kernel gradient x^T @ dy computed on a materialized x^T."""
+
+    layers: int
+    nodes: int
+    output: int
+
+    @nn.compact
+    def __call__(self, x, train: bool = True):
+        dense = partial(nn.Dense, kernel_init=nn.initializers.glorot_uniform(),
+                        dot_general=lambda lhs, rhs, *_, **__: _matmul_materialized(lhs, rhs))
+        for _ in range(self.layers):
+            x = nn.relu(dense(self.nodes)(x))
+        return dense(self.output)(x)
+
+
 @dataclasses.dataclass
 class Variant:
-    call: jax.stages.Compiled
+    call: object  # (state, batch) -> (state, loss) running K steps
     state: object
     batch: object
     losses: list[float]
@@ -78,20 +121,27 @@ class Variant:
     cpu: list[float] = dataclasses.field(default_factory=list)
 
 
-def prepare(name: str, label: str, options: dict, k: int, plain_vjp: bool) -> Variant:
+def prepare(name: str, label: str, options: dict, k: int, materialized: bool, single: bool = False) -> Variant:
     spec, batch = CONFIGS[name]
     work = Workload(spec, batch, "float32", None, 1)
     model = build(spec, "float32")
-    if plain_vjp:
-        model = dataclasses.replace(model, module=model.module.clone(cpu_gemm=False))
+    if materialized:
+        model = dataclasses.replace(model, module=MaterializedFC(spec.layers, spec.nodes, spec.output))
     opt = model.default_optimizer
     state, data = wl.init_inputs(work, model, opt)
-    call = wl.jit_step(model, opt, steps=k).lower(state, data).compile(options or None)
+    compiled = wl.jit_step(model, opt, steps=None if single else k).lower(state, data).compile(options or None)
+    if single:  # one step per compiled call, K calls from Python: no while loop in the program
+        def call(state, data):
+            for _ in range(k):
+                state, loss = compiled(state, data)
+            return state, loss
+    else:
+        call = compiled
     losses = []
     for _ in range(3):
         state, loss = call(state, data)
         losses.append(float(loss))
-    return Variant(call, state, data, losses, library_ops(call.as_text()))
+    return Variant(call, state, data, losses, library_ops(compiled.as_text()))
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -100,7 +150,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--rounds", type=int, default=16)
     p.add_argument("--steps-per-call", type=int, default=2)
     p.add_argument("--candidates", default="stock,ynn-dot,eigen,onednn,xnnpack,vector-512")
-    p.add_argument("--fc-vjp", choices=("materialized", "both"), default="materialized")
+    p.add_argument("--fc-vjp", choices=("plain", "both"), default="plain")
+    p.add_argument("--single-step", action="store_true",
+                   help="also run each candidate as K one-step calls (suffix /single-step)")
     args = p.parse_args(argv)
     k = args.steps_per_call
     for name in args.only.split(","):
@@ -108,8 +160,10 @@ def main(argv: list[str] | None = None) -> None:
         variants: dict[str, Variant] = {}
         for label in args.candidates.split(","):
             variants[label] = prepare(name, label, CANDIDATES[label], k, False)
-            if name == "fc" and args.fc_vjp == "both":
-                variants[label + "/plain-vjp"] = prepare(name, label, CANDIDATES[label], k, True)
+            if name.startswith("fc") and args.fc_vjp == "both":
+                variants[label + "/materialized-xT"] = prepare(name, label, CANDIDATES[label], k, True)
+            if args.single_step:
+                variants[label + "/single-step"] = prepare(name, label, CANDIDATES[label], k, False, single=True)
         order = list(variants)
         for r in range(args.rounds):
             for label in (order if r % 2 == 0 else order[::-1]):

@@ -6,8 +6,8 @@ the measured step (``jax.stages.Lowered.compile(compiler_options)``), never thro
 nothing else the process compiles is affected.
 
 * ``best`` (default): the options that gave the fastest correct training steps for FC, CNN and
-  RNN workloads on x86 CPUs in ``benchmarks/bench_stack.py`` (see docs/performance.md for the
-  measurements and what was tried).
+  RNN workloads in ``benchmarks/bench_stack.py`` (see docs/performance.md for the measurements
+  and what was tried; on x86 CPUs with jaxlib 0.10.2 that is XLA's defaults).
 * ``stock``: XLA's own defaults, for users who want them (``--xla-preset stock``).
 
 On backends without an entry (GPUs, TPUs) both presets compile with XLA's defaults. The record
@@ -22,17 +22,16 @@ from typing import Any
 
 from paradnn.errors import SpecError
 
-YNN_FUSION = "xla_cpu_experimental_ynn_fusion_type"
-
 #: preset -> backend -> XLA compile options (DebugOptions field name -> value).
 PRESETS: dict[str, dict[str, dict[str, Any]]] = {
-    "best": {
-        "cpu": {
-            # Let YNNPACK take each dot together with its elementwise epilogue (bias, ReLU,
-            # gradient masks) instead of XLA's default of the bare dot plus a separate loop.
-            YNN_FUSION: "LIBRARY_FUSION_TYPE_DOT",
-        },
-    },
+    # On x86 CPUs with jaxlib 0.10.2, XLA's defaults already hand every dot and most
+    # convolutions to YNNPACK, and no candidate beat them on all of FC, CNN and LSTM: widening
+    # YNN's fusions to dot+epilogue (``xla_cpu_experimental_ynn_fusion_type:
+    # "LIBRARY_FUSION_TYPE_DOT"``) changes FC and
+    # CNN by less than the noise and slows the LSTM step by about 17%; the oneDNN and XNNPACK
+    # switches leave the program unchanged; Eigen alone is slower (docs/performance.md). So
+    # "best" is XLA's defaults on the CPU until a measured winner replaces it here.
+    "best": {"cpu": {}},
     "stock": {},
 }
 

@@ -24,14 +24,22 @@ def _compiled_text(preset: str) -> str:
     return wl.compile_step(wl.jit_step(model, model.default_optimizer), state, batch, preset=preset).as_text()
 
 
-def test_presets_reach_the_compiler_per_compile():
-    # The options travel with one compile, not through XLA_FLAGS: on the CPU the two presets
-    # must give different programs; elsewhere both are XLA's defaults.
-    best, stock = _compiled_text("best"), _compiled_text("stock")
-    if jax.default_backend() == "cpu" and xla_stack.PRESETS["best"].get("cpu"):
-        assert best != stock
-    else:
-        assert best == stock
+def test_every_preset_compiles_here():
+    # An option this jaxlib does not know fails the compile ("No such compile option"): a
+    # jax upgrade that drops one must fail here, not in every record of a sweep.
+    for preset in xla_stack.PRESETS:
+        assert "ENTRY" in _compiled_text(preset)
+
+
+def test_preset_options_reach_the_compiler_per_compile(monkeypatch):
+    # The options travel with one compile, not through XLA_FLAGS: a preset with YNNPACK's
+    # dot+epilogue fusion gives another program than stock, in the same process.
+    if jax.default_backend() != "cpu":
+        pytest.skip("the planted option is an XLA:CPU option; this backend is " + jax.default_backend())
+    monkeypatch.setitem(xla_stack.PRESETS, "ynn-dot",
+                        {"cpu": {"xla_cpu_experimental_ynn_fusion_type": "LIBRARY_FUSION_TYPE_DOT"}})
+    assert _compiled_text("ynn-dot") != _compiled_text("stock")
+    assert xla_stack.compile_options("stock", "cpu") is None
 
 
 def test_best_is_default_and_stock_gives_the_same_losses(tiny_settings):

@@ -13,48 +13,22 @@ from paradnn.models.base import ModelDef, softmax_xent
 from paradnn.specs import FC
 
 
-@jax.custom_vjp
-def _matmul(x: jax.Array, w: jax.Array) -> jax.Array:
-    return x @ w
-
-
-def _matmul_fwd(x, w):
-    return x @ w, (x, w)
-
-
-def _matmul_bwd(residuals, g):
-    x, w = residuals
-    # The kernel gradient x^T @ g contracts the batch axis of both operands. XLA:CPU runs that
-    # transposed-operand GEMM at ~60% of a plain one (83 vs 138 GFLOP/s at 4096^2 on our 2-core
-    # hosts); materializing x^T first (a memory pass) restores the plain GEMM rate. Same maths.
-    return g @ w.T, jax.lax.optimization_barrier(x.T) @ g
-
-
-_matmul.defvjp(_matmul_fwd, _matmul_bwd)
-
-
-def _cpu_dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_type=None):
-    # Dense always contracts lhs's last axis with rhs's first; FC inputs are 2-D.
-    return _matmul(lhs, rhs)
-
-
 class FCNet(nn.Module):
     """``layers`` x Dense(nodes, ReLU) then Dense(output); Glorot-uniform weights, biases on.
 
-    ``cpu_gemm`` swaps in a kernel-gradient GEMM that suits XLA:CPU (see ``_matmul_bwd``); it is
-    on only when the default backend is the CPU: GPUs and TPUs transpose operands for free.
+    XLA's own kernel gradient ``x^T @ dy`` is used on every backend. (A custom VJP that
+    materialized ``x^T`` for XLA:CPU's old transposed-operand GEMM no longer wins now that
+    XLA:CPU hands dots to YNNPACK: ``benchmarks/bench_stack.py --fc-vjp both``.)
     """
 
     layers: int
     nodes: int
     output: int
     dtype: Any = jnp.float32
-    cpu_gemm: bool = False
 
     @nn.compact
     def __call__(self, x: jax.Array, train: bool = True) -> jax.Array:
-        dense = partial(nn.Dense, dtype=self.dtype, kernel_init=nn.initializers.glorot_uniform(),
-                        dot_general=_cpu_dot_general if self.cpu_gemm else None)
+        dense = partial(nn.Dense, dtype=self.dtype, kernel_init=nn.initializers.glorot_uniform())
         for _ in range(self.layers):
             x = nn.relu(dense(self.nodes)(x))
         return dense(self.output)(x)
@@ -86,8 +60,7 @@ def build(spec: FC, dtype: str) -> ModelDef:
 
     return ModelDef(
         name="fc",
-        module=FCNet(spec.layers, spec.nodes, spec.output, dtype=jnp.dtype(dtype),
-                     cpu_gemm=jax.default_backend() == "cpu"),
+        module=FCNet(spec.layers, spec.nodes, spec.output, dtype=jnp.dtype(dtype)),
         make_batch=make_batch,
         loss=lambda logits, batch: softmax_xent(logits, batch["labels"]),
         train_flops_per_example=train_flops_per_example(spec),
