@@ -64,19 +64,21 @@ Runner = Callable[[int], float]  # steps -> seconds for that many steps (data re
 
 # --------------------------------------------------------------------------------- paradnn
 def paradnn_runner(spec, batch: int, preset: str, k: int) -> Runner:
-    """The K-step compiled call paradnn.run measures, state donated, with ``preset``."""
+    """The K-step call paradnn.run measures (its step loop chosen as paradnn.run chooses it),
+    state donated, with ``preset``."""
     work = Workload(spec, batch, "float32", None, 1)
     model = paradnn.models.build(spec, "float32")
     opt = model.default_optimizer
     state, data = wl.init_inputs(work, model, opt)
-    call = wl.compile_step(wl.jit_step(model, opt, steps=k), state, data, preset)
+    compiled, loop = wl.compile_measured(model, opt, None, state, data, preset)
+    call = wl.k_step_call(compiled, loop)
     box = [state]
 
     def run(steps: int) -> float:
         calls = max(1, steps // k)
         t0 = time.perf_counter()
         for _ in range(calls):
-            box[0], loss = call(box[0], data)
+            box[0], loss = call(box[0], data, k)
         jax.block_until_ready(loss)
         return (time.perf_counter() - t0) / (calls * k)
 

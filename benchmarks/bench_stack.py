@@ -129,14 +129,17 @@ def prepare(name: str, label: str, options: dict, k: int, materialized: bool, si
         model = dataclasses.replace(model, module=MaterializedFC(spec.layers, spec.nodes, spec.output))
     opt = model.default_optimizer
     state, data = wl.init_inputs(work, model, opt)
-    compiled = wl.jit_step(model, opt, steps=None if single else k).lower(state, data).compile(options or None)
-    if single:  # one step per compiled call, K calls from Python: no while loop in the program
-        def call(state, data):
-            for _ in range(k):
-                state, loss = compiled(state, data)
-            return state, loss
+    # single: one step per compiled call, K calls from Python (no while loop in the program);
+    # else the K-step while loop inside the program.
+    loop = "host" if single else "device"
+    if single:
+        compiled = wl.jit_step(model, opt, donate=True).lower(state, data).compile(options or None)
     else:
-        call = compiled
+        compiled = wl.jit_multi_step(model, opt).lower(state, data, wl.STEPS_ARG).compile(options or None)
+    k_steps = wl.k_step_call(compiled, loop)
+
+    def call(state, data):
+        return k_steps(state, data, k)
     losses = []
     for _ in range(3):
         state, loss = call(state, data)

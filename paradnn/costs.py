@@ -3,8 +3,9 @@
 XLA's cost analysis counts a loop body once (docs/metrics.md, "Loops"): a K-step call reports one
 step, and an RNN scanned over T steps reports about 1/T of its work. So:
 
-* models without inner loops take the cost of the compiled K-step call, whose trip count is a
-  run-time argument, so XLA keeps it a while loop and counts one step (checked);
+* models without inner loops take the cost of the measured program: the K-step call, whose trip
+  count is a run-time argument, so XLA keeps it a while loop and counts one step (tested), or
+  the one-step program of the host loop;
 * models with a ``lax.scan`` of ``loop_length`` iterations compile their fully unrolled 1- and
   2-iteration variants; every cost of such a step is affine in the loop length, so
   ``cost(T) = cost(1) + (T - 1) * (cost(2) - cost(1))``.
@@ -55,9 +56,8 @@ def xla_step_costs(
         )
         per_device = {k: c1[k] + (model.loop_length - 1) * (c2[k] - c1[k]) for k in c1}
     else:
-        if not has_while_loop(multi_step_compiled):
-            # A dynamic trip count cannot be unrolled; without the loop the count is not one step.
-            raise RuntimeError("the K-step program has no while loop: its cost is not one step")
+        # The measured program is one step: a while loop over a run-time K (its body counted
+        # once) or the one-step program of the host loop.
         per_device = _cost_dict(multi_step_compiled)
     return {
         "flops_per_step": per_device["flops"] * workload.devices,

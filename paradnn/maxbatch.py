@@ -69,7 +69,8 @@ def probe_batch(workload: Workload, memory_limit_bytes: int, settings: MeasureSe
         return out
     t0 = time.perf_counter()
     try:
-        compiled = wl.compile_multi_step(model, optimizer_name, mesh, state, batch, settings.xla_preset)
+        compiled, _ = wl.compile_measured(model, optimizer_name, mesh, state, batch, settings.xla_preset,
+                                          settings.step_loop)
     except Exception as exc:  # noqa: BLE001 - a compile-time OOM is an answer; anything else is not
         if not is_oom(exc):
             raise

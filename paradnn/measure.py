@@ -52,6 +52,19 @@ def _steps(value: Any, parameter: str) -> int | None:
     return parse_int(value, parameter, 1, MAX_STEPS_PER_CALL)
 
 
+#: How a timed call runs its K steps (paradnn.workload.compile_measured): ``device`` (a loop
+#: inside the compiled program: dispatch costs nothing), ``host`` (a one-step program with the
+#: state donated, called K times without waiting: JAX dispatches asynchronously), ``auto``
+#: (device, except host where the device loop is known to be slower: convolutions on XLA:CPU).
+STEP_LOOPS = ("auto", "device", "host")
+
+
+def _step_loop(value: Any, parameter: str) -> str:
+    if not isinstance(value, str) or value not in STEP_LOOPS:
+        raise SpecError(parameter, value, "one of " + ", ".join(STEP_LOOPS))
+    return value
+
+
 def _setting(default: Any, parse: Callable[..., Any], help: str, **limits: Any) -> Any:
     """A settings field whose metadata says how to parse it from text and what it means: the
     CLI flags, the sweep files' ``settings`` keys and validation all read it."""
@@ -82,6 +95,9 @@ class MeasureSettings:
                                 "variation of call times is at most this (1 = 100 percent)", maximum=10.0)
     time_budget_s: float = _setting(5.0, parse_number, "seconds for warm-up and timed calls together "
                                     "(at least 2 timed calls always run)", maximum=86_400.0)
+    step_loop: str = _setting("auto", _step_loop, "how a call runs its K steps: device (a loop in the "
+                              "compiled program), host (a one-step program called K times), auto "
+                              "(device, but host for convolutions on XLA:CPU, whose loop bodies are slow)")
     xla_preset: str = _setting(xla_stack.DEFAULT_PRESET, xla_stack.parse_preset,
                                "XLA compile options of the measured step: best (the platform's "
                                "fastest correct stack) or stock (XLA's defaults)")

@@ -227,7 +227,7 @@ def config_table(workloads: Iterable[Workload], known: pd.DataFrame | None = Non
     return pd.DataFrame.from_records(rows)
 
 
-def compiled_memory(workload: Workload, xla_preset: str = "best") -> tuple[int, float]:
+def compiled_memory(workload: Workload, xla_preset: str = "best", step_loop: str = "auto") -> tuple[int, float]:
     """(bytes per device, compile seconds) of ``workload``'s training program, compiled as the
     runner compiles it, from XLA's memory analysis (``paradnn.runner.peak_bytes``)."""
     from paradnn import workload as wl
@@ -238,7 +238,7 @@ def compiled_memory(workload: Workload, xla_preset: str = "best") -> tuple[int, 
     mesh = wl.device_mesh(workload.devices)
     state, batch = wl.abstract_inputs(workload, model, workload.optimizer, mesh)
     t0 = time.perf_counter()
-    compiled = wl.compile_multi_step(model, workload.optimizer, mesh, state, batch, xla_preset)
+    compiled, _ = wl.compile_measured(model, workload.optimizer, mesh, state, batch, xla_preset, step_loop)
     seconds = time.perf_counter() - t0
     mem = compiled.memory_analysis()
     if mem is None:
@@ -502,7 +502,7 @@ def plan(
     table = config_table(parsed.workloads, frame)
     limit, limit_source = _memory_limit(memory_limit_bytes, parsed.run, platform)
     if compile:
-        compiled = [compiled_memory(w, measure.xla_preset) for w in parsed.workloads]
+        compiled = [compiled_memory(w, measure.xla_preset, measure.step_loop) for w in parsed.workloads]
         table["memory_bytes"] = [b for b, _ in compiled]
         table["measured_compile_s"] = [s for _, s in compiled]
         table["memory_source"] = "XLA memory analysis (compiled)"

@@ -50,6 +50,8 @@ METRICS: dict[str, tuple[str, str]] = {
                            "time (order statistics), lower"),
     "step_time_ci_high_s": ("s", "measured: as step_time_ci_low_s, upper"),
     "steps_per_call_used": ("1", "measured: training steps per timed call (K) the protocol chose"),
+    "step_loop_used": ("", "measured program: device (K steps in a loop inside the compiled program) "
+                       "or host (a one-step program called K times); settings step_loop"),
     "warmup_calls_used": ("1", "measured: untimed warm-up calls"),
     "warmup_elapsed_s": ("s", "measured: wall time of the warm-up calls (the setting warmup_s is "
                          "their minimum)"),

@@ -136,8 +136,9 @@ def run_workload(
                 metrics={**metrics, "oom_predicted": True}, tags=tags, **context)
 
         t0 = time.perf_counter()
-        compiled = wl.compile_multi_step(model, optimizer_name, mesh, state_shapes, batch_shapes,
-                                         settings.xla_preset)
+        compiled, loop = wl.compile_measured(model, optimizer_name, mesh, state_shapes, batch_shapes,
+                                             settings.xla_preset, settings.step_loop)
+        metrics["step_loop_used"] = loop
         metrics["compile_s"] = time.perf_counter() - t0
         mem = compiled.memory_analysis()
         if mem is not None:
@@ -155,7 +156,7 @@ def run_workload(
 
         state, batch = wl.init_inputs(workload, model, optimizer_name, mesh)
         devices = jax.devices()[:workload.devices]
-        timing = time_calls(lambda st, b, k: compiled(st, b, np.int32(k)), state, batch, settings,
+        timing = time_calls(wl.k_step_call(compiled, loop), state, batch, settings,
                             window=lambda: meters.window(platform["backend"], devices))
         del state, batch  # free device memory before compiling the cost variants
         metrics.update(timing.stats())

@@ -19,6 +19,7 @@ import optax
 
 from paradnn import xla_stack
 from paradnn.errors import SpecError
+from paradnn.measure import STEP_LOOPS
 from paradnn.models import ModelDef, build
 from paradnn.specs import Workload
 
@@ -138,10 +139,11 @@ def jit_multi_step(model: ModelDef, optimizer_name: str, mesh=None) -> Callable:
     return jax.jit(partial(_repeat_k, _step_fn(model, optimizer_name)), **kwargs)
 
 
-def jit_step(model: ModelDef, optimizer_name: str, mesh=None) -> Callable:
-    """The jitted single training step ``(state, batch) -> (state, loss)`` (costs, profiles)."""
+def jit_step(model: ModelDef, optimizer_name: str, mesh=None, donate: bool = False) -> Callable:
+    """The jitted single training step ``(state, batch) -> (state, loss)`` (costs, profiles;
+    with ``donate`` the state is donated, as the measured host loop needs)."""
     replicated, split = _shardings(mesh)
-    kwargs: dict[str, Any] = {}
+    kwargs: dict[str, Any] = {"donate_argnums": (0,)} if donate else {}
     if replicated is not None:
         kwargs.update(in_shardings=(replicated, split), out_shardings=(replicated, replicated))
     return jax.jit(_step_fn(model, optimizer_name), **kwargs)
@@ -151,6 +153,47 @@ def compile_step(call: Callable, *args: Any, preset: str = xla_stack.DEFAULT_PRE
     """Compile the jitted ``call`` ahead of time for ``args`` (arrays or ``jax.ShapeDtypeStruct``
     trees) with the XLA options of ``preset`` on the default backend."""
     return call.lower(*args).compile(xla_stack.compile_options(preset, jax.default_backend()))
+
+
+def _slow_in_loop(lowered: jax.stages.Lowered) -> bool:
+    """Whether the K-step while loop would run slower than K calls of one step. XLA:CPU emits
+    a convolution's weight gradient inside a while-loop body with a naive emitter (an open XLA
+    issue, jax-ml/jax#12868): measured with jax 0.10.2 on a 2-core x86 host, a residual CNN
+    (filters 16, image 64, batch 32) took 0.44-0.66 s per step in the loop and 0.06 s as a
+    one-step program called 4 times, while the loop won for FC (host calls 1.17x slower), LSTM
+    (1.37x) and tiny models (1.9x). Read from the program's own operations, not guessed."""
+    return jax.default_backend() == "cpu" and "stablehlo.convolution" in lowered.as_text()
+
+
+def compile_measured(model: ModelDef, optimizer_name: str, mesh, state, batch,
+                     preset: str = xla_stack.DEFAULT_PRESET, loop: str = "auto"
+                     ) -> tuple[jax.stages.Compiled, str]:
+    """The measured program, compiled ahead of time for abstract ``state``/``batch`` with the XLA
+    options of ``preset``, and the step loop it uses (``STEP_LOOPS``: "device" or "host"). The
+    runner, ``maxbatch`` and ``plan`` all compile it here, so what fits is what runs."""
+    if loop not in STEP_LOOPS:
+        raise SpecError("step_loop", loop, "one of " + ", ".join(STEP_LOOPS))
+    options = xla_stack.compile_options(preset, jax.default_backend())
+    if loop != "host":
+        lowered = jit_multi_step(model, optimizer_name, mesh).lower(state, batch, STEPS_ARG)
+        if loop == "device" or not _slow_in_loop(lowered):
+            return lowered.compile(options), "device"
+    return jit_step(model, optimizer_name, mesh, donate=True).lower(state, batch).compile(options), "host"
+
+
+def k_step_call(compiled: jax.stages.Compiled, loop: str) -> Callable:
+    """``call(state, batch, k) -> (state, loss)`` running k steps of a program from
+    :func:`compile_measured` (the timing protocol's interface)."""
+    if loop == "device":
+        return lambda state, batch, k: compiled(state, batch, np.int32(k))
+
+    def call(state, batch, k):
+        loss = None
+        for _ in range(k):  # no synchronization in between: the calls queue on the device
+            state, loss = compiled(state, batch)
+        return state, loss
+
+    return call
 
 
 def compile_multi_step(model: ModelDef, optimizer_name: str, mesh, state, batch,

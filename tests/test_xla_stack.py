@@ -92,3 +92,21 @@ def test_cli_xla_preset_flag(paradnn_cmd):
     row = json.loads(proc.stdout)
     assert row["status"] == "ok" and row["xla_preset"] == "stock"
     assert json.loads(row["xla_compile_options"])["stock"] == {}
+
+
+def test_step_loop_auto_runs_convolutions_from_the_host_on_cpu(tiny_settings):
+    """XLA:CPU runs convolution gradients slowly inside a while-loop body, so ``auto`` calls a
+    one-step program K times for a CNN on a CPU and keeps the in-program loop otherwise; both
+    loops compute the same training steps."""
+    cnn = paradnn.CNN("residual", 1, 8, 32, 10)
+    auto = paradnn.run(cnn, batch=4, settings=tiny_settings)
+    device = paradnn.run(cnn, batch=4, settings=tiny_settings, step_loop="device")
+    fc = paradnn.run(SPEC, batch=32, settings=tiny_settings)
+    assert auto.status == device.status == fc.status == "ok", (auto.error, device.error, fc.error)
+    expected = "host" if jax.default_backend() == "cpu" else "device"
+    assert auto.metrics["step_loop_used"] == expected
+    assert device.metrics["step_loop_used"] == "device" and fc.metrics["step_loop_used"] == "device"
+    # One step of work either way: the executed FLOPs agree.
+    assert auto.metrics["flops_per_step"] == pytest.approx(device.metrics["flops_per_step"], rel=0.02)
+    with pytest.raises(paradnn.SpecError, match="step_loop"):
+        paradnn.MeasureSettings(step_loop="gpu")
