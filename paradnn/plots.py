@@ -664,6 +664,8 @@ def family_ranges(fr: pd.DataFrame, title: str | None = None, log: bool = True) 
     (:func:`paradnn.analysis.family_ranges`); Fig 1 for ``params``, Fig 11 for speedups (a
     ratio axis in 0.5x 1x 2x)."""
     value = fr.attrs.get("value", "value")
+    if fr.empty:
+        raise ParadnnError(f"plots.family_ranges: no ok run has a {value} value to plot")
     by = fr.attrs.get("by")
     groups = [None] if not by else list(dict.fromkeys(fr[by]))
     labels = list(dict.fromkeys(fr["label"]))

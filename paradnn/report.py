@@ -398,6 +398,9 @@ def _utilization(df: pd.DataFrame) -> list[Section]:
     rows = rows.assign(platform=rows.apply(platform_label, axis=1))
     ur = A.family_ranges(rows, value, by="platform")
     left = ur.attrs.get("unstable_excluded", 0)
+    if ur.empty:  # every run missed its precision target: nothing trustworthy to draw
+        raise _Missing(f"stable ok runs with {value} ({left} unstable runs left out; measure them "
+                       "again with `paradnn sweep FILE --remeasure-unstable`)", {"smoke": True})
     return [Section("utilization", "FLOPS utilization per family and platform (ParaDnn Fig 11 bottom)", [Item(
         f"{label(value)} (achieved FLOP/s over the device's peak for the dtype) per family and "
         "platform: ranges over the generated models"

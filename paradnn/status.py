@@ -4,11 +4,12 @@
 >>> failures("results.db")   # doctest: +SKIP
    status           reason  count  example                                ... next_command
 
-A failure's *reason* is its status plus, for ``error`` and ``oom`` rows, the cause the runner
-wrote in front of its message: the exception's class name (``XlaRuntimeError: ...``, the
-runner's and executors' ``f"{type(exc).__name__}: {exc}"`` convention) or the fixed phrase of a
-predicted out-of-memory (``predicted before compiling: ...``). ``timeout`` and ``crashed`` rows
-are grouped by status alone (their messages carry the limit and the exit signal).
+A failure's *reason* is its status plus, for ``oom`` rows, whether it was predicted without
+running (the typed ``oom_predicted`` field) and, for ``error`` and other ``oom`` rows, the
+exception's class name the runner wrote in front of its message (``XlaRuntimeError: ...``, the
+runner's and executors' ``f"{type(exc).__name__}: {exc}"`` convention). ``timeout`` and
+``crashed`` rows are grouped by status alone (their messages carry the limit and the exit
+signal).
 """
 
 from __future__ import annotations
@@ -46,9 +47,11 @@ _ADVICE = {
 }
 
 
-def reason(status: str, error: Any) -> str:
-    """The group of a failed row: ``status`` and, for error and oom rows, the cause prefix of
-    the message (see the module docstring); ``status`` alone when there is none."""
+def reason(status: str, error: Any, oom_predicted: Any = None) -> str:
+    """The group of a failed row: ``status`` and, for error and oom rows, the cause (see the
+    module docstring); ``status`` alone when there is none."""
+    if status == "oom" and oom_predicted is True:
+        return "oom: predicted before running"
     if status in ("timeout", "crashed") or not isinstance(error, str):
         return status
     match = _CLASS.match(error) or _PHRASE.match(error)
@@ -104,7 +107,9 @@ def failures(paths: PathLike | Sequence[PathLike] | pd.DataFrame) -> pd.DataFram
     failed = df[df["status"] != "ok"] if len(df) else df
     if not len(failed):
         return pd.DataFrame(columns=list(FAILURE_COLUMNS))
-    failed = failed.assign(reason=[reason(s, e) for s, e in zip(failed["status"], failed["error"])])
+    predicted = failed["oom_predicted"] if "oom_predicted" in failed else [None] * len(failed)
+    failed = failed.assign(reason=[reason(s, e, p is True or p == 1.0)
+                                   for s, e, p in zip(failed["status"], failed["error"], predicted)])
     out = []
     for (status, why), group in failed.groupby(["status", "reason"], sort=False):
         example = group.iloc[0].to_dict()

@@ -318,7 +318,11 @@ def test_heatmap_panels_beyond_the_limit_are_fixed_and_said(gold):
 # -- measurement trust: unstable runs and physics warnings (issue 8 columns) ---------------------
 
 def test_old_store_loads_without_trust_columns(gold):
-    assert "stable" not in gold.columns and "warnings" not in gold.columns
+    # Rows written before the trust fields existed: the columns absent (as here) or null.
+    old = gold.drop(columns=[c for c in ("stable", "warnings") if c in gold.columns])
+    assert not A._common.unstable_mask(old).any()
+    assert A._common.warning_lists(old).map(len).sum() == 0
+    assert A._common.headline_utilization(old) == "flops_utilization"
     assert not A._common.unstable_mask(gold).any()
     assert A._common.warning_lists(gold).map(len).sum() == 0
     assert A._common.headline_utilization(gold) == "flops_utilization"
@@ -429,7 +433,7 @@ def test_config_seconds_and_estimate_from_records(gold):
     assert total == pytest.approx(10 * cost.config_seconds(fc).median())
     assert "family=fc" in basis and "records" in basis
     # New records: the warm-up time and the steps per call chosen by the adaptive protocol.
-    new = ok.head(3).assign(warmup_s=2.0, steps_per_call_used=3)
+    new = ok.head(3).assign(warmup_elapsed_s=2.0, steps_per_call_used=3)
     assert cost.config_seconds(new).iloc[0] == pytest.approx(
         new.compile_s.iloc[0] + 2.0 + new.timed_calls.iloc[0] * 3 * new.step_time_s.iloc[0])
     empty, why = A.estimate_seconds(gold.iloc[0:0], 4, {"family": "cnn"})

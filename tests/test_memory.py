@@ -64,8 +64,9 @@ def test_bfloat16_feature_maps_are_smaller():
     maps16, copies16 = split_residuals(model16, state16, batch16)
     assert copies32 <= 64  # scalars only
     assert maps16 < maps32
-    kernels = sum(tree_bytes(v["kernel"]) for v in state16["params"].values())
-    assert kernels // 2 <= copies16 <= tree_bytes(state16["params"]) // 2
+    # Whether JAX keeps the bfloat16 weight copies as residuals depends on its version (0.10
+    # does, 0.12 recasts them): at most half the float32 parameters' bytes either way.
+    assert copies16 <= tree_bytes(state16["params"]) // 2
 
 
 @pytest.mark.slow

@@ -42,7 +42,7 @@ def test_failures_grouped_by_reason(failed_store):
     table = failures(failed_store)
     assert list(table.columns) == list(FAILURE_COLUMNS)
     assert list(zip(table["reason"], table["count"])) == [
-        ("oom: predicted before compiling", 2), ("error: SpecError", 1)]
+        ("oom: predicted before running", 2), ("error: SpecError", 1)]
     oom, err = table.iloc[0], table.iloc[1]
     assert oom["example"] == "fc layers=2 nodes=32 input=64 output=10 batch=8 float32"
     assert oom["next_command"] == ("paradnn maxbatch fc --layers 2 --nodes 32 --input 64 "
@@ -70,7 +70,7 @@ def test_status_cli_prints_groups_and_next_steps(failed_store):
     assert r.returncode == 0, r.stderr
     out = r.stdout
     assert "3 rows" in out and "ok 0, failed 3" in out
-    assert "1. oom: predicted before compiling: 2 row(s) (fc)" in out
+    assert "1. oom: predicted before running: 2 row(s) (fc)" in out
     assert "2. error: SpecError: 1 row(s) (fc)" in out
     assert "next     paradnn run fc --layers 2" in out
     assert "--repeat N" in out

@@ -111,6 +111,10 @@ REAL = {  # model -> (params, FLOPs per example per step, bytes per step at batc
 }
 
 
+#: Columns that rows of paradnn before the measurement-trust work (issue 8) lack.
+TRUST_COLUMNS = ("stable", "warnings")
+
+
 def make_frame(seed: int = 0) -> pd.DataFrame:
     """The golden store as ``paradnn.load`` would return it."""
     rng = np.random.default_rng(seed)
@@ -130,7 +134,8 @@ def make_frame(seed: int = 0) -> pd.DataFrame:
                   "dtype": "float32", "optimizer": None, "devices": 1}
             costs = (params, fpe * batch, bytes1 * 4 + 4.0 * 4 * params, width)
             rows.append(_record(wd, costs, plat, 1.0, SOFTWARE, rng, kind="real"))
-    return pd.DataFrame(rows)
+    # Stores written before the measurement-trust fields existed have no such columns.
+    return pd.DataFrame(rows).drop(columns=list(TRUST_COLUMNS))
 
 
 # -- the measurement-trust columns (issue 8), on a copy of the golden store ---------------------
