@@ -38,13 +38,6 @@ PRESETS: dict[str, dict[str, dict[str, Any]]] = {
 DEFAULT_PRESET = "best"
 
 
-def check_preset(preset: str) -> str:
-    """``preset`` if it is a known preset name, else SpecError naming the allowed ones."""
-    if not isinstance(preset, str) or preset not in PRESETS:
-        raise SpecError("xla_preset", preset, "one of " + ", ".join(PRESETS))
-    return preset
-
-
 def parse_preset(value: Any, parameter: str = "xla_preset") -> str:
     """A preset name from text or a YAML value (the MeasureSettings parser)."""
     if not isinstance(value, str) or value not in PRESETS:
@@ -55,7 +48,7 @@ def parse_preset(value: Any, parameter: str = "xla_preset") -> str:
 def compile_options(preset: str, backend: str) -> dict[str, Any] | None:
     """The compile options of ``preset`` on ``backend`` ("cpu", "gpu", "tpu"); None for XLA's
     defaults (what ``Lowered.compile`` takes for no options)."""
-    return dict(PRESETS[check_preset(preset)].get(backend, {})) or None
+    return dict(PRESETS[parse_preset(preset)].get(backend, {})) or None
 
 
 def describe(backend: str) -> str:
