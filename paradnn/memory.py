@@ -131,7 +131,7 @@ def memory_breakdown(
 
     ``state_shapes``/``batch_shapes`` are the abstract inputs of the step
     (``paradnn.workload.abstract_inputs``: state replicated, global batch); ``compiled`` is the
-    measured program (``paradnn.workload.compile_multi_step``) or None for the shape-only parts.
+    measured program (``paradnn.workload.compile_measured``) or None for the shape-only parts.
     With ``devices > 1`` the batch and the feature maps are split over the devices.
     """
     params = tree_bytes(state_shapes["params"])

@@ -48,10 +48,12 @@ from paradnn.specs import CNN, FC, RNN, Real, Workload
 __all__ = ["Plan", "TimeModel", "plan", "config_table", "activation_elements", "state_bytes",
            "fit_time_model", "short_name", "OPTIMIZER_SLOTS"]
 
-#: float32 copies of the parameters each optimizer keeps (optax's state, checked against
-#: ``jax.eval_shape`` in tests): rmsprop with momentum keeps the squared-gradient average and
-#: the momentum trace; adam its two moments; adafactor at most one full copy (its second-moment
-#: estimate, factored into row and column vectors for matrices of at least 128 x 128).
+#: float32 copies of the parameters each optimizer keeps, as an estimate (optax's state, checked
+#: against ``jax.eval_shape`` in tests): rmsprop with momentum keeps the squared-gradient average
+#: and the momentum trace; adam its two moments; adafactor one full copy for matrices under
+#: 128 x 128 (it factors larger ones into row and column vectors). Not the same fact as
+#: ``paradnn.preflight.OPTIMIZER_STATE_SLOTS``, a lower bound (adafactor 0) that may refuse a
+#: config before tracing only when it surely does not fit.
 OPTIMIZER_SLOTS = {"sgd": 0, "momentum": 1, "rmsprop": 2, "adam": 2, "adafactor": 1}
 _ITEMSIZE = {"float32": 4, "bfloat16": 2, "float16": 2}
 _F32 = 4  # bytes: master weights, gradients, optimizer state, logits and the loss are float32
@@ -445,11 +447,14 @@ def _memory_limit(argument: int | str | None, run: dict[str, Any],
         return parse_bytes(argument), "argument"
     if run.get("memory_limit") is not None:
         return parse_bytes(run["memory_limit"]), "sweep file run.memory_limit"
+    # The runner's default limit (device memory; the host's on a CPU), so plan predicts what runs.
     device = hardware.device_memory_bytes()
-    if device is not None:
+    if device is not None and platform["backend"] != "cpu":
         return device, f"memory of one {platform['device_kind']} device"
-    host = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    return int(host), "host memory (CPU backend: the sweep records no oom unless given --memory-limit)"
+    host = device if device is not None else hardware.host_memory_bytes()
+    if host is None:
+        raise ParadnnError("this host reports no memory size: pass a memory limit (--memory-limit)")
+    return host, "host memory (CPU backend; what the runner uses unless given --memory-limit)"
 
 
 def calibration_configs(table: pd.DataFrame, per_family: int = 2) -> list[int]:

@@ -196,14 +196,6 @@ def k_step_call(compiled: jax.stages.Compiled, loop: str) -> Callable:
     return call
 
 
-def compile_multi_step(model: ModelDef, optimizer_name: str, mesh, state, batch,
-                       preset: str = xla_stack.DEFAULT_PRESET) -> jax.stages.Compiled:
-    """The measured program: :func:`jit_multi_step` compiled ahead of time for abstract
-    ``state``/``batch`` and a run-time K, with the XLA options of ``preset``. The runner and
-    ``maxbatch`` both compile it here, so what fits is what runs."""
-    return compile_step(jit_multi_step(model, optimizer_name, mesh), state, batch, STEPS_ARG, preset=preset)
-
-
 # Initialization runs once and is never timed, yet XLA:CPU spends most of a small model's
 # set-up optimizing it (threefry kernels for every parameter: 16.6 s -> 2.5 s for a tiny
 # bottleneck CNN at level 0). The measured training step is compiled by ``compile_step``.

@@ -63,7 +63,7 @@ def test_same_loss_trajectory_under_both_presets():
     losses = {}
     for preset in ("best", "stock"):
         state, batch = wl.init_inputs(work, model, opt)
-        call = wl.compile_multi_step(model, opt, None, state, batch, preset)
+        call, _ = wl.compile_measured(model, opt, None, state, batch, preset, loop="device")
         trajectory = []
         for _ in range(3):
             state, loss = call(state, batch, np.int32(2))
