@@ -28,7 +28,10 @@ from typing import Any
 
 from paradnn.errors import ParadnnError, SpecError, echo
 from paradnn.measure import SETTINGS_FIELDS, parse_setting
-from paradnn.specs import SPEC_TYPES, Workload
+from collections.abc import Mapping
+
+from paradnn.families import RegistryView
+from paradnn.specs import Workload
 from paradnn.units import parse_bytes, parse_duration, parse_int, parse_number  # sizes re-exported
 
 __all__ = [
@@ -41,7 +44,7 @@ __all__ = [
 MAX_CONFIGS = 1_000_000
 
 #: Axes every family has besides its model hyperparameters (Workload fields).
-WORKLOAD_AXES = ("batch", "dtype", "optimizer", "devices")
+WORKLOAD_AXES = ("batch", "dtype", "optimizer", "devices", "framework")
 
 
 def geometric(start: int, stop: int, factor: int) -> list[int]:
@@ -75,59 +78,19 @@ def _linear_range(start: int, stop: int, step: int) -> range:
     return range(start, stop + 1, step)
 
 
-# Table 2 of the ParaDnn paper (Wang, Wei and Brooks). Bounds are inclusive; a geometric range
-# stops at the last value not above the maximum (RNN vocab 2..1024 x4 ends at 512).
-PAPER: dict[str, dict[str, list[Any]]] = {
-    "fc": {
-        "layers": geometric(4, 128, 2),
-        "nodes": geometric(32, 8192, 2),
-        "input": linear(2000, 8000, 2000),
-        "output": linear(200, 1000, 200),
-        "batch": geometric(64, 16384, 2),
-    },
-    "cnn": {
-        "block": ["residual", "bottleneck"],
-        "blocks": linear(1, 8, 1),
-        "filters": geometric(16, 64, 2),
-        "image": linear(200, 300, 50),
-        "output": linear(500, 1500, 500),
-        "batch": geometric(64, 1024, 2),
-    },
-    "rnn": {
-        "cell": ["rnn", "lstm", "gru"],
-        "layers": linear(1, 13, 4),
-        "embed": linear(100, 900, 400),
-        "length": linear(10, 90, 40),
-        "vocab": geometric(2, 1024, 4),
-        "batch": geometric(16, 1024, 4),
-    },
-}
+# Table 2 of the ParaDnn paper (Wang, Wei and Brooks), as each family's registry entry holds it.
+# Bounds are inclusive; a geometric range stops at the last value not above the maximum (RNN
+# vocab 2..1024 x4 ends at 512).
+PAPER: Mapping[str, dict[str, list[Any]]] = RegistryView(lambda f: f.paper)
 
 #: Values the paper held fixed for its heat maps (Figure 7 instead fixes FC layers at 64).
-PAPER_FIXED: dict[str, dict[str, Any]] = {
-    "fc": {"layers": 32, "input": 2000, "output": 1000},
-    "cnn": {"blocks": 6, "image": 300, "output": 1000},
-    "rnn": {"layers": 9, "vocab": 32, "length": 50},
-}
+PAPER_FIXED: Mapping[str, dict[str, Any]] = RegistryView(lambda f: f.paper_fixed)
 
 # Presets: family -> axes. "smoke" runs in seconds on a laptop CPU, "small" in minutes,
 # "paper" is the full Table 2 product (thousands of models, days on an accelerator).
-PRESETS: dict[str, dict[str, dict[str, Any]]] = {
-    "smoke": {
-        "fc": {"layers": 2, "nodes": [32, 64], "input": 64, "output": 10, "batch": 8},
-        "cnn": {"block": "residual", "blocks": 1, "filters": 4, "image": 32, "output": 10,
-                "batch": 2},
-        "rnn": {"cell": ["rnn", "lstm"], "layers": 1, "embed": 16, "length": 4, "vocab": 32,
-                "batch": 4},
-    },
-    "small": {
-        "fc": {"layers": [2, 4], "nodes": [64, 256], "input": 512, "output": 100,
-               "batch": [32, 128]},
-        "cnn": {"block": ["residual", "bottleneck"], "blocks": 1, "filters": [8, 16],
-                "image": 64, "output": 100, "batch": 8},
-        "rnn": {"cell": ["rnn", "lstm", "gru"], "layers": [1, 2], "embed": 64, "length": 16,
-                "vocab": 256, "batch": 16},
-    },
+PRESETS: dict[str, Mapping[str, dict[str, Any]]] = {
+    "smoke": RegistryView(lambda f: f.presets.get("smoke")),
+    "small": RegistryView(lambda f: f.presets.get("small")),
     "paper": PAPER,
 }
 
@@ -160,9 +123,9 @@ def zipped(**axes: Any) -> Zipped:
 
 def axes_of(family: str) -> tuple[str, ...]:
     """Every axis name a grid of ``family`` accepts: hyperparameters, then workload settings."""
-    if family not in SPEC_TYPES:
-        raise SpecError("family", family, "one of " + ", ".join(SPEC_TYPES))
-    return tuple(f.name for f in dataclasses.fields(SPEC_TYPES[family])) + WORKLOAD_AXES
+    from paradnn import families
+
+    return families.get(family).fields() + WORKLOAD_AXES
 
 
 def _values(name: str, value: Any) -> list[Any]:
@@ -207,7 +170,9 @@ def grid(family: str, *zips: Zipped, max_configs: int | None = None, **axes: Any
     unknown = sorted(seen - set(names))
     if unknown:
         raise SpecError(unknown[0], axes.get(unknown[0]), f"axes of {family}: {', '.join(names)}")
-    spec_type = SPEC_TYPES[family]
+    from paradnn import families
+
+    spec_type = families.get(family).spec
     spec_names = [f.name for f in dataclasses.fields(spec_type)]
     required = [f.name for f in dataclasses.fields(spec_type)
                 if f.default is dataclasses.MISSING]
@@ -263,24 +228,17 @@ def preset(name: str, family: str | None = None) -> list[Workload]:
 
 
 def param_count(workload: Workload | Any) -> int:
-    """Trainable parameters of a workload's model (or of a bare spec), computed analytically.
+    """Trainable parameters of a workload's model (or of a bare spec): the family's closed form
+    (:mod:`paradnn.families`), else counted from the JAX model's shapes (nothing compiled)."""
+    from paradnn import families
 
-    FC: weights and biases, ``input*nodes + nodes + (layers-1)*(nodes^2 + nodes) +
-    nodes*output + output``. Other families use ``paradnn.models.param_count`` where the
-    models package provides it.
-    """
     spec = workload.spec if isinstance(workload, Workload) else workload
-    if getattr(spec, "family", None) == "fc":
-        n = spec.nodes
-        return (spec.input * n + n + (spec.layers - 1) * (n * n + n) + n * spec.output
-                + spec.output)
-    try:
-        from paradnn.models import param_count as models_param_count  # type: ignore[attr-defined]
-    except ImportError:
-        raise ParadnnError(
-            f"parameter count of {type(spec).__name__} models is not available: "
-            "paradnn.models.param_count is missing (only FC has a local formula)") from None
-    return int(models_param_count(spec))
+    count = families.param_count(spec)
+    if count is None:
+        from paradnn.models import param_count as shape_count
+
+        count = shape_count(spec)
+    return int(count)
 
 
 def filter_grid(workloads: Iterable[Workload],
@@ -374,11 +332,13 @@ def _yaml_axis(path: str, key: str, value: Any) -> Any:
 def _group_workloads(path: str, prefix: str, group: dict[str, Any],
                      max_configs: int) -> list[Workload]:
     family = group.get("family")
+    from paradnn import families
+
     if family is None:
-        raise _file_error(path, prefix + "family", "required: one of " + ", ".join(SPEC_TYPES))
-    if family not in SPEC_TYPES:
+        raise _file_error(path, prefix + "family", "required: one of " + ", ".join(families.names()))
+    if family not in families.names():
         raise _file_error(path, prefix + "family", f"{echo(family)} is not one of "
-                          + ", ".join(SPEC_TYPES))
+                          + ", ".join(families.names()))
     names = axes_of(family)
     where: dict[str, str] = {}  # axis -> key path that set it, for error messages
     axes: dict[str, Any] = {}

@@ -62,11 +62,11 @@ _F32 = 4  # bytes: master weights, gradients, optimizer state, logits and the lo
 def short_name(workload: Workload | dict[str, Any]) -> str:
     """``fc layers=4 nodes=1024 input=2000 output=1000 batch=256 float32``: a workload in one
     line, for progress lines and tables (optimizer and devices only when not the defaults)."""
-    from paradnn.specs import SPEC_TYPES
+    from paradnn import families
 
     d = workload.to_dict() if isinstance(workload, Workload) else dict(workload)
     family = d.get("family")
-    names = [f.name for f in dataclasses.fields(SPEC_TYPES[family])] if family in SPEC_TYPES else []
+    names = list(families.get(family).fields()) if family in families.names() else []
     parts = [str(family)]
     for k in names:
         v = d.get(k)

@@ -654,9 +654,9 @@ def plan(df: pd.DataFrame, ops: pd.DataFrame | None = None,
         raise ParadnnError(f"report: expected a pandas DataFrame (paradnn.load), got {type(df).__name__}")
     if "family" in df.columns:
         # Rows of the system experiments (family "op", "collective") are not model runs.
-        from paradnn.specs import SPEC_TYPES
+        from paradnn import families
 
-        df = df[df["family"].isin(SPEC_TYPES)]
+        df = df[df["family"].isin(families.names())]
     sections: list[Section] = []
     missing: list[Unsupported] = []
     steps: list[tuple[str, str, Callable[[], list[Section]]]] = [

@@ -142,23 +142,23 @@ class Real(_Spec):
                 object.__setattr__(self, name, 0)
             else:
                 object.__setattr__(self, name, _positive_int(name, value))
-        from paradnn.models import registry  # late: the zoo imports flax
+        from paradnn.families.real import names as zoo_names  # plain data, no framework
 
-        names = registry.names()
+        names = zoo_names()
         if not isinstance(self.model, str) or self.model not in names:
             raise SpecError("model", self.model, "one of " + ", ".join(names))
 
 
-ModelSpec = Union[FC, CNN, RNN, Real]
-SPEC_TYPES: dict[str, type] = {"fc": FC, "cnn": CNN, "rnn": RNN, "real": Real}
+ModelSpec = Union[FC, CNN, RNN, Real]  # and any spec class a registered family defines
 
 
 def spec_from_dict(d: dict[str, Any]) -> ModelSpec:
-    """Build a model spec from ``{"family": ..., <fields>}``; unknown fields are an error."""
-    family = d.get("family")
-    if family not in SPEC_TYPES:
-        raise SpecError("family", family, "one of " + ", ".join(SPEC_TYPES))
-    cls = SPEC_TYPES[family]
+    """Build a model spec from ``{"family": ..., <fields>}`` (any registered family, see
+    :mod:`paradnn.families`); unknown fields are an error."""
+    from paradnn import families  # the registry imports the family modules, which import this
+
+    cls = families.get(d.get("family")).spec
+    family = cls.family
     names = {f.name for f in dataclasses.fields(cls)}
     extra = set(d) - names - {"family"}
     if extra:
@@ -176,6 +176,7 @@ class Workload:
     ``batch`` is the global batch in examples, split evenly over ``devices`` data-parallel
     devices. ``dtype`` is the compute dtype (master weights and the loss stay float32).
     ``optimizer`` None means the model's default (rmsprop for generated models), resolved here.
+    ``framework`` is the software that builds and runs it (``families.FRAMEWORKS``).
     """
 
     spec: ModelSpec
@@ -183,16 +184,25 @@ class Workload:
     dtype: str = "float32"
     optimizer: str | None = None
     devices: int = 1
+    framework: str = "jax"
 
     def __post_init__(self) -> None:
+        from paradnn import families
+
         if not isinstance(self.spec, _Spec):
-            raise SpecError("spec", self.spec, "an FC, CNN, RNN or Real spec")
+            raise SpecError("spec", self.spec, "a model spec of a family: " + ", ".join(families.names()))
+        fam = families.of(self.spec)
+        object.__setattr__(self, "framework", _choice("framework", self.framework, families.FRAMEWORKS))
+        if self.framework not in fam.frameworks_for(self.spec):
+            what = f"model {self.spec.model}" if fam.kind == "real" else f"family {fam.name}"
+            raise SpecError("framework", self.framework,
+                            f"one of {', '.join(fam.frameworks_for(self.spec))} for {what}")
         object.__setattr__(self, "batch", _positive_int("batch", self.batch))
         object.__setattr__(self, "devices", _positive_int("devices", self.devices))
         object.__setattr__(self, "dtype", _choice("dtype", self.dtype, DTYPES))
         if self.optimizer is None:
             # Resolve the model's default here so that the key names what actually runs.
-            object.__setattr__(self, "optimizer", _default_optimizer(self.spec, self.dtype))
+            object.__setattr__(self, "optimizer", fam.default_optimizer(self.spec))
         object.__setattr__(self, "optimizer", _choice("optimizer", self.optimizer, OPTIMIZERS))
         if self.batch % self.devices:
             raise SpecError("batch", self.batch, f"a multiple of devices={self.devices}")
@@ -202,28 +212,20 @@ class Workload:
         return self.spec.family
 
     def to_dict(self) -> dict[str, Any]:
-        """Flat dict: family, hyperparameters, batch, dtype, optimizer, devices."""
+        """Flat dict: family, hyperparameters, batch, dtype, optimizer, devices, framework."""
         return {
             **self.spec.to_dict(),
             "batch": self.batch,
             "dtype": self.dtype,
             "optimizer": self.optimizer,
             "devices": self.devices,
+            "framework": self.framework,
         }
 
     @property
     def key(self) -> str:
         """Stable 16-hex-digit identity of the computation (same spec and settings, same key)."""
         return stable_hash(self.to_dict())
-
-
-def _default_optimizer(spec: ModelSpec, dtype: str) -> str:
-    """rmsprop (ParaDnn's) for generated models; a real model's own default otherwise."""
-    if isinstance(spec, Real):
-        from paradnn.models import build  # builds a module description only: no init, no compile
-
-        return build(spec, dtype).default_optimizer
-    return "rmsprop"
 
 
 def stable_hash(obj: Any) -> str:

@@ -21,7 +21,7 @@ from typing import Any, Union
 
 import pandas as pd
 
-from paradnn.specs import SPEC_TYPES
+from paradnn import families
 
 __all__ = ["failures", "reason", "rerun_command", "FAILURE_COLUMNS"]
 
@@ -67,12 +67,12 @@ def _flag(value: Any) -> str:
 def rerun_command(row: dict[str, Any], memory_limit_bytes: Any = None) -> str:
     """The ``paradnn run`` (or, for oom, ``paradnn maxbatch``) command for a row's config."""
     family = row.get("family")
-    if family not in SPEC_TYPES:
+    if family not in families.names():
         return ""
     import dataclasses
 
     parts = ["paradnn", "maxbatch" if row.get("status") == "oom" else "run", family]
-    for f in dataclasses.fields(SPEC_TYPES[family]):
+    for f in dataclasses.fields(families.get(family).spec):
         v = row.get(f.name)
         if v is None or (isinstance(v, float) and v != v) or (family == "real" and v in (0, 0.0)):
             continue

@@ -10,15 +10,14 @@ import pandas as pd
 
 from paradnn.errors import ParadnnError
 from paradnn.record import METRICS
-from paradnn.specs import SPEC_TYPES
+from paradnn import families
 
 # Hyperparameters of each family, in the order of the spec dataclasses.
-FAMILY_FIELDS: dict[str, tuple[str, ...]] = {
-    family: tuple(f.name for f in dataclasses.fields(cls)) for family, cls in SPEC_TYPES.items()
-}
-SPEC_FIELDS: tuple[str, ...] = tuple(dict.fromkeys(f for fs in FAMILY_FIELDS.values() for f in fs))
+# (Read from the family registry at use time: a family registered later appears.)
+FAMILY_FIELDS: "Mapping[str, tuple[str, ...]]" = families.RegistryView(lambda f: f.fields())
+SPEC_FIELDS: tuple[str, ...] = families.all_fields()
 # Everything that determines the computation (Workload.to_dict()).
-WORKLOAD_FIELDS: tuple[str, ...] = ("family", *SPEC_FIELDS, "batch", "dtype", "optimizer", "devices")
+WORKLOAD_FIELDS: tuple[str, ...] = ("family", *SPEC_FIELDS, "batch", "dtype", "optimizer", "devices", "framework")
 PLATFORM_KEY: tuple[str, ...] = ("backend", "device_kind", "device_count")
 SOFTWARE_KEY: tuple[str, ...] = ("jax_version", "jaxlib_version", "tf_version", "xla_flags")
 # Two rows with equal values here are repeats of one configuration.

@@ -1,0 +1,57 @@
+"""The ParaDnn fully connected family: spec, analytic counts, ranges (no framework imported)."""
+
+from __future__ import annotations
+
+from paradnn.families import Axis, Family, register
+from paradnn.grids import geometric, linear
+from paradnn.specs import FC
+
+
+def weights(spec: FC) -> int:
+    """Weight-matrix entries: input*nodes + (layers-1)*nodes^2 + nodes*output."""
+    return spec.input * spec.nodes + (spec.layers - 1) * spec.nodes**2 + spec.nodes * spec.output
+
+
+def param_count(spec: FC) -> int:
+    """Weights + biases: input*nodes + (layers-1)*nodes^2 + nodes*output, plus biases."""
+    return weights(spec) + spec.layers * spec.nodes + spec.output
+
+
+def train_flops_per_example(spec: FC) -> float:
+    """Matmul FLOPs of one training step per example (2 per multiply-add).
+
+    Forward 2W, weight gradients 2W, input gradients 2W less the first layer's (nobody needs
+    the gradient of the data): 6W - 2*input*nodes, W the weight count. The original ParaDnn used
+    6W; the difference is the data gradient no framework computes.
+    """
+    return 6.0 * weights(spec) - 2.0 * spec.input * spec.nodes
+
+
+FAMILY = register(Family(
+    name="fc",
+    spec=FC,
+    description="fully connected: --layers --nodes --input --output",
+    axes=(
+        Axis("layers", "layers", "hidden layers, a count"),
+        Axis("nodes", "units/layer", "units per hidden layer, a count"),
+        Axis("input", "features", "input features per example, a count"),
+        Axis("output", "classes", "classes of the output layer, a count"),
+    ),
+    builders={"jax": "paradnn.models.fc:build", "tensorflow": "paradnn.models_tf.generated:build_fc",
+              "torch": "paradnn.models_torch.generated:build_fc"},
+    param_count=param_count,
+    train_flops_per_example=train_flops_per_example,
+    default_batch=lambda spec: 256,
+    # Table 2 of the ParaDnn paper (Wang, Wei and Brooks); bounds inclusive.
+    paper={"layers": geometric(4, 128, 2), "nodes": geometric(32, 8192, 2),
+           "input": linear(2000, 8000, 2000), "output": linear(200, 1000, 200),
+           "batch": geometric(64, 16384, 2)},
+    paper_fixed={"layers": 32, "input": 2000, "output": 1000},
+    presets={"smoke": {"layers": 2, "nodes": [32, 64], "input": 64, "output": 10, "batch": 8},
+             "small": {"layers": [2, 4], "nodes": [64, 256], "input": 512, "output": 100,
+                       "batch": [32, 128]}},
+    width="nodes",
+    suggested_grid=({"layers": 2, "input": 512, "output": 100},
+                    {"nodes": [64, 128, 256], "batch": [32, 64, 128, 256]}),
+    tiny=({"layers": 2, "nodes": 16, "input": 8, "output": 4, "batch": 4},),
+))

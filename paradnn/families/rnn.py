@@ -1,0 +1,62 @@
+"""The ParaDnn RNN family (recurrent language model): spec, analytic counts, ranges.
+
+Cells follow the TF1 cells the original ParaDnn used (one fused kernel over ``[x, h]``), in
+every framework: rnn (1 gate), lstm (4, forget bias 1), gru (3: a gates kernel of 2 and a
+candidate kernel of 1). The hidden size equals ``embed``.
+"""
+
+from __future__ import annotations
+
+from paradnn.families import Axis, Family, register
+from paradnn.grids import geometric, linear
+from paradnn.specs import RNN, RNN_CELLS
+
+GATES = {"rnn": 1, "lstm": 4, "gru": 3}
+
+
+def param_count(spec: RNN) -> int:
+    """Embedding vocab*E + per layer g*((E+H)*H + H) with H = E + head E*vocab + vocab."""
+    e = spec.embed
+    cells = spec.layers * GATES[spec.cell] * (2 * e * e + e)
+    return spec.vocab * e + cells + e * spec.vocab + spec.vocab
+
+
+def train_flops_per_example(spec: RNN) -> float:
+    """Cell and head matmul FLOPs of one training step per example (3x forward; the first
+    layer's input gradient is needed for the embedding gradient)."""
+    e = spec.embed
+    per_token = spec.layers * GATES[spec.cell] * 2.0 * (2 * e) * e + 2.0 * e * spec.vocab
+    return 3.0 * spec.length * per_token
+
+
+FAMILY = register(Family(
+    name="rnn",
+    spec=RNN,
+    description="recurrent LM: --cell --layers --embed --length --vocab",
+    axes=(
+        Axis("cell", "", "recurrent cell type", choices=RNN_CELLS),
+        Axis("layers", "layers", "stacked recurrent cells, a count"),
+        Axis("embed", "units", "embedding and hidden size, a count"),
+        Axis("length", "tokens", "sequence length in tokens"),
+        Axis("vocab", "tokens", "vocabulary size in tokens"),
+    ),
+    builders={"jax": "paradnn.models.rnn:build", "tensorflow": "paradnn.models_tf.generated:build_rnn",
+              "torch": "paradnn.models_torch.generated:build_rnn"},
+    param_count=param_count,
+    train_flops_per_example=train_flops_per_example,
+    default_batch=lambda spec: 64,
+    paper={"cell": ["rnn", "lstm", "gru"], "layers": linear(1, 13, 4), "embed": linear(100, 900, 400),
+           "length": linear(10, 90, 40), "vocab": geometric(2, 1024, 4),
+           "batch": geometric(16, 1024, 4)},
+    paper_fixed={"layers": 9, "vocab": 32, "length": 50},
+    presets={"smoke": {"cell": ["rnn", "lstm"], "layers": 1, "embed": 16, "length": 4, "vocab": 32,
+                       "batch": 4},
+             "small": {"cell": ["rnn", "lstm", "gru"], "layers": [1, 2], "embed": 64, "length": 16,
+                       "vocab": 256, "batch": 16}},
+    width="embed",
+    variant="cell",
+    suggested_grid=({"cell": "lstm", "layers": 1, "length": 16, "vocab": 256},
+                    {"embed": [32, 64, 128], "batch": [8, 16, 32, 64]}),
+    tiny=tuple({"cell": c, "layers": 1, "embed": 8, "length": 3, "vocab": 16, "batch": 2}
+               for c in RNN_CELLS),
+))
