@@ -98,7 +98,7 @@ def framework_speedup(
     columns; ``attrs["a"]``/``["b"]`` are the framework names.
     """
     # Imported here: speedup.py reads this module's column helpers at import time.
-    from paradnn.analysis import speedup as _sp
+    from paradnn.analysis.speedup import across_fields, speedup
 
     names = frameworks(df)
     for name, value in (("a", a), ("b", b)):
@@ -110,9 +110,9 @@ def framework_speedup(
                            "frameworks")
     rows = with_framework(df)
     # Same workload on the same device: the framework is the only difference.
-    on = _sp.across_fields(rows, FRAMEWORK) + [c for c in ("device_kind", "device_count")
+    on = across_fields(rows, FRAMEWORK) + [c for c in ("device_kind", "device_count")
                                                if c in rows.columns and rows[c].notna().any()]
-    out = _sp.speedup(rows[rows[FRAMEWORK] == a], rows[rows[FRAMEWORK] == b], metric=metric,
+    out = speedup(rows[rows[FRAMEWORK] == a], rows[rows[FRAMEWORK] == b], metric=metric,
                       on=on, include_unstable=include_unstable)
     out.attrs.update(a=a, b=b, comparison="framework")
     return out
