@@ -198,7 +198,8 @@ def grid(family: str, *zips: Zipped, max_configs: int | None = None, **axes: Any
 
             batch = registry.get(spec.model).default_batch
         w = Workload(spec, batch=batch, dtype=point.get("dtype", "float32"),
-                     optimizer=point.get("optimizer"), devices=point.get("devices", 1))
+                     optimizer=point.get("optimizer"), devices=point.get("devices", 1),
+                     framework=point.get("framework", "jax"))
         if w.key not in keys:
             keys.add(w.key)
             out.append(w)

@@ -100,11 +100,17 @@ class Unsupported:
         return f"about {duration(self.seconds)} for {n} ({self.basis})"
 
 
+# Fractions that are not of a peak (analysis._common.unit reads every *utilization column as
+# a fraction of the device's peak FLOP/s, and a unit of 1 as a count).
+_FRACTIONS = {"host_cpu_utilization": "fraction of the host's cores",
+              "device_busy_fraction": "fraction of the timed window"}
+
+
 def _table_units(df: pd.DataFrame) -> pd.DataFrame:
     """Column headers with their units: ``examples_per_sec [examples/s]``."""
     names = {}
     for c in df.columns:
-        u = unit(str(c))
+        u = _FRACTIONS.get(str(c)) or unit(str(c))
         names[c] = f"{c} [{u}]" if u and u not in ("count",) else str(c)
     return df.rename(columns=names)
 
