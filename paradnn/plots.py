@@ -758,9 +758,10 @@ def speedup_by_config(sp: pd.DataFrame, summary: dict | None = None, title: str 
                       "parameters, then batch)")
     ax.set_xlim(pos.min() - 1, pos.max() + 1)
     metric = sp.attrs.get("metric", "examples_per_sec")
-    ax.set_ylabel(f"speedup (x, ratio of {metric} [{unit(metric)}], log scale)")
+    ax.set_ylabel("speedup (x, log scale)")
     a, b = sp.attrs.get("a", "A"), sp.attrs.get("b", "B")
-    ax.set_title(title or f"speedup of {a} over {b} per configuration", pad=18)
+    ax.set_title(title or f"speedup of {a} over {b} per configuration: ratio of {metric} "
+                 f"({unit(metric)})", pad=18)
     fig.legend(handles=handles, loc="outside right upper", frameon=False)
     return fig
 

@@ -17,11 +17,12 @@ import numpy as np
 import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.ticker import NullLocator
 
 from paradnn.analysis._common import ok_rows, platform_label, require_columns, workload_label
 from paradnn.analysis.framework import framework_of
 from paradnn.errors import ParadnnError
-from paradnn.plots import PAGE_WIDTH_IN, STYLE, PlotFigure, _styled
+from paradnn.plots import PAGE_WIDTH_IN, STYLE, PlotFigure, _log_axis, _styled, compact
 
 __all__ = ["memory_breakdown", "energy", "utilization", "MEMORY_PARTS", "ENERGY_METRICS",
            "UTILIZATION_METRICS"]
@@ -71,7 +72,8 @@ def _bars(df: pd.DataFrame) -> pd.DataFrame:
 
 @_styled
 def memory_breakdown(df: pd.DataFrame, title: str | None = None, max_bars: int = MAX_BARS) -> Figure:
-    """Stacked bars of the memory per device (GiB) by category, one bar per model and batch,
+    """Stacked bars of the memory per device (GiB, MiB, KiB or B: the figure's largest bar
+    sets the unit) by category, one bar per model and batch,
     with each bar's feature-map share written above it; the first ``max_bars`` bars (by name,
     then batch) when there are more. Rows without a breakdown are left out."""
     require_columns(df, (*MEMORY_PARTS, "batch"), "memory breakdown figure")
@@ -84,18 +86,23 @@ def memory_breakdown(df: pd.DataFrame, title: str | None = None, max_bars: int =
     fig, (ax,) = _figure(height=5.6)
     x = np.arange(len(bars))
     bottom = np.zeros(len(bars))
+    # One binary unit for the figure, chosen by its largest bar: 1.5 MiB, not 0.0015 GiB.
+    largest = float(bars[list(MEMORY_PARTS)].sum(axis=1).max())
+    name, scale = next(((n, s) for n, s in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10))
+                        if largest >= s), ("B", 1))
     for part in MEMORY_PARTS:
-        gib = bars[part].to_numpy(float) / 2**30
-        ax.bar(x, gib, bottom=bottom, color=_PART_COLORS[part], label=_PART_NAMES[part], width=0.8)
-        bottom += gib
-    share = bars["memory_activations_bytes"].to_numpy(float) / 2**30 / np.where(bottom > 0, bottom, np.nan)
+        size = bars[part].to_numpy(float) / scale
+        ax.bar(x, size, bottom=bottom, color=_PART_COLORS[part], label=_PART_NAMES[part], width=0.8)
+        bottom += size
+    ax.set_ylim(0, max(bottom.max(), 1e-12) * 1.1)  # room for the shares above the bars
+    share = bars["memory_activations_bytes"].to_numpy(float) / scale / np.where(bottom > 0, bottom, np.nan)
     for xi, top, s in zip(x, bottom, share):
         if np.isfinite(s):
             ax.text(xi, top, f"{100 * s:.0f}%", ha="center", va="bottom", fontsize=7.5)
     ax.set_xticks(x, [f"{w} ({int(b)})" for w, b in zip(bars["workload"], bars["batch"])],
                   rotation=60, ha="right", fontsize=7.5)
     ax.set_xlabel("model (batch, examples)")
-    ax.set_ylabel("memory per device (GiB)")
+    ax.set_ylabel(f"memory per device ({name})")
     fig.legend(loc="outside right upper", frameon=False, title="share above bars:\nfeature maps")
     shown = f" (first {len(bars)} of {total} bars)" if total > len(bars) else ""
     ax.set_title((title or "Memory breakdown of a training step (compiled program, per device)") + shown)
@@ -110,6 +117,9 @@ def _lines(ax, rows: pd.DataFrame, metric: str) -> None:
         if len(g):
             ax.plot(g.index.to_numpy(float), g.to_numpy(float), marker="o", label=name)
     ax.set_xscale("log", base=2)
+    batches = sorted(pd.to_numeric(rows["batch"], errors="coerce").dropna().unique())
+    ax.set_xticks(batches, [f"{int(b)}" for b in batches])  # 64, not 2^6
+    ax.xaxis.set_minor_locator(NullLocator())
     ax.set_xlabel("batch (examples, log2 scale)")
 
 
@@ -132,6 +142,7 @@ def energy(df: pd.DataFrame, title: str | None = None) -> Figure:
         _lines(ax, measured, metric)
         if metric == "energy_per_example_j":
             ax.set_yscale("log")
+            _log_axis(ax.yaxis, fmt=compact)
             ylabels[metric] += ", log scale"
         ax.set_ylabel(ylabels[metric])
     fig.legend(*axes[0].get_legend_handles_labels(), loc="outside lower center", ncol=2,
