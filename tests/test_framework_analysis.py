@@ -182,7 +182,7 @@ def test_speedup_by_config_figure(stored):
     assert (1.0, 1.0) in flat and (summ["geomean"], summ["geomean"]) in flat
     assert [t.get_text() for t in ax.texts] == ["FC", "RNN"]  # grouped by family
     assert "tensorflow over jax" in ax.get_title()
-    assert "examples_per_sec" in ax.get_ylabel() and "x" in ax.get_ylabel()
+    assert "examples_per_sec (examples/s)" in ax.get_title() and "(x, log scale)" in ax.get_ylabel()
     fig.savefig(io.BytesIO(), format="png")
     with pytest.raises(ParadnnError, match="no joined rows"):
         P.speedup_by_config(sp.iloc[0:0])
