@@ -15,6 +15,11 @@ import sys
 from paradnn.units import parse_int, parse_number
 
 
+def _records(table) -> list[dict]:
+    """The table's rows with missing values as None (JSON null, not NaN)."""
+    return table.astype(object).where(table.notna(), None).to_dict(orient="records")
+
+
 def _cmd_infeed(args: argparse.Namespace) -> int:
     from paradnn import infeed
     from paradnn.cli.run import _check_backend, workload_from_args
@@ -35,7 +40,7 @@ def _cmd_infeed(args: argparse.Namespace) -> int:
         infeed_figure(result.table).savefig(args.plot, dpi=DPI_2X)
     if args.json:
         print(json.dumps({"device_is_host": result.device_is_host, "data_dir": result.data_dir,
-                          "table": result.table.to_dict(orient="records"), "rows": rows}, default=str))
+                          "table": _records(result.table), "rows": rows}, default=str))
         return 0 if ok else 1
     if result.device_is_host:
         print(f"paradnn: note: {infeed.DEVICE_IS_HOST_NOTE}", file=sys.stderr)
@@ -70,9 +75,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_spec_subparsers(p, _cmd_infeed, settings=False)
     family_parsers = next(a for a in p._actions if isinstance(a, argparse._SubParsersAction)).choices
     for fp in family_parsers.values():
+        for action in [a for a in fp._actions if a.dest == "memory_limit"]:
+            # The run's memory limit refuses configs before compiling; here the step is the one
+            # `paradnn run` measures, so that check belongs there, not to a flag doing nothing.
+            fp._remove_action(action)
+            for group in fp._action_groups:
+                if action in group._group_actions:
+                    group._group_actions.remove(action)
+            for option in action.option_strings:
+                fp._option_string_actions.pop(option, None)
         fp.add_argument("--workers", default=[1, 2, 4], metavar="1,2,...",
                         type=typed(parse_int_list, "workers", 1, 256),
-                        help="host worker counts of the pipeline (parallel decode calls and threads)")
+                        help="host worker counts of the pipeline (parallel decode calls and threads; default 1,2,4)")
         fp.add_argument("--steps", default=30, metavar="N", type=typed(parse_int, "steps", 1, 1_000_000),
                         help="timed training steps per feed")
         fp.add_argument("--warmup-steps", default=3, metavar="N",
