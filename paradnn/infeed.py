@@ -386,12 +386,13 @@ def run_infeed(workload: Workload, workers: Sequence[int] = (1, 2, 4), steps: in
                synthetic: bool = True) -> InfeedResult:
     """Train ``workload`` (an image classifier) from the synthetic device batch (if
     ``synthetic``) and from the host pipeline at each worker count; ``steps`` timed steps after
-    ``warmup_steps`` untimed ones per feed (the first warm-up compiles). ``files`` JPEG files of
+    ``warmup_steps`` untimed ones per feed (the step is compiled once before). ``files`` JPEG files of
     ``jpeg_side`` px (default: :func:`stored_side` of the model's image) are made in ``data_dir``
     (default :func:`default_data_dir`) once. ``delay_ms`` adds host time per image on purpose."""
     import jax
 
     from paradnn import workload as wl
+    from paradnn import xla_stack
     from paradnn.runner import _context
 
     workers = sorted(set(workers))
@@ -421,7 +422,7 @@ def run_infeed(workload: Workload, workers: Sequence[int] = (1, 2, 4), steps: in
     platform, software = _context()
     device_is_host = jax.default_backend() == "cpu"
     settings = {"infeed_steps": int(steps), "infeed_warmup_steps": int(warmup_steps),
-                "xla_preset": wl.xla_stack.DEFAULT_PRESET}
+                "xla_preset": xla_stack.DEFAULT_PRESET}
     common = {"device_is_host": device_is_host, "compile_s": compile_s,
               "host_cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
               "infeed_source": "measured: per step, wall time waiting for the next device batch "

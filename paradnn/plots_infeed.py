@@ -60,7 +60,7 @@ def infeed(table: pd.DataFrame, title: str | None = None) -> Figure:
         top.set_xscale("log", base=2)
         top.set_xticks(workers, [str(int(w)) for w in workers])
     top.set_ylabel("throughput [examples/s]")
-    top.set_ylim(bottom=0)
+    top.set_ylim(0, 1.25 * float(ok["examples_per_sec"].max()))  # room for the legend above the lines
     top.legend(fontsize=8)
     bottom.set_ylabel("infeed-bound [fraction of step time]")
     bottom.set_xlabel("host input workers [count] (parallel decode calls and threads)")
