@@ -423,7 +423,10 @@ def run_infeed(workload: Workload, workers: Sequence[int] = (1, 2, 4), steps: in
     device_is_host = jax.default_backend() == "cpu"
     settings = {"infeed_steps": int(steps), "infeed_warmup_steps": int(warmup_steps),
                 "xla_preset": xla_stack.DEFAULT_PRESET}
-    common = {"device_is_host": device_is_host, "compile_s": compile_s,
+    from paradnn.collectives import simulated_devices
+
+    # simulated_devices: several forced host-platform devices (one CPU host), as scaling rows say.
+    common = {"device_is_host": device_is_host, "simulated_devices": simulated_devices(), "compile_s": compile_s,
               "host_cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
               "infeed_source": "measured: per step, wall time waiting for the next device batch "
                                "(the device idle) over the whole step time"}

@@ -173,6 +173,7 @@ def test_slow_pipeline_is_infeed_bound(paradnn_cmd, tmp_path):
     assert pipeline["synthetic_speedup"] > 2
     assert pipeline["examples_per_sec"] == pytest.approx(2 * 6 / (6 * pipeline["step_time_s"]), rel=0.5)
     assert pipeline["tf_version"] and synthetic["tf_version"] is None
+    assert pipeline["device_is_host"] is out["device_is_host"] and isinstance(pipeline["simulated_devices"], bool)
     assert (tmp_path / "infeed.png").stat().st_size > 10_000
     # The rows are in the store as infeed rows, flagged as measured with the host as the device.
     import paradnn
