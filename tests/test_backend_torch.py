@@ -335,3 +335,67 @@ def test_zoo_rejects_models_torchvision_lacks_and_small_images():
         Workload(Real("mobilenet"), 2, framework="torch")
     with pytest.raises(SpecError, match="image"):
         zoo.build(Real("alexnet", image=40), "float32")  # 63 px is its smallest side
+
+
+def _flax_leaves(tree):
+    """(name, array) of a Flax parameter tree in creation order (jax.tree_util sorts keys)."""
+    for key, value in tree.items():
+        if hasattr(value, "items"):
+            yield from _flax_leaves(value)
+        else:
+            yield key, np.asarray(value)
+
+
+@pytest.mark.parametrize("name,fields,batch", [
+    pytest.param(*case.values, marks=[pytest.mark.slow] if case.values[0] == "cnn" else [], id=case.id)
+    for case in TINY_CASES])
+def test_forward_equals_jax_with_the_same_weights(name, fields, batch):
+    """The torch model computes the JAX model's function: the JAX parameters (perturbed, so
+    that no zero-initialized BN scale hides a branch) copied in, the same batch, the same loss.
+    Checks the layouts, SAME padding and pooling, and the TF1 cells."""
+    import jax
+
+    from paradnn.models import build
+
+    spec = families.get(name).spec(**fields)
+    jax_model = build(spec, "float32")
+    data = jax_model.make_batch(jax.random.key(3), batch)
+    # Not jitted: a jitted init returns its tree with sorted keys, and the copy below needs the
+    # creation order (for the CNN this eager init is what makes the test slow).
+    variables = jax_model.module.init(jax.random.key(1), data["inputs"], train=False)
+    rng = np.random.default_rng(0)
+    leaves = [(k, v + 0.3 * rng.standard_normal(v.shape).astype(np.float32))
+              for k, v in _flax_leaves(variables["params"])]
+    # The Flax tree again, with the perturbed leaves, in creation order.
+    it = iter(leaves)
+
+    def rebuild(tree):
+        return {k: rebuild(v) if hasattr(v, "items") else next(it)[1] for k, v in tree.items()}
+
+    jax_params = rebuild(variables["params"])
+    def loss(params, data):
+        out, _ = jax_model.module.apply({**variables, "params": params}, data["inputs"], train=True,
+                                        mutable=["batch_stats"])
+        return jax_model.loss(out, data)
+
+    jax_loss = float(jax.jit(loss)(jax_params, data))
+
+    model = families.builder(spec, "torch")(spec, "float32")
+    module = model.make_module().train()
+    linears = {n for n, m in module.named_modules() if isinstance(m, torch.nn.Linear)}
+    named = list(module.named_parameters())
+    assert len(named) == len(leaves)
+    with torch.no_grad():
+        for (jax_name, value), (torch_name, p) in zip(leaves, named):
+            if value.ndim == 4:  # conv kernel HWIO -> OIHW
+                value = value.transpose(3, 2, 0, 1)
+            elif torch_name.rsplit(".", 1)[0] in linears:  # Dense kernel (in, out) -> (out, in)
+                value = value.T
+            assert tuple(value.shape) == tuple(p.shape), (jax_name, torch_name)
+            p.copy_(torch.from_numpy(np.ascontiguousarray(value)))
+        inputs = torch.from_numpy(np.array(data["inputs"]))
+        if name == "cnn":
+            inputs = inputs.permute(0, 3, 1, 2).contiguous()  # NHWC -> NCHW
+        labels = torch.from_numpy(np.array(data["labels"])).long()
+        torch_loss = float(model.loss(module(inputs), {"inputs": inputs, "labels": labels}))
+    assert torch_loss == pytest.approx(jax_loss, rel=1e-4)
