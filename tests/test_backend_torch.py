@@ -188,10 +188,11 @@ def test_every_optimizer_trains(optimizer, tiny_settings):
     assert math.isfinite(B.loss_value(later)) and B.loss_value(later) < B.loss_value(first)
 
 
-def test_bfloat16_autocast_trains(tiny_settings):
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_mixed_precision_autocast_trains(dtype, tiny_settings):
     t = families.get("cnn").tiny[0]
     fields = {k: v for k, v in t.items() if k != "batch"}
-    _, program = _compiled("cnn", fields, t["batch"], tiny_settings, dtype="bfloat16")
+    _, program = _compiled("cnn", fields, t["batch"], tiny_settings, dtype=dtype)
     state, data = B.init(program)
     assert all(p.dtype == torch.float32 for p in state["module"].parameters())  # master weights
     state, first = program.call(state, data, 1)
@@ -245,8 +246,18 @@ def test_memory_breakdown_is_empty_on_cpu_with_a_reason(tiny_settings):
 
 
 @pytest.mark.slow
-def test_torch_compile_default_mode(tiny_settings):
-    """One real torch.compile (tens of seconds on a 2-core CPU): same losses as eager."""
+def test_torch_compile_default_mode(tiny_settings, tmp_path):
+    """One real torch.compile (tens of seconds on a 2-core CPU): same losses as eager. Its
+    Inductor cache stays in the test's directory."""
+    restore = B.configure_cache(str(tmp_path))
+    try:
+        _check_compiled_matches_eager(tiny_settings)
+    finally:
+        restore()
+    assert any((tmp_path / "torchinductor").iterdir())  # the cache went where we pointed it
+
+
+def _check_compiled_matches_eager(tiny_settings):
     t = families.get("fc").tiny[0]
     fields = {k: v for k, v in t.items() if k != "batch"}
     _, eager = _compiled("fc", fields, t["batch"], tiny_settings)

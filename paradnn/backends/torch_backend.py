@@ -286,6 +286,7 @@ class TorchBackend:
                 scaler.update()
             return loss.detach()
 
+        scaler_state = scaler.state_dict() if scaler is not None else None
         if device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(device)
         t0 = time.perf_counter()
@@ -313,7 +314,8 @@ class TorchBackend:
                       "memory_weights_bytes": weights, "memory_optimizer_bytes": optimizer}
             metrics.update(memory)
         handle = {"model": model, "module": module, "optimizer": opt, "batch": batch, "initial": initial,
-                  "device": device, "memory": memory}
+                  "device": device, "memory": memory, "scaler": scaler,
+                  "scaler_state": scaler_state}
         tags = {"torch_compile": mode, **model.tags}
         if device.type != "cuda":
             tags["memory_note"] = "no allocator statistics on the CPU (torch reports device memory on CUDA only)"
@@ -330,6 +332,8 @@ class TorchBackend:
                 value.copy_(h["initial"][name])
             for t in _optimizer_tensors(h["optimizer"]):
                 t.zero_()  # a zero moment/step is what a fresh optimizer's first step starts from
+        if h["scaler"] is not None:  # the loss scale and its growth counter back to their start
+            h["scaler"].load_state_dict(h["scaler_state"])
         return {"module": h["module"], "optimizer": h["optimizer"]}, h["batch"]
 
     def sync(self, value: Any) -> Any:
