@@ -6,6 +6,7 @@ the device from a fixed seed. One training step zeroes the gradients, runs the f
 optimizer update. The setting ``torch_compile`` (``COMPILE_MODES``) picks eager execution or a
 ``torch.compile`` mode; compiled, the forward+loss (with the backward AOTAutograd derives from
 it) and the optimizer update are the two compiled regions.
+
 torch compiles lazily, so :meth:`TorchBackend.compile` builds everything and runs two warm
 steps (the first compiles; the second recompiles once where the optimizer created its state
 on the first); ``compile_s`` is their wall time. ``init`` then restores the initial weights and
