@@ -23,7 +23,7 @@ import torch
 from torch import nn
 
 from paradnn.backends import torch_backend
-from paradnn.measure import SETTINGS_FIELDS, MeasureSettings, time_calls
+from paradnn.measure import MeasureSettings, time_calls
 from paradnn.specs import FC, Workload
 
 SPEC = FC(layers=4, nodes=1024, input=2000, output=1000)
@@ -33,19 +33,8 @@ BATCH = 256
 CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
 
 
-class _WithMode:
-    """MeasureSettings plus ``torch_compile`` (until MeasureSettings has that field)."""
-
-    def __init__(self, base: MeasureSettings, mode: str) -> None:
-        self._base, self.torch_compile = base, mode
-
-    def __getattr__(self, name: str):
-        return getattr(self._base, name)
-
-
-def settings(budget_s: float, mode: str):
-    base = MeasureSettings(time_budget_s=budget_s)
-    return base.replace(torch_compile=mode) if "torch_compile" in SETTINGS_FIELDS else _WithMode(base, mode)
+def settings(budget_s: float, mode: str) -> MeasureSettings:
+    return MeasureSettings(time_budget_s=budget_s, torch_compile=mode)
 
 
 def paradnn_side(budget_s: float, mode: str, clock=time.perf_counter):

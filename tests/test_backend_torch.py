@@ -22,26 +22,14 @@ torch = pytest.importorskip("torch", reason="needs the torch extra: pip install 
 from paradnn import backends, families  # noqa: E402
 from paradnn.backends import torch_backend as tb  # noqa: E402
 from paradnn.errors import SpecError  # noqa: E402
-from paradnn.measure import SETTINGS_FIELDS, time_calls  # noqa: E402
+from paradnn.measure import time_calls  # noqa: E402
 from paradnn.specs import FC, Workload  # noqa: E402
 
 B = tb.BACKEND
 
 
-class _WithMode:
-    """Settings plus ``torch_compile`` while MeasureSettings has no such field."""
-
-    def __init__(self, base, mode: str) -> None:
-        self._base, self.torch_compile = base, mode
-
-    def __getattr__(self, name):
-        return getattr(self._base, name)
-
-
 def with_mode(settings, mode: str):
-    if "torch_compile" in SETTINGS_FIELDS:
-        return settings.replace(torch_compile=mode)
-    return _WithMode(settings, mode)
+    return settings.replace(torch_compile=mode)
 
 
 def _tiny_cases():
@@ -214,7 +202,7 @@ def test_time_calls_on_a_program(tiny_settings):
 def test_bad_settings_and_specs_are_spec_errors(tiny_settings):
     work = Workload(FC(2, 16, 8, 4), 4, framework="torch")
     with pytest.raises(SpecError, match="torch_compile"):
-        B.compile(work, with_mode(tiny_settings, "fastest"))
+        B.compile(work, with_mode(tiny_settings, "fastest"))  # MeasureSettings validates it
     with pytest.raises(SpecError, match="devices"):
         B.compile(Workload(FC(2, 16, 8, 4), 4, devices=2, framework="torch"), with_mode(tiny_settings, "eager"))
 
@@ -309,13 +297,14 @@ def test_zoo_params_equal_the_jax_models():
 
 
 _STEP_SCRIPT = """
-import json, sys, types
+import json, sys
 from paradnn.backends.torch_backend import BACKEND as B
+from paradnn.measure import MeasureSettings
 from paradnn.specs import Real, Workload
 out = {}
 for name, image in (("resnet18", 32), ("inception_v3", 75)):
     program = B.compile(Workload(Real(name, image=image), 2, framework="torch"),
-                        types.SimpleNamespace(torch_compile="eager"))
+                        MeasureSettings(torch_compile="eager"))
     state, data = B.init(program)
     state, first = program.call(state, data, 1)
     state, second = program.call(state, data, 1)

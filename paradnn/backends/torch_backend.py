@@ -35,10 +35,10 @@ from typing import Any, Callable
 
 from paradnn.backends import Program
 from paradnn.errors import SpecError
+from paradnn.measure import TORCH_COMPILE_MODES
 
-#: Values of the setting ``torch_compile``: eager, or a ``torch.compile`` mode.
-COMPILE_MODES: tuple[str, ...] = ("default", "eager", "reduce-overhead", "max-autotune",
-                                  "max-autotune-no-cudagraphs")
+#: Values of the setting ``torch_compile`` (defined with the other settings in paradnn.measure).
+COMPILE_MODES: tuple[str, ...] = TORCH_COMPILE_MODES
 WARM_STEPS = 2  # see the module doc: compile, then the recompile after optimizer state appears
 
 
@@ -48,11 +48,8 @@ def check() -> None:
 
 
 def compile_mode(settings: Any) -> str:
-    """The ``torch_compile`` setting of ``settings`` ("default" where the settings have none)."""
-    mode = getattr(settings, "torch_compile", None) or "default"
-    if mode not in COMPILE_MODES:
-        raise SpecError("torch_compile", mode, "one of " + ", ".join(COMPILE_MODES))
-    return mode
+    """The ``torch_compile`` setting of ``settings`` (validated by MeasureSettings)."""
+    return settings.torch_compile
 
 
 # ------------------------------------------------------------------------------- optimizers
