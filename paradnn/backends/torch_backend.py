@@ -154,8 +154,9 @@ def _conv_backward_formula(grad_out_shape, x_shape, w_shape, _bias, stride, padd
     return forward * (int(bool(output_mask[0])) + int(bool(output_mask[1])))
 
 
-FLOPS_SOURCE = ("torch.utils.flop_counter over one eager forward+backward on the meta device "
-                "(matmuls and convolutions; convolution taps on padding not counted, as XLA)")
+# Counted over one eager forward+backward on the meta device: matmuls and convolutions, with
+# convolution taps on padding not counted (as XLA does); docs/frameworks-torch.md.
+FLOPS_SOURCE = "torch.utils.flop_counter (matmuls, convolutions; no bytes)"
 
 
 def count_flops(model: Any, batch: int) -> int:
@@ -347,7 +348,7 @@ class TorchBackend:
     def costs(self, program: Program) -> dict[str, Any]:
         flops = count_flops(program.handle["model"], program.workload.batch)
         return {"flops_per_step": float(flops), "bytes_per_step": None,
-                "flops_source": FLOPS_SOURCE + "; bytes: torch counts none"}
+                "flops_source": FLOPS_SOURCE}
 
     def memory_breakdown(self, program: Program) -> dict[str, Any]:
         return dict(program.handle["memory"])
