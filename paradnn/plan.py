@@ -229,7 +229,7 @@ def config_table(workloads: Iterable[Workload], known: pd.DataFrame | None = Non
 
 def compiled_memory(workload: Workload, xla_preset: str = "best", step_loop: str = "auto") -> tuple[int, float]:
     """(bytes per device, compile seconds) of ``workload``'s training program, compiled as the
-    runner compiles it, from XLA's memory analysis (``paradnn.runner.peak_bytes``)."""
+    runner compiles it, from the compiled memory analysis (``Backend.compile``)."""
     from paradnn import backends
     from paradnn.measure import MeasureSettings
 

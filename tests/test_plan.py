@@ -39,7 +39,7 @@ def test_state_bytes_match_the_runners_floor(optimizer):
     more: a step count, factored sizes)."""
     from paradnn import workload as wl
     from paradnn.models import build
-    from paradnn.runner import state_bytes
+    from paradnn.backends.jax_backend import state_bytes
 
     specs = [FC(2, 64, 100, 10), CNN("residual", 1, 4, 32, 10), RNN("lstm", 2, 16, 4, 32)]
     workloads = [Workload(s, 8, "float32", optimizer) for s in specs]
