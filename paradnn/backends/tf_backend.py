@@ -450,18 +450,14 @@ class TensorFlowBackend:
         except ImportError as exc:
             return {"flops_per_step": None, "bytes_per_step": None,
                     "flops_source": f"unavailable: XLA's cost analysis is reached through jaxlib ({exc})"}
-        tfm = handle.tfm
-        if tfm.loop_length and tfm.unrolled is not None:
-            c1, c2 = (step_costs(program.workload, tfm.unrolled(n)) for n in (1, 2))
-            cost = {k: (None if c1[k] is None or c2[k] is None else c1[k] + (tfm.loop_length - 1) * (c2[k] - c1[k]))
-                    for k in ("flops", "bytes")}
-            source = c1["source"]
-        else:
+        if handle.tfm.loop_length and handle.tfm.unrolled is not None:
+            cost = step_costs(program.workload, handle.tfm)
+        else:  # the measured program itself: its K-step loop body is one step
             args = [*_signature(handle.batch)]
             if handle.step_loop == "device":
                 args.append(tf.TensorSpec((), tf.int32))
             cost = hlo_costs(handle.function.experimental_get_compiler_ir(*args))
-            source = cost["source"]
+        source = cost["source"]
         n = program.workload.devices
         return {"flops_per_step": cost["flops"] * n,
                 "bytes_per_step": None if cost["bytes"] is None else cost["bytes"] * n,
@@ -513,12 +509,28 @@ def hlo_costs(compiler_ir: Callable[..., Any]) -> dict[str, Any]:
             "source": FLOPS_SOURCE + "; HLO before optimization (the optimized program has custom calls)"}
 
 
-def step_costs(workload: Any, tfm: Any = None) -> dict[str, Any]:
-    """:func:`hlo_costs` of one training step of ``workload`` (or of the built ``tfm``), built
-    and traced afresh: XLA optimizes the HLO but generates no code."""
+def _one_step_costs(workload: Any, tfm: Any) -> dict[str, Any]:
     tfm, optimizer, batch = _build(workload, tfm)
     function = _one_step_function(_step_fn(tfm, optimizer), batch)
     return hlo_costs(function.experimental_get_compiler_ir(*_signature(batch)))
+
+
+def step_costs(workload: Any, tfm: Any = None) -> dict[str, Any]:
+    """:func:`hlo_costs` of one training step of ``workload`` (or of the built ``tfm``), built
+    and traced afresh: XLA optimizes the HLO but generates no code. A model with a time loop
+    (``loop_length`` T) is counted from its unrolled 1- and 2-step variants, every cost being
+    affine in T: ``cost(T) = cost(1) + (T - 1) * (cost(2) - cost(1))``."""
+    if tfm is None:
+        from paradnn import families
+
+        _tf()
+        tfm = families.builder(workload.spec, "tensorflow")(workload.spec, workload.dtype)
+    if not (tfm.loop_length and tfm.unrolled is not None):
+        return _one_step_costs(workload, tfm)
+    c1, c2 = (_one_step_costs(workload, tfm.unrolled(n)) for n in (1, 2))
+    t = tfm.loop_length
+    return {k: (None if c1[k] is None or c2[k] is None else c1[k] + (t - 1) * (c2[k] - c1[k]))
+            for k in ("flops", "bytes")} | {"source": c1["source"]}
 
 
 BACKEND = TensorFlowBackend()
