@@ -37,6 +37,7 @@ from paradnn.specs import Workload, Real
 TINY = MeasureSettings(steps_per_call=2, warmup_calls=1, warmup_s=0.0, min_calls=2, max_calls=3,
                        cv_target=0.5, time_budget_s=0.2)
 B = tb.BACKEND
+LAST = []  # the program train() ran last
 
 def tiny(family):
     out = []
@@ -54,6 +55,7 @@ def train(spec, batch, dtype="float32", optimizer=None, costs=True):
     state, loss = p.call(state, data, 1)
     second = B.loss_value(loss)
     timing = time_calls(p.call, state, data, TINY, sync=B.sync)
+    LAST[:] = [p]
     out = {"spec": spec.to_dict(), "batch": batch, "params": p.metrics["params"],
            "compile_s": p.metrics["compile_s"], "loop": p.metrics["step_loop_used"],
            "state_bytes": p.state_bytes, "first": first, "second": second,
@@ -128,6 +130,7 @@ def test_generated_params_equal_closed_forms_in_every_dtype():
         assert r["compute"] == r["dtype"], r  # mixed_bfloat16 / mixed_float16 compute dtypes
 
 
+@pytest.mark.slow
 def test_fc_trains_costs_and_reports():
     """FC tiny: a step lowers the loss from ~ln(classes), the timing protocol gets a finite loss,
     the executed FLOPs equal JAX's within 10%; bfloat16 trains; a larger FC's executed FLOPs are
@@ -148,12 +151,25 @@ def test_fc_trains_costs_and_reports():
             r["reinit"] = "no error"
         except ParadnnError as e:
             r["reinit"] = type(e).__name__
+        # K steps per call really run K steps: Adam's step counter counts them.
+        p = B.compile(Workload(spec, batch, "float32", "adam", framework="tensorflow"), TINY)
+        st, data = B.init(p)
+        B.sync(p.call(st, data, 3))
+        r["adam_count_after_k3"] = int(p.handle.optimizer.count.numpy())
+        B.sync(p.call(st, data, 0))
+        r["adam_count_after_k0"] = int(p.handle.optimizer.count.numpy())
+        # the host step loop: a one-step program called K times
+        p = B.compile(Workload(spec, batch, framework="tensorflow"), TINY.replace(step_loop="host"))
+        st, data = B.init(p)
+        r["host"] = [p.metrics["step_loop_used"], time_calls(p.call, st, data, TINY, sync=B.sync).final_loss]
         try:
             B.compile(Workload(spec, 2, devices=2, framework="tensorflow"), TINY)
         except SpecError as e:
             r["devices"] = e.parameter
         tf = tb._tf()
         r["oom"] = [B.is_oom(tf.errors.ResourceExhaustedError(None, None, "oom")), B.is_oom(ValueError("x"))]
+        from paradnn import backends
+        r["protocol"] = [isinstance(B, backends.Backend), backends.get("tensorflow") is B]
         r["device"], r["software"] = B.device_info(), B.software_info()
         r["memory"] = B.device_memory_bytes()
         restore = B.configure_cache("/nonexistent"); restore()
@@ -173,8 +189,11 @@ def test_fc_trains_costs_and_reports():
     assert out["big"]["flops_per_step"] == pytest.approx(families.get("fc").train_flops_per_example(big) * 64, rel=0.10)
     assert out["big"]["bytes_per_step"] > 0
     assert out["reinit"] == "ParadnnError"
+    assert out["adam_count_after_k3"] == 3 and out["adam_count_after_k0"] == 3
+    assert out["host"][0] == "host" and math.isfinite(out["host"][1])
     assert out["devices"] == "devices"
     assert out["oom"] == [True, False]
+    assert out["protocol"] == [True, True]
     assert out["device"]["device_platform"] in ("cpu", "gpu", "tpu") and out["device"]["device_count"] >= 1
     assert out["device"]["cpu_model"]
     sw = out["software"]
@@ -216,7 +235,12 @@ def test_cnn_blocks_train_and_flops():
     (convolutions dominate) within 10% of the analytic count."""
     out = _tf_run("""
         from paradnn.specs import CNN
-        r = {"tiny": [train(spec, batch, optimizer="momentum") for spec, batch in tiny("cnn")]}
+        r = {"tiny": [], "bn_means": []}
+        for spec, batch in tiny("cnn"):
+            r["tiny"].append(train(spec, batch, optimizer="momentum"))
+            # batch norm's running statistics (initially 0) are updated inside the compiled loop
+            r["bn_means"].append([float(abs(v.numpy()).sum()) for v in LAST[0].handle.tfm.model.non_trainable_variables
+                                  if "moving_mean" in v.path])
         r["wide"] = [tb.step_costs(Workload(CNN(b, 1, 32, 32, 10), 8, "float32", "sgd",
                                             framework="tensorflow"))["flops"]
                      for b in ("residual", "bottleneck")]
@@ -228,6 +252,8 @@ def test_cnn_blocks_train_and_flops():
         assert r["params"] == families.param_count(spec)
         _check_step(r, spec.output)
         assert r["costs"]["flops_per_step"] == pytest.approx(_jax_flops(spec, batch, "momentum"), rel=0.10)
+    for means in out["bn_means"]:
+        assert means and all(m > 0 for m in means)
     for flops, block in zip(out["wide"], ("residual", "bottleneck")):
         spec = CNN(block, 1, 32, 32, 10)
         assert flops == pytest.approx(families.get("cnn").train_flops_per_example(spec) * 8, rel=0.10)

@@ -403,7 +403,7 @@ class TensorFlowBackend:
         handle = _Handle(tfm, optimizer, batch, function, loop)
 
         def call(state, batch, k):
-            handle.stepped = True
+            handle.stepped = handle.stepped or k > 0
             if loop == "device":
                 return state, function(batch["inputs"], batch["labels"], tf.constant(k, tf.int32))
             loss = None
