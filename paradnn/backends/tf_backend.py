@@ -23,6 +23,7 @@ in ``software_info`` (``tf_intra_op_threads``, ``tf_inter_op_threads``).
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import os
 import socket
@@ -46,8 +47,6 @@ _threads: dict[str, int] = {}
 
 def check() -> None:
     """Raise ImportError if TensorFlow or Keras 3 is missing."""
-    import importlib.util
-
     for module in ("tensorflow", "keras"):
         if importlib.util.find_spec(module) is None:
             raise ImportError(f"no module named {module!r}")
@@ -73,8 +72,12 @@ def _tf():
     """TensorFlow, imported with Keras on TensorFlow and the thread pools sized (once)."""
     os.environ["KERAS_BACKEND"] = "tensorflow"
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TF's start-up INFO lines are noise here
+    import keras
     import tensorflow as tf
 
+    if keras.backend.backend() != "tensorflow":
+        raise ParadnnError(f"Keras was imported with the {keras.backend.backend()} backend before paradnn's "
+                           "TensorFlow backend; set KERAS_BACKEND=tensorflow (Keras reads it once per process)")
     if not _threads:
         intra, inter = _thread_setting("intra"), _thread_setting("inter")
         try:
@@ -445,11 +448,9 @@ class TensorFlowBackend:
         and 2-step variants (XLA counts a loop body once), as the JAX backend does."""
         handle: _Handle = program.handle
         tf = _tf()
-        try:
-            from jax._src.lib import _jax  # noqa: F401
-        except ImportError as exc:
+        if importlib.util.find_spec("jaxlib") is None:
             return {"flops_per_step": None, "bytes_per_step": None,
-                    "flops_source": f"unavailable: XLA's cost analysis is reached through jaxlib ({exc})"}
+                    "flops_source": "unavailable: XLA's cost analysis is reached through jaxlib, not installed"}
         if handle.tfm.loop_length and handle.tfm.unrolled is not None:
             cost = step_costs(program.workload, handle.tfm)
         else:  # the measured program itself: its K-step loop body is one step
