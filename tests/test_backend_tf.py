@@ -271,6 +271,21 @@ def test_zoo_params_equal_jax():
         for name in {ZOO_TF!r}:
             spec = Real(name, image=75 if name == "inception_v3" else 32)
             res[name] = trainable_params(families.builder(spec, "tensorflow")(spec, "float32").model)
+        # PyTorch-style padding as the conv's own padding equals zero padding + a VALID conv,
+        # forward and gradient
+        import numpy as np
+        from paradnn.models_tf.zoo import PaddedConv2D
+        tf = tb._tf()
+        import keras
+        x = tf.random.stateless_normal((2, 9, 9, 3), (0, 1))
+        padded = PaddedConv2D(4, 3, 2, 1)
+        with tf.GradientTape(persistent=True) as tape:
+            tape.watch(x)
+            a = padded(x)
+            b = tf.nn.conv2d(tf.pad(x, [[0, 0], [1, 1], [1, 1], [0, 0]]), padded.kernel, 2, "VALID")
+        res["padded_conv"] = [list(a.shape), float(tf.reduce_max(tf.abs(a - b))),
+                              float(tf.reduce_max(tf.abs(tape.gradient(a, x) - tape.gradient(b, x)))),
+                              list(padded.compute_output_shape((2, 9, 9, 3)))]
         try:
             families.builder(Real("inception_v3", image=64), "tensorflow")(Real("inception_v3", image=64), "float32")
         except SpecError as e:
@@ -280,15 +295,25 @@ def test_zoo_params_equal_jax():
     for name in ZOO_TF:
         assert out[name] == param_count(Real(name, image=75 if name == "inception_v3" else 32)), name
     assert out["small_image"] == "image"
+    shape, forward_diff, grad_diff, declared = out["padded_conv"]
+    assert shape == declared == [2, 5, 5, 4] and forward_diff < 1e-5 and grad_diff < 1e-5
 
 
 @pytest.mark.slow
 def test_zoo_model_trains():
-    """One zoo model end to end (MobileNet: the cheapest to compile; depthwise convolutions)."""
+    """One zoo model end to end (MobileNet: the cheapest to compile); executed FLOPs of two."""
     out = _tf_run("""
-        print(json.dumps(train(Real("mobilenet", image=32), 2, costs=False)))
+        r = train(Real("mobilenet", image=32), 2, costs=False)
+        r["flops"] = {n: tb.step_costs(Workload(Real(n, image=32), 2, "float32", "sgd",
+                                                framework="tensorflow"))["flops"] for n in ("mobilenet", "resnet50")}
+        print(json.dumps(r))
     """)
     _check_step(out, 1000)
+    from paradnn.specs import Real
+
+    # executed FLOPs equal JAX's within 10%: depthwise convolutions, strided PyTorch-padded ones
+    for name, flops in out["flops"].items():
+        assert flops == pytest.approx(_jax_flops(Real(name, image=32), 2, "sgd"), rel=0.10), name
 
 
 def test_optimizers_follow_optax():

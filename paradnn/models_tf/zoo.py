@@ -46,6 +46,25 @@ class MaxPoolTorch(keras.layers.Layer):
         return (shape[0], side(shape[1]), side(shape[2]), shape[3])
 
 
+class PaddedConv2D(keras.layers.Conv2D):
+    """Conv2D with PyTorch's symmetric integer padding as the convolution's own padding, as the
+    JAX models write it (a separate zero-pad op would make XLA count the taps on the padding as
+    work, and materialize the padded map)."""
+
+    def __init__(self, filters: int, kernel_size: Any, strides: int, pad: int, **kw: Any) -> None:
+        super().__init__(filters, kernel_size, strides, padding="valid", **kw)
+        self.pad = pad
+
+    def convolution_op(self, inputs, kernel):
+        p = self.pad
+        return tf.nn.conv2d(inputs, kernel, self.strides, [[0, 0], [p, p], [p, p], [0, 0]])
+
+    def compute_output_shape(self, input_shape):
+        grow = lambda s: None if s is None else s + 2 * self.pad  # noqa: E731
+        n, h, w, c = input_shape
+        return super().compute_output_shape((n, grow(h), grow(w), c))
+
+
 class AdaptiveAvgPool(keras.layers.Layer):
     """PyTorch's AdaptiveAvgPool2d to ``out x out`` (bins may overlap on small inputs)."""
 
@@ -83,7 +102,7 @@ class _Ctx:
         """A conv; an integer ``padding`` pads that many zeros on every side (PyTorch style)."""
         if isinstance(padding, int):
             if padding:
-                x = keras.layers.ZeroPadding2D(padding, dtype=self.pol)(x)
+                return PaddedConv2D(filters, kernel, stride, padding, use_bias=bias, dtype=self.pol)(x)
             padding = "valid"
         if groups > 1:  # depthwise (groups == channels): MobileNet
             return keras.layers.DepthwiseConv2D(kernel, stride, padding=padding.lower(), use_bias=bias,
