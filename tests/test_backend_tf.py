@@ -25,7 +25,8 @@ pytestmark = pytest.mark.skipif(available("tensorflow") is not None,
                                 reason=f"TensorFlow backend unavailable: {available('tensorflow')}")
 
 ROOT = Path(__file__).resolve().parents[1]
-ZOO_TF = ("resnet50", "densenet121", "mobilenet", "vgg16", "inception_v3")
+ZOO_TF = ("resnet18", "resnet50", "resnet101", "resnet152", "densenet121", "mobilenet", "vgg16",
+          "inception_v3")
 
 # Shared by every script: quiet TensorFlow, the tiny measurement settings of tests/conftest.py.
 _PRELUDE = """
