@@ -26,7 +26,7 @@ from paradnn.errors import SpecError
 FRAMEWORKS: tuple[str, ...] = ("jax", "tensorflow", "torch")
 
 #: Built-in family modules under paradnn.families, imported on first lookup.
-BUILTIN: tuple[str, ...] = ("fc", "cnn", "rnn", "real")
+BUILTIN: tuple[str, ...] = ("fc", "cnn", "rnn", "transformer", "real")
 
 
 @dataclass(frozen=True)
