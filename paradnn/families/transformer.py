@@ -167,7 +167,8 @@ def _tiny(**overrides: Any) -> dict[str, Any]:
 FAMILY = register(Family(
     name="transformer",
     spec=Transformer,
-    description="Transformer LM: --layers --d-model --heads --d-ff --length --vocab [--causal]",
+    description="Transformer LM: --layers --d_model --heads --d_ff --length --vocab [--causal --positions "
+                "--attention --attention_flops]",
     axes=(
         Axis("layers", "layers", "Transformer blocks, a count"),
         Axis("d_model", "units", "model width (embedding and residual stream), a count"),
