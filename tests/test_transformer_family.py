@@ -148,25 +148,32 @@ def _logits(s: Transformer, params, inputs):
     return build(s, "float32").module.apply({"params": params}, inputs)
 
 
+def _params_and_batch(s: Transformer, batch: int):
+    """Initialized parameters and a batch, as the runner makes them (paradnn.workload: one
+    cheaply compiled program; eager initialization takes seconds per model)."""
+    from paradnn import workload as wl
+
+    state, data = wl.init_inputs(Workload(s, batch), build(s, "float32"), "sgd")
+    return state["params"], data
+
+
 def test_fused_and_einsum_attention_agree():
+    # Every option below has the same parameter tree: one initialization serves them all.
+    params, data = _params_and_batch(spec(length=16), 3)
     for causal in (True, False):
         fused = spec(causal=causal, length=16)
-        model = build(fused, "float32")
-        inputs = model.make_batch(jax.random.key(1), 3)["inputs"]
-        params = model.module.init(jax.random.key(2), inputs)["params"]
-        a = _logits(fused, params, inputs)
-        b = _logits(fused.replace(attention="einsum"), params, inputs)
+        a = _logits(fused, params, data["inputs"])
+        b = _logits(fused.replace(attention="einsum"), params, data["inputs"])
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=2e-5, rtol=2e-5)
 
 
 def test_decoder_is_causal_encoder_is_not():
+    params, data = _params_and_batch(spec(), 2)
+    inputs = data["inputs"]
+    changed = inputs.at[:, -1].set((inputs[:, -1] + 1) % TINY["vocab"])
     for attention in ("fused", "einsum"):
         for causal in (True, False):
             s = spec(causal=causal, attention=attention)
-            model = build(s, "float32")
-            inputs = model.make_batch(jax.random.key(3), 2)["inputs"]
-            params = model.module.init(jax.random.key(4), inputs)["params"]
-            changed = inputs.at[:, -1].set((inputs[:, -1] + 1) % s.vocab)
             a, b = _logits(s, params, inputs), _logits(s, params, changed)
             earlier_moved = float(jnp.abs(a[:, :-1] - b[:, :-1]).max())
             if causal:
@@ -176,10 +183,11 @@ def test_decoder_is_causal_encoder_is_not():
 
 
 def test_batches_next_token_and_corrupted_token_objectives():
-    dec = build(spec(), "float32").make_batch(jax.random.key(0), 4)
+    dec = jax.jit(build(spec(), "float32").make_batch, static_argnums=1)(jax.random.key(0), 4)
     assert dec["inputs"].shape == dec["labels"].shape == (4, 8)
     np.testing.assert_array_equal(dec["inputs"][:, 1:], dec["labels"][:, :-1])  # shifted by one
-    enc = build(spec(causal=False, length=64), "float32").make_batch(jax.random.key(0), 8)
+    enc = jax.jit(build(spec(causal=False, length=64), "float32").make_batch,
+                  static_argnums=1)(jax.random.key(0), 8)
     corrupted = np.asarray(enc["inputs"] != enc["labels"])
     assert 0.05 < corrupted.mean() < 0.30  # about MASK_RATE of the positions, the rest intact
     assert np.all(np.asarray(enc["inputs"])[corrupted] == 0)
