@@ -49,6 +49,8 @@ def test_spec_defaults_and_auto_resolve():
     (dict(causal="maybe"), "causal"),
     (dict(causal=2), "causal"),
     (dict(positions="rotary"), "positions"),
+    (dict(positions="sinusoidal", d_model=33, heads=1), "d_model"),
+    (dict(d_model=33, heads=1), None),  # learned positions take any width
     (dict(attention="flash"), "attention"),
     (dict(attention_flops="quarter"), "attention_flops"),
     (dict(attention_flops="half", causal=False), "attention_flops"),
@@ -90,6 +92,7 @@ def test_param_count_by_hand():
 @pytest.mark.parametrize("overrides", [
     {}, dict(layers=2, d_model=64, heads=4, d_ff=128), dict(positions="sinusoidal"),
     dict(causal=False, attention="einsum"), dict(heads=1, d_ff=48, length=16, vocab=50),
+    dict(d_model=33, heads=3, d_ff=40),
 ])
 def test_param_count_equals_the_flax_model(overrides):
     s = spec(**overrides)

@@ -107,6 +107,9 @@ class Transformer(_Spec):
         object.__setattr__(self, "attention", _choice("attention", self.attention, ATTENTION))
         object.__setattr__(self, "attention_flops",
                            _choice("attention_flops", self.attention_flops, ATTENTION_FLOPS))
+        if self.positions == "sinusoidal" and self.d_model % 2:
+            raise SpecError("d_model", self.d_model, "an even number with positions=sinusoidal "
+                            "(a sine and a cosine per frequency)")
         if self.attention_flops == "half" and not self.causal:
             raise SpecError("attention_flops", self.attention_flops,
                             "full when causal is false (half counts only a causal mask's triangle)")
