@@ -107,7 +107,7 @@ def measure_collective(collective: str, devices: int, size_bytes: int, dtype: st
     import jax
     import numpy as np
 
-    from paradnn.runner import _context
+    from paradnn.runner import context
 
     if collective not in BUS_FACTORS:
         raise SpecError("collective", collective, "one of " + ", ".join(COLLECTIVES))
@@ -121,7 +121,7 @@ def measure_collective(collective: str, devices: int, size_bytes: int, dtype: st
         raise SpecError("size", size_bytes, f"at least {unit * itemsize} B for {collective} over {devices} devices")
     # Per-device input elements: the all-gather's input is 1/n of its output.
     per_device_in = elements // devices if collective == "all_gather" else elements
-    platform, software = _context()
+    platform, software = context()
     workload = {"family": COLLECTIVE_FAMILY, "collective": collective,
                 "size_bytes": elements * itemsize, "dtype": dtype, "devices": devices}
     context = {"platform": platform, "software": software, "settings": settings.to_dict(),
@@ -137,9 +137,9 @@ def measure_collective(collective: str, devices: int, size_bytes: int, dtype: st
         compiled, x = _program(collective, devices, per_device_in, dtype)
         timing = time_calls(call, compiled(x), x, settings)
     except Exception as exc:  # noqa: BLE001 - a size that does not fit becomes a row
-        from paradnn.runner import is_oom
+        from paradnn.backends.jax_backend import BACKEND
 
-        return Record(status="oom" if is_oom(exc) else "error", workload=workload,
+        return Record(status="oom" if BACKEND.is_oom(exc) else "error", workload=workload,
                       metrics={"simulated_devices": simulated_devices()},
                       error=f"{type(exc).__name__}: {exc}"[:4000], **context)
     stats = timing.stats()

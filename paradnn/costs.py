@@ -65,18 +65,27 @@ def xla_step_costs(
     }
 
 
-def model_flops_per_step(workload: Workload, model: ModelDef, optimizer_name: str) -> float:
-    """Analytic FLOPs of one training step over the global batch (matmuls and convolutions).
+def model_flops_per_step(workload: Workload) -> float:
+    """Analytic FLOPs of one training step over the global batch (matmuls and convolutions),
+    the same for every framework.
 
-    From the model's closed form where it has one, else from a walk over the step's jaxpr
-    (dot_general and conv_general_dilated, scan bodies multiplied by their length).
+    From the family's closed form (:mod:`paradnn.families`) where it has one, else from a walk
+    over the JAX step's jaxpr (dot_general and conv_general_dilated, scan bodies multiplied by
+    their length): still analytic, no compiler optimization involved.
     """
-    if model.train_flops_per_example is not None:
-        return float(model.train_flops_per_example) * workload.batch
+    from paradnn import families
+
+    closed_form = families.of(workload.spec).train_flops_per_example
+    if closed_form is not None:
+        return float(closed_form(workload.spec)) * workload.batch
     from paradnn.jaxpr_flops import count_matmul_flops
+    from paradnn.models import build
 
     from paradnn import workload as wl
 
+    model = build(workload.spec, workload.dtype)
+    if model.train_flops_per_example is not None:
+        return float(model.train_flops_per_example) * workload.batch
     single = Workload(workload.spec, workload.batch, workload.dtype, workload.optimizer, devices=1)
-    state, batch = wl.abstract_inputs(single, model, optimizer_name)
-    return count_matmul_flops(wl._step_fn(model, optimizer_name), state, batch)
+    state, batch = wl.abstract_inputs(single, model, workload.optimizer)
+    return count_matmul_flops(wl._step_fn(model, workload.optimizer), state, batch)

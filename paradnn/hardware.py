@@ -108,10 +108,11 @@ def cpu_model() -> str:
 
 
 def platform_info() -> dict[str, Any]:
-    """backend, device_kind, device_count, host, cpu_model of the default JAX backend."""
+    """device_platform (cpu|gpu|tpu), device_kind, device_count, host, cpu_model of the default
+    JAX backend."""
     devices = jax.devices()
     return {
-        "backend": devices[0].platform,
+        "device_platform": devices[0].platform,
         "device_kind": devices[0].device_kind,
         "device_count": len(devices),
         "host": socket.gethostname(),
@@ -394,7 +395,7 @@ def _probe_versions(sw: dict[str, Any]) -> dict[str, Any]:
 
 
 def _probe_key(info: dict[str, Any], versions: dict[str, Any]) -> str:
-    return "|".join(str(x) for x in (info["host"], info["backend"], info["device_kind"],
+    return "|".join(str(x) for x in (info["host"], info["device_platform"], info["device_kind"],
                                      info["cpu_model"], json.dumps(versions, sort_keys=True)))
 
 
@@ -455,7 +456,7 @@ def probe(refresh: bool = False, dtypes: tuple[str, ...] = ("float32", "bfloat16
 
 
 def _measure(info: dict[str, Any], versions: dict[str, Any], dtypes: tuple[str, ...]) -> dict[str, Any]:
-    on_cpu = info["backend"] == "cpu"
+    on_cpu = info["device_platform"] == "cpu"
     # Accelerators: XLA's own default GEMM only (their peak for utilization is the spec).
     methods = CPU_GEMM_METHODS if on_cpu else {"xla-stock": _xla_gemm(None)}
     gemm = {d: measure_gemm(d, methods) for d in dtypes}

@@ -19,14 +19,12 @@ device in a poor state; so the search is on compiled programs first:
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import numpy as np
 
 from paradnn.errors import ParadnnError, SpecError
 from paradnn.measure import MeasureSettings
-from paradnn.runner import is_oom, peak_bytes, state_bytes
 from paradnn.specs import ModelSpec, Workload
 
 # A short, cheap trial: it only has to show that the batch runs.
@@ -47,8 +45,7 @@ def probe_batch(workload: Workload, memory_limit_bytes: int, settings: MeasureSe
     resident floor (weights + optimizer state, B) from shapes, and the compiled
     program's peak (B; None when the floor already fails or compilation ran out of memory).
     """
-    from paradnn import workload as wl
-    from paradnn.models import build
+    from paradnn import backends
     from paradnn.preflight import floor_bytes, predicted_oom
 
     # Cheapest check first: the closed-form weights + optimizer state, before any trace.
@@ -57,33 +54,29 @@ def probe_batch(workload: Workload, memory_limit_bytes: int, settings: MeasureSe
         return {"batch": workload.batch, "fits": False,
                 "floor_bytes": floor_bytes(workload)["total_bytes"], "peak_bytes": None,
                 "compile_s": None, "reason": too_big["error"]}
-    model = build(workload.spec, workload.dtype)
-    optimizer_name = workload.optimizer or model.default_optimizer
-    mesh = wl.device_mesh(workload.devices)
-    state, batch = wl.abstract_inputs(workload, model, optimizer_name, mesh)
-    floor = state_bytes(state)
-    out: dict[str, Any] = {"batch": workload.batch, "fits": False, "floor_bytes": floor,
+    backend = backends.get(workload.framework)
+    out: dict[str, Any] = {"batch": workload.batch, "fits": False, "floor_bytes": None,
                            "peak_bytes": None, "compile_s": None, "reason": ""}
-    if floor > memory_limit_bytes:
-        out["reason"] = f"weights+optimizer state {floor} B > limit {memory_limit_bytes} B"
-        return out
-    t0 = time.perf_counter()
     try:
-        compiled, _ = wl.compile_measured(model, optimizer_name, mesh, state, batch, settings.xla_preset,
-                                          settings.step_loop)
+        # The runner's own compile (one pipeline): what fits here is what runs there.
+        program = backend.compile(workload, settings)
     except Exception as exc:  # noqa: BLE001 - a compile-time OOM is an answer; anything else is not
-        if not is_oom(exc):
+        if not backend.is_oom(exc):
             raise
         out["reason"] = f"compilation ran out of memory: {type(exc).__name__}: {str(exc)[:200]}"
         return out
-    out["compile_s"] = time.perf_counter() - t0
-    mem = compiled.memory_analysis()
-    if mem is None:  # a backend without memory analysis: only the trial run can tell
-        out["fits"], out["reason"] = True, "no memory analysis on this backend; fit assumed until the trial run"
+    floor = out["floor_bytes"] = program.state_bytes
+    out["compile_s"] = program.metrics.get("compile_s")
+    if floor > memory_limit_bytes:
+        out["reason"] = f"weights+optimizer state {floor} B > limit {memory_limit_bytes} B"
         return out
-    out["peak_bytes"] = peak_bytes(mem)
-    out["fits"] = out["peak_bytes"] <= memory_limit_bytes
-    out["reason"] = f"compiled peak {out['peak_bytes']} B {'<=' if out['fits'] else '>'} limit {memory_limit_bytes} B"
+    peak = program.metrics.get("memory_peak_bytes")
+    if peak is None:  # a framework without memory analysis: only the trial run can tell
+        out["fits"], out["reason"] = True, "no memory analysis in this framework; fit assumed until the trial run"
+        return out
+    out["peak_bytes"] = peak
+    out["fits"] = peak <= memory_limit_bytes
+    out["reason"] = f"compiled peak {peak} B {'<=' if out['fits'] else '>'} limit {memory_limit_bytes} B"
     return out
 
 
@@ -97,12 +90,13 @@ def max_batch(
     limit: int = 65536,
     trial: bool = True,
     settings: MeasureSettings | None = None,
+    framework: str = "jax",
 ) -> dict[str, Any]:
     """The largest global batch ``start * 2**k <= limit`` whose training step fits in memory.
 
     ``memory_limit_bytes`` is the memory of one device in bytes (default: what the device
     reports, or its spec-sheet memory; on a CPU the host's memory). ``start`` must be
-    a multiple of ``devices`` (the batch is split over them). With ``trial`` the chosen batch is
+    a multiple of ``devices`` (the batch is split over them); ``framework`` builds and compiles it. With ``trial`` the chosen batch is
     also run through :func:`paradnn.runner.run_workload` (``settings`` or a short default).
 
     Returns a dict: ``batch`` (examples, None when not even ``start`` fits), ``memory_limit_bytes``
@@ -118,9 +112,9 @@ def max_batch(
     if start % _positive_int("devices", devices):
         raise SpecError("start", start, f"a multiple of devices={devices}")
     if memory_limit_bytes is None:
-        from paradnn import hardware
+        from paradnn import backends
 
-        memory_limit_bytes = hardware.device_memory_bytes()
+        memory_limit_bytes = backends.get(framework).device_memory_bytes()
         source = "device"
         if memory_limit_bytes is None:
             raise ParadnnError(
@@ -136,13 +130,13 @@ def max_batch(
     best: int | None = None
     while batch <= limit:
         # Workload validates spec/dtype/optimizer/devices (SpecError on bad input).
-        probe = probe_batch(Workload(spec, batch, dtype, optimizer, devices), memory_limit_bytes, settings)
+        probe = probe_batch(Workload(spec, batch, dtype, optimizer, devices, framework), memory_limit_bytes, settings)
         probes.append(probe)
         if not probe["fits"]:
             break
         best, batch = batch, batch * 2
 
-    workload = Workload(spec, start, dtype, optimizer, devices)
+    workload = Workload(spec, start, dtype, optimizer, devices, framework)
     result: dict[str, Any] = {
         **{k: v for k, v in workload.to_dict().items() if k != "batch"},
         "batch": best,
@@ -159,7 +153,7 @@ def max_batch(
     from paradnn.runner import run_workload
 
     while best is not None:
-        record = run_workload(Workload(spec, best, dtype, optimizer, devices), settings, memory_limit_bytes)
+        record = run_workload(Workload(spec, best, dtype, optimizer, devices, framework), settings, memory_limit_bytes)
         result.update(trial_status=record.status, trial_error=record.error,
                       trial_examples_per_sec=record.metrics.get("examples_per_sec"))
         if record.status != "oom":

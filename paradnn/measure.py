@@ -224,10 +224,12 @@ def time_calls(
     sync: Callable[[Any], Any] | None = None,
     clock: Callable[[], float] = time.perf_counter,
     window: Callable[[], Any] | None = None,
+    loss_value: Callable[[Any], float] = float,
 ) -> Timing:
     """Run the protocol on ``call(state, batch, k) -> (state, loss)``, k steps per call (state
     donated). ``sync`` blocks until its argument is ready on the device (default
-    ``jax.block_until_ready``); ``clock`` returns seconds."""
+    ``jax.block_until_ready``); ``clock`` returns seconds; ``loss_value`` turns the framework's
+    loss into a float (after the timed phase)."""
     if sync is None:
         import jax
 
@@ -278,6 +280,6 @@ def time_calls(
                 if np.std(arr) / np.mean(arr) <= settings.cv_target:
                     break
     timing_s = clock() - start
-    final_loss = float(loss)
+    final_loss = loss_value(loss)
     del state  # the donated state is not needed after timing; free it before cost compiles
     return Timing(np.asarray(times) / k, final_loss, k, warm, warmup_s, settings.cv_target, timing_s, meter)

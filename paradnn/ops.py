@@ -190,12 +190,12 @@ def measure_op(shape: OpShape, dtype: str = "float32", settings: MeasureSettings
     import jax
 
     from paradnn import hardware
-    from paradnn.runner import _context
+    from paradnn.runner import context
 
     if dtype not in OP_DTYPES:
         raise SpecError("dtype", dtype, "one of " + ", ".join(OP_DTYPES))
     settings = settings or MeasureSettings()
-    platform, software = _context()
+    platform, software = context()
     workload = {"family": OP_FAMILY, **shape.fields(), "dtype": dtype, "devices": 1}
     context = {"platform": platform, "software": software, "settings": settings.to_dict(),
                "tags": {"kind": "op"}}
@@ -214,16 +214,16 @@ def measure_op(shape: OpShape, dtype: str = "float32", settings: MeasureSettings
 
         timing = time_calls(call, compiled(a, b), (a, b), settings)
     except Exception as exc:  # noqa: BLE001 - a failed op becomes a row, the scan goes on
-        from paradnn.runner import is_oom
+        from paradnn.backends.jax_backend import BACKEND
 
-        status = "oom" if is_oom(exc) else "error"
+        status = "oom" if BACKEND.is_oom(exc) else "error"
         return Record(status=status, workload=workload, metrics=metrics,
                       error=f"{type(exc).__name__}: {exc}"[:4000], **context)
     metrics.update(timing.stats())
     flops = shape.flops()
     step = metrics["step_time_s"]
     if peak is None:
-        peak = hardware.peaks(platform["device_kind"], dtype, platform["backend"])
+        peak = hardware.peaks(platform["device_kind"], dtype, platform["device_platform"])
     xla_bytes = float(cost.get("bytes accessed", 0.0)) or None
     metrics.update(
         model_flops_per_step=flops,

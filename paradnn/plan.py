@@ -29,7 +29,6 @@ stored record of the same workload, else from tracing the model once per distinc
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import math
 import os
@@ -168,8 +167,7 @@ def _real_sizes(spec: Real) -> tuple[int, float]:
     from paradnn.models import build, count_from_shapes
 
     model = build(spec, "float32")
-    optimizer = model.default_optimizer
-    flops = costs.model_flops_per_step(Workload(spec, 1, "float32", optimizer), model, optimizer)
+    flops = costs.model_flops_per_step(Workload(spec, 1, "float32"))
     return count_from_shapes(model), float(flops)
 
 
@@ -232,21 +230,16 @@ def config_table(workloads: Iterable[Workload], known: pd.DataFrame | None = Non
 def compiled_memory(workload: Workload, xla_preset: str = "best", step_loop: str = "auto") -> tuple[int, float]:
     """(bytes per device, compile seconds) of ``workload``'s training program, compiled as the
     runner compiles it, from XLA's memory analysis (``paradnn.runner.peak_bytes``)."""
-    from paradnn import workload as wl
-    from paradnn.models import build
-    from paradnn.runner import peak_bytes
+    from paradnn import backends
+    from paradnn.measure import MeasureSettings
 
-    model = build(workload.spec, workload.dtype)
-    mesh = wl.device_mesh(workload.devices)
-    state, batch = wl.abstract_inputs(workload, model, workload.optimizer, mesh)
-    t0 = time.perf_counter()
-    compiled, _ = wl.compile_measured(model, workload.optimizer, mesh, state, batch, xla_preset, step_loop)
-    seconds = time.perf_counter() - t0
-    mem = compiled.memory_analysis()
-    if mem is None:
-        raise ParadnnError("--compile: this backend gives no memory analysis; use the analytic "
-                           "estimate (drop --compile)")
-    return peak_bytes(mem), seconds
+    program = backends.get(workload.framework).compile(
+        workload, MeasureSettings(xla_preset=xla_preset, step_loop=step_loop))
+    peak = program.metrics.get("memory_peak_bytes")
+    if peak is None:
+        raise ParadnnError(f"--compile: {workload.framework} gives no memory analysis; use the "
+                           "analytic estimate (drop --compile)")
+    return int(peak), float(program.metrics["compile_s"])
 
 
 # -- time model ---------------------------------------------------------------------------------
@@ -353,8 +346,8 @@ def _platform_rows(frame: pd.DataFrame, platform: dict[str, Any]) -> pd.DataFram
     """Rows of the same backend and device kind (and CPU model on a CPU backend)."""
     if not len(frame):
         return frame
-    same = (frame["backend"] == platform["backend"]) & (frame["device_kind"] == platform["device_kind"])
-    if platform["backend"] == "cpu":
+    same = (frame["device_platform"] == platform["device_platform"]) & (frame["device_kind"] == platform["device_kind"])
+    if platform["device_platform"] == "cpu":
         same &= frame["cpu_model"] == platform["cpu_model"]
     return frame[same]
 
@@ -399,7 +392,7 @@ def fit_time_model(frame: pd.DataFrame, platform: dict[str, Any], method: str = 
     if len(ok):
         ok = ok.dropna(subset=needed)
     if not len(ok):
-        return TimeModel(source=f"no ok records of {platform['backend']}/"
+        return TimeModel(source=f"no ok records of {platform['device_platform']}/"
                          f"{platform['device_kind']} in {label}: no time estimate "
                          "(use --calibrate, or run a few configs first)")
     model = TimeModel(method=method, records=len(ok))
@@ -416,8 +409,8 @@ def fit_time_model(frame: pd.DataFrame, platform: dict[str, Any], method: str = 
         model.flops_range[fam] = (float(g["model_flops_per_step"].min()),
                                   float(g["model_flops_per_step"].max()))
     model.overhead = _overheads(rows, start_utc)
-    where = f"{platform['backend']}/{platform['device_kind']}"
-    if platform["backend"] == "cpu":
+    where = f"{platform['device_platform']}/{platform['device_kind']}"
+    if platform["device_platform"] == "cpu":
         where += f" ({platform['cpu_model']})"
     overhead_note = ("per-config overhead from record gaps" if model.overhead
                      else "per-config overhead assumed equal to the compile time (no record gaps)")
@@ -449,7 +442,7 @@ def _memory_limit(argument: int | str | None, run: dict[str, Any],
         return parse_bytes(run["memory_limit"]), "sweep file run.memory_limit"
     # The runner's default limit (device memory; the host's on a CPU), so plan predicts what runs.
     device = hardware.device_memory_bytes()
-    if device is not None and platform["backend"] != "cpu":
+    if device is not None and platform["device_platform"] != "cpu":
         return device, f"memory of one {platform['device_kind']} device"
     host = device if device is not None else hardware.host_memory_bytes()
     if host is None:
@@ -573,7 +566,7 @@ def plan(
         # Configs to measure whose FLOPs lie outside 1/2..2x the calibrated range.
         "extrapolated": int((table["extrapolated"] & (table["predicted"] == "run")).sum()),
         "settings": settings_dict,
-        "platform": f"{platform['backend']}/{platform['device_kind']}",
+        "platform": f"{platform['device_platform']}/{platform['device_kind']}",
         "plan_s": time.perf_counter() - t_start,
     }
     return Plan(table, summary)

@@ -321,7 +321,7 @@ def capture_step(
     operations inside it, which are listed): ``name``, ``opcode``, ``category``, ``flops``,
     ``transcendentals`` (per step), ``bytes`` (B per step), ``executions`` (per step),
     ``time_s`` (s per step), ``time_fraction`` (of the summed operation time),
-    ``flops_per_sec``, ``arithmetic_intensity`` (FLOP/B). ``attrs``: ``module``, ``backend``,
+    ``flops_per_sec``, ``arithmetic_intensity`` (FLOP/B). ``attrs``: ``module``, ``device_platform``,
     ``device_kind``, ``steps``, ``wall_step_s`` (wall time per step under the profiler),
     ``flops_matched_fraction`` (share of the HLO's FLOPs found in the trace), ``approximate``
     and ``note``.
@@ -366,7 +366,7 @@ def capture_step(
     approximate = backend == "cpu"
     matched = ops[ops["name"].isin(merged["name"])]["flops"].sum()
     merged.attrs.update(
-        module=module, backend=backend, device_kind=getattr(device, "device_kind", backend),
+        module=module, device_platform=backend, device_kind=getattr(device, "device_kind", backend),
         steps=steps, wall_step_s=wall,
         flops_matched_fraction=float(matched / total_flops) if total_flops else float("nan"),
         hlo_flops_per_step=total_flops, approximate=approximate,
@@ -397,7 +397,7 @@ def with_peaks(ops: pd.DataFrame, dtype: str = "float32") -> pd.DataFrame:
     for known accelerators, else a measured probe of this host: slow the first time)."""
     from paradnn.hardware import peaks
 
-    peak = peaks(ops.attrs.get("device_kind", ""), dtype, ops.attrs.get("backend"))
+    peak = peaks(ops.attrs.get("device_kind", ""), dtype, ops.attrs.get("device_platform"))
     ops.attrs.update(peak_flops=peak.flops, peak_bytes_per_sec=peak.bytes_per_sec,
                      peak_source=peak.source, peak_method=peak.method)
     return ops

@@ -25,7 +25,10 @@ METRICS: dict[str, tuple[str, str]] = {
     "step_time_p10_s": ("s", "measured: 10th percentile step time"),
     "step_time_p90_s": ("s", "measured: 90th percentile step time"),
     "step_time_cv": ("1", "measured: coefficient of variation of the step time"),
-    "flops_per_step": ("FLOP", "XLA cost analysis of one step, loops scaled, all devices"),
+    "flops_per_step": ("FLOP", "executed FLOPs of one step, all devices, counted by the framework "
+                       "(see flops_source): XLA cost analysis with loops scaled for jax"),
+    "flops_source": ("", "where flops_per_step and bytes_per_step come from (XLA cost analysis, "
+                     "torch.utils.flop_counter, ...), or why the framework gives none"),
     "model_flops_per_step": ("FLOP", "analytic count of one step (matmul/conv), all devices"),
     "bytes_per_step": ("B", "XLA cost analysis: bytes accessed by one step, all devices"),
     "flops_per_sec": ("FLOP/s", "flops_per_step / step_time_s"),
@@ -134,10 +137,10 @@ def warning_codes(value: Any) -> list[str]:
         return []
     return [code for code in value.split(",") if code]
 
-PLATFORM_FIELDS = ("backend", "device_kind", "device_count", "host", "cpu_model")
+PLATFORM_FIELDS = ("device_platform", "device_kind", "device_count", "host", "cpu_model")
 SOFTWARE_FIELDS = (
-    "paradnn_version", "jax_version", "jaxlib_version", "flax_version", "optax_version",
-    "tf_version", "python_version", "xla_flags",
+    "paradnn_version", "framework_version", "jax_version", "jaxlib_version", "flax_version",
+    "optax_version", "tf_version", "torch_version", "python_version", "xla_flags",
 )
 
 

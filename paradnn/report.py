@@ -27,6 +27,7 @@ from typing import Any, Callable, Sequence
 import pandas as pd
 
 from paradnn import analysis as A
+from paradnn import families
 from paradnn import plots as P
 from paradnn.analysis._common import (
     FAMILY_FIELDS, PLATFORM_KEY, SOFTWARE_KEY, SPEC_FIELDS, drop_unstable, fmt, headline_utilization,
@@ -37,23 +38,15 @@ from paradnn.analysis.cost import duration, estimate_seconds
 from paradnn.analysis.sensitivity import MIN_ROWS
 from paradnn.errors import ParadnnError
 
-GENERATED = ("fc", "cnn", "rnn")
-# The width hyperparameter of each family: the paper's heat maps put it against batch.
-_WIDTH = {"fc": "nodes", "cnn": "filters", "rnn": "embed"}
+# The parameterized families, their heat-map width axis and the small grid the report suggests
+# when a family has too few runs (3 x 4 = 12 configs, above the 8 ok runs a regression needs),
+# all read from the family registry (paradnn.families) at use time. A suggested grid's fixed
+# values are replaced by the store's own where it has runs of the family, so new runs join old.
+GENERATED = families.FieldsView(lambda: tuple(families.generated()))
+_WIDTH = families.RegistryView(lambda f: f.width)
 MAX_TABLE_ROWS = 60
 MAX_WARNING_ROWS = 40
-# A small grid per family that supplies its heat map and its sensitivity (3 x 4 = 12 configs,
-# above the 8 ok runs a regression needs even with a few failures): the width and the batch
-# varied, the rest fixed small enough for a CPU. Fixed values are replaced by the store's own
-# where it has runs of the family, so the new runs join the old ones.
-SUGGESTED_GRIDS: dict[str, tuple[dict[str, Any], dict[str, list[int]]]] = {
-    "fc": ({"layers": 2, "input": 512, "output": 100},
-           {"nodes": [64, 128, 256], "batch": [32, 64, 128, 256]}),
-    "cnn": ({"block": "residual", "blocks": 1, "image": 32, "output": 10},
-            {"filters": [4, 8, 16], "batch": [4, 8, 16, 32]}),
-    "rnn": ({"cell": "lstm", "layers": 1, "length": 16, "vocab": 256},
-            {"embed": [32, 64, 128], "batch": [8, 16, 32, 64]}),
-}
+SUGGESTED_GRIDS = families.RegistryView(lambda f: f.suggested_grid)
 SMOKE_SWEEP = "sweeps/smoke.yaml"  # five tiny configs, seconds on a CPU
 
 
@@ -156,7 +149,7 @@ def _n(count: int, noun: str) -> str:
     return f"{count} {noun}" + ("" if count == 1 else "s")
 
 
-_PANEL_NAMES = {"backend": "platform", "device_kind": "platform", "device_count": "platform",
+_PANEL_NAMES = {"device_platform": "platform", "device_kind": "platform", "device_count": "platform",
                 "jax_version": "jax version", "jaxlib_version": "jax version",
                 "tf_version": "tf version", "xla_flags": "XLA flags"}
 
@@ -654,8 +647,6 @@ def plan(df: pd.DataFrame, ops: pd.DataFrame | None = None,
         raise ParadnnError(f"report: expected a pandas DataFrame (paradnn.load), got {type(df).__name__}")
     if "family" in df.columns:
         # Rows of the system experiments (family "op", "collective") are not model runs.
-        from paradnn import families
-
         df = df[df["family"].isin(families.names())]
     sections: list[Section] = []
     missing: list[Unsupported] = []

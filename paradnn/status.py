@@ -82,7 +82,7 @@ def rerun_command(row: dict[str, Any], memory_limit_bytes: Any = None) -> str:
     parts += ["--dtype", str(row.get("dtype")), "--optimizer", str(row.get("optimizer"))]
     if row.get("devices") not in (None, 1, 1.0):
         parts += ["--devices", _flag(row.get("devices"))]
-    if row.get("status") == "oom" and row.get("backend") == "cpu":
+    if row.get("status") == "oom" and row.get("device_platform") == "cpu":
         parts += ["--memory-limit", "SIZE"]  # a CPU reports no memory size: maxbatch needs one
     return " ".join(parts)
 

@@ -37,27 +37,41 @@ import pandas as pd
 
 from paradnn.errors import ParadnnError, ParadnnWarning, StoreError, echo
 from paradnn.measure import SETTINGS_FIELDS
+from paradnn import families
 from paradnn.record import METRICS, PLATFORM_FIELDS, SOFTWARE_FIELDS, Record
 
-__all__ = ["STORE_SCHEMA_VERSION", "COLUMNS", "Store", "load", "merge", "export", "status_counts"]
+__all__ = ["STORE_SCHEMA_VERSION", "COLUMNS", "Store", "load", "merge", "export", "migrate_row",
+           "status_counts"]
 
 #: Version of the file layout (tables, columns). Bump when the layout changes; readers refuse
 #: stores with a higher version. Independent of ``record.SCHEMA_VERSION`` (meaning of fields).
-STORE_SCHEMA_VERSION = 1
+STORE_SCHEMA_VERSION = 2
 _FORMAT = "paradnn-store"
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 # Seconds a writer waits for another writer's lock before failing; sweeps on one store commit a
 # row per config, so contention is short, but a merge of a big store holds the lock longer.
 BUSY_TIMEOUT_S = 60.0
 
-_SPEC_FIELDS = ("layers", "nodes", "input", "output", "block", "blocks", "filters", "image",
-                "cell", "embed", "length", "vocab", "model")
-#: Columns :func:`load` always returns, in this order; fields a record adds come after them.
+#: Columns :func:`load` always returns, in this order (spec fields of every registered family,
+#: see :mod:`paradnn.families`); fields a record adds come after them.
 COLUMNS: tuple[str, ...] = (
     "key", "workload_key", "status", "error", "time_utc", "schema_version", "kind", "task", "family",
-    *_SPEC_FIELDS, "batch", "dtype", "optimizer", "devices",
+    *families.all_fields(), "batch", "dtype", "optimizer", "devices", "framework",
     *PLATFORM_FIELDS, *SOFTWARE_FIELDS, *SETTINGS_FIELDS, *METRICS,
 )
+
+
+def migrate_row(row: dict[str, Any]) -> dict[str, Any]:
+    """A row as the current schema names it (the row itself, changed in place).
+
+    Store schema 1 (paradnn before frameworks) ran JAX only and called the device platform
+    ``backend``: it becomes ``device_platform`` and the row gains ``framework: "jax"``.
+    Idempotent, so rows of any version pass through it on every read.
+    """
+    if "backend" in row and "device_platform" not in row:
+        row["device_platform"] = row.pop("backend")
+    row.setdefault("framework", "jax")
+    return row
 
 _DDL = """
 CREATE TABLE IF NOT EXISTS paradnn_meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -208,7 +222,7 @@ def _decode(path: Path, rowid: Any, key: Any, text: Any) -> dict[str, Any] | Non
     try:
         row = json.loads(text)
         if isinstance(row, dict) and row.get("key") and row.get("status"):
-            return row
+            return migrate_row(row)
         reason = "not a record (no key or status)"
     except (TypeError, ValueError) as exc:  # json.JSONDecodeError and non-text columns
         reason = f"not valid JSON ({type(exc).__name__})"
@@ -329,9 +343,10 @@ class Store:
             if kind in ("new", "empty"):
                 self._init_schema()
             else:
-                # Take and drop the write lock: a read-only store fails here, before any work.
-                with self._transaction():
-                    pass
+                # Take the write lock (a read-only store fails here, before any work) and bring
+                # an older store's rows to the current schema, all or nothing.
+                with self._transaction() as con:
+                    self._migrate(con)
         except sqlite3.Error as exc:
             self._con.close()
             raise _store_error(self.path, exc, "be opened for writing") from None
@@ -347,6 +362,22 @@ class Store:
                               (str(STORE_SCHEMA_VERSION),))
             self._con.execute("INSERT OR IGNORE INTO paradnn_meta VALUES ('created_utc', ?)",
                               (_dt.datetime.now(_dt.timezone.utc).isoformat(),))
+
+    def _migrate(self, con: sqlite3.Connection) -> None:
+        (version,) = con.execute(
+            "SELECT value FROM paradnn_meta WHERE name = 'schema_version'").fetchone()
+        if int(version) >= STORE_SCHEMA_VERSION:
+            return
+        for rowid, text in con.execute("SELECT id, row FROM records").fetchall():
+            try:
+                row = json.loads(text)
+            except (TypeError, ValueError):
+                continue  # a corrupt row stays as it is: reads skip it with a warning
+            if isinstance(row, dict):
+                con.execute("UPDATE records SET row = ? WHERE id = ?",
+                            (_row_json(migrate_row(row)), rowid))
+        con.execute("UPDATE paradnn_meta SET value = ? WHERE name = 'schema_version'",
+                    (str(STORE_SCHEMA_VERSION),))
 
     # -- transactions --------------------------------------------------------------------------
     class _Tx:
@@ -626,7 +657,7 @@ def export(paths: PathLike | Sequence[PathLike], output: PathLike, force: bool =
 def status_counts(paths: PathLike | Sequence[PathLike]) -> dict[str, pd.DataFrame]:
     """Counts of rows by status, by family and status, and by platform and status."""
     df = load(paths)
-    platform = (df["backend"].fillna("?").astype(str) + "/"
+    platform = (df["device_platform"].fillna("?").astype(str) + "/"
                 + df["device_kind"].fillna("?").astype(str))
     return {
         "status": df.groupby("status").size().rename("rows").to_frame(),

@@ -308,8 +308,10 @@ def sweep(
             settings_dict = measure_settings.to_dict()
             keyed: dict[str, Workload] = {}
             for w in plan.workloads:
-                key = Record(status="ok", workload=w.to_dict(), platform=platform,
-                             software=software, settings=settings_dict).key
+                # Each framework's records carry its own context (devices it sees, versions).
+                fw_platform, fw_software = (platform, software) if w.framework == "jax" else ex.context(w.framework)
+                key = Record(status="ok", workload=w.to_dict(), platform=fw_platform,
+                             software=fw_software, settings=settings_dict).key
                 keyed.setdefault(key, w)
             counts = db.counts_by_key(keyed, unstable=not remeasure_unstable)
             todo = sum(max(0, repeat - counts.get(k, 0)) for k in keyed)

@@ -160,7 +160,7 @@ def test_heatmap_auto_fixes_other_settings(gold):
     hm = A.heatmap(gold[gold.family == "fc"], "batch", "nodes", "examples_per_sec")
     fixed = hm.attrs["fixed"]
     assert {"layers", "dtype", "jax_version"} <= set(fixed)
-    assert "backend" in fixed or "device_kind" in fixed  # one platform
+    assert "device_platform" in fixed or "device_kind" in fixed  # one platform
     assert (hm["n"] == 1).all()  # one configuration per cell
 
 

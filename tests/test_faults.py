@@ -37,7 +37,7 @@ from paradnn.store import Store, load
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = {"steps_per_call": 1, "warmup_calls": 1, "min_calls": 2, "max_calls": 3, "time_budget_s": 0.2}
-PLATFORM = {"backend": "cpu", "device_kind": "cpu", "device_count": 1, "host": "h", "cpu_model": "x"}
+PLATFORM = {"device_platform": "cpu", "device_kind": "cpu", "device_count": 1, "host": "h", "cpu_model": "x"}
 SOFTWARE = {"paradnn_version": "0", "jax_version": "0"}
 
 
@@ -462,7 +462,7 @@ def test_huge_model_is_oom_before_tracing(tmp_path):
 def test_default_limit_on_a_cpu_is_the_host_memory():
     from paradnn import hardware
 
-    if hardware.platform_info()["backend"] != "cpu":
+    if hardware.platform_info()["device_platform"] != "cpu":
         pytest.skip("a device with its own memory size")
     assert hardware.device_memory_bytes() == hardware.host_memory_bytes() > 2**20
 

@@ -66,7 +66,7 @@ def test_oom_is_predicted_from_the_compiled_memory_analysis(tiny_settings):
 
 def test_profile_times_operations_from_device_events():
     ops = profile.capture(Workload(FC(2, 1024, 1024, 1024), 512), steps=2, warmup=1)
-    assert ops.attrs["backend"] == "gpu" and not ops.attrs["approximate"]
+    assert ops.attrs["device_platform"] == "gpu" and not ops.attrs["approximate"]
     assert (ops["time_s"] > 0).all()
     # The matmuls (cuBLAS/Triton kernels) are found in the trace and carry their HLO FLOPs.
     assert ops.attrs["flops_matched_fraction"] > 0.5

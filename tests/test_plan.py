@@ -230,7 +230,7 @@ def test_revision_without_git_is_the_version(tmp_path):
 
 def test_revision_is_stored_but_not_in_the_key():
     w = Workload(FC(2, 32, 64, 10), 8)
-    base = dict(status="ok", workload=w.to_dict(), platform={"backend": "cpu", "host": "a"},
+    base = dict(status="ok", workload=w.to_dict(), platform={"device_platform": "cpu", "host": "a"},
                 settings={"steps_per_call": 2})
     a = Record(software={"jax_version": "0.10.2", "paradnn_revision": "git:" + "a" * 40}, **base)
     b = Record(software={"jax_version": "0.10.2", "paradnn_revision": "git:" + "b" * 40 + "+dirty"},

@@ -67,8 +67,8 @@ def test_times_joined_and_marked_approximate_on_cpu(mlp_ops):
     assert (ops["executions"] == 1).all()
     assert set(ops["category"]) <= set(A.oplevel.CATEGORIES)
     assert A.oplevel.MATMUL in set(ops["category"]) and A.oplevel.ELEMENTWISE in set(ops["category"])
-    assert ops.attrs["backend"] == jax.devices()[0].platform
-    if ops.attrs["backend"] == "cpu":
+    assert ops.attrs["device_platform"] == jax.devices()[0].platform
+    if ops.attrs["device_platform"] == "cpu":
         assert ops.attrs["approximate"] is True and "approximate on CPU" in ops.attrs["note"]
     orf = A.op_roofline(ops, peak_flops=3e11, peak_bytes_per_sec=5e10)
     assert (orf["time_fraction"] >= 0.01).all() and (orf["flops"] > 0).all()

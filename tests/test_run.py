@@ -53,7 +53,7 @@ def test_record_carries_every_contracted_metric(tiny_settings):
     assert row["params"] == 100 * 64 + 64 + 2 * (64 * 64 + 64) + 64 * 10 + 10
     assert row["peak_source"] == "measured"  # a CPU has no spec peak
     for field in ("jax_version", "jaxlib_version", "flax_version", "python_version", "device_kind",
-                  "backend", "cpu_model", "steps_per_call", "cv_target"):
+                  "device_platform", "cpu_model", "steps_per_call", "cv_target"):
         assert row[field] not in (None, ""), field
     assert row["steps_per_call"] == tiny_settings.steps_per_call
 
@@ -140,7 +140,7 @@ def test_cli_summary_says_units_and_sources(paradnn_cmd):
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
     for text in ("examples/s", "ms median", "95% CI", "executed (XLA cost analysis)", "useful (analytic)",
-                 "FLOP/s", "(measured; measured ", "FLOP/B", "XLA memory analysis", "cv ", "target 2.00%",
+                 "FLOP/s", "(measured; measured ", "FLOP/B", "compiled memory analysis", "cv ", "target 2.00%",
                  "from useful FLOPs (analytic count)", "from executed FLOPs (XLA cost analysis)"):
         assert text in out, text
     # The headline utilization is the useful-FLOP one, the executed one beside it.

@@ -19,7 +19,7 @@ from paradnn.record import METRICS, Record
 from paradnn.store import COLUMNS, STORE_SCHEMA_VERSION, Store, export, load, merge
 
 ROOT = Path(__file__).resolve().parents[1]
-PLATFORM = {"backend": "cpu", "device_kind": "cpu", "device_count": 1, "host": "h1",
+PLATFORM = {"device_platform": "cpu", "device_kind": "cpu", "device_count": 1, "host": "h1",
             "cpu_model": "test"}
 SOFTWARE = {"paradnn_version": "0", "jax_version": "0", "jaxlib_version": "0",
             "flax_version": "0", "optax_version": "0", "tf_version": None,

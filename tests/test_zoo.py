@@ -223,7 +223,7 @@ def test_one_training_step(name, tiny_settings):
     assert record.metrics["model_flops_per_step"] > 0
     ratio = record.metrics["useful_flops_ratio"]
     assert ("flops_mismatch" in record.warnings) == (not 0.8 <= ratio <= 1.25)
-    if name == "mobilenet" and record.platform["backend"] == "cpu":
+    if name == "mobilenet" and record.platform["device_platform"] == "cpu":
         # XLA:CPU rewrites each depthwise weight gradient as a dense C x C convolution and masks
         # it: it executes several times the useful FLOPs, and the record must say so.
         assert ratio < 0.8 and "flops_mismatch" in record.warnings

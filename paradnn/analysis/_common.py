@@ -3,8 +3,7 @@ and the units of every column a figure or table shows. Pure data and small pure 
 
 from __future__ import annotations
 
-import dataclasses
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping, Sequence
 
 import pandas as pd
 
@@ -15,21 +14,19 @@ from paradnn import families
 # Hyperparameters of each family, in the order of the spec dataclasses.
 # (Read from the family registry at use time: a family registered later appears.)
 FAMILY_FIELDS: "Mapping[str, tuple[str, ...]]" = families.RegistryView(lambda f: f.fields())
-SPEC_FIELDS: tuple[str, ...] = families.all_fields()
+SPEC_FIELDS: Sequence[str] = families.FieldsView(families.all_fields)
 # Everything that determines the computation (Workload.to_dict()).
-WORKLOAD_FIELDS: tuple[str, ...] = ("family", *SPEC_FIELDS, "batch", "dtype", "optimizer", "devices", "framework")
-PLATFORM_KEY: tuple[str, ...] = ("backend", "device_kind", "device_count")
-SOFTWARE_KEY: tuple[str, ...] = ("jax_version", "jaxlib_version", "tf_version", "xla_flags")
+WORKLOAD_FIELDS: Sequence[str] = families.FieldsView(
+    lambda: ("family", *families.all_fields(), "batch", "dtype", "optimizer", "devices", "framework"))
+PLATFORM_KEY: tuple[str, ...] = ("device_platform", "device_kind", "device_count")
+SOFTWARE_KEY: tuple[str, ...] = ("framework_version", "jax_version", "jaxlib_version", "tf_version",
+                                 "torch_version", "xla_flags")
 # Two rows with equal values here are repeats of one configuration.
-CONFIG_FIELDS: tuple[str, ...] = (*WORKLOAD_FIELDS, *PLATFORM_KEY, *SOFTWARE_KEY)
+CONFIG_FIELDS: Sequence[str] = families.FieldsView(lambda: (*WORKLOAD_FIELDS, *PLATFORM_KEY, *SOFTWARE_KEY))
 
 # Units of the hyperparameters, for axis labels.
-HYPER_UNITS: dict[str, str] = {
-    "layers": "layers", "nodes": "units/layer", "input": "features", "output": "classes",
-    "blocks": "blocks/group", "filters": "channels", "image": "pixels", "embed": "units",
-    "length": "tokens", "vocab": "tokens", "batch": "examples", "devices": "devices",
-    "params": "parameters",
-}
+# Hyperparameter units come from the family registry (``Axis.unit``); these are the workload's.
+HYPER_UNITS: dict[str, str] = {"batch": "examples", "devices": "devices", "params": "parameters"}
 # Readable names of metrics for labels; the unit comes from record.METRICS.
 METRIC_NAMES: dict[str, str] = {
     "examples_per_sec": "throughput",
@@ -44,13 +41,20 @@ METRIC_NAMES: dict[str, str] = {
 
 
 def unit(column: str) -> str:
-    """The unit of a column: metrics from record.METRICS, hyperparameters from HYPER_UNITS."""
+    """The unit of a column: metrics from record.METRICS, hyperparameters from the family
+    registry's axes, workload settings from HYPER_UNITS."""
     if column in METRICS:
         u = METRICS[column][0]
         return "fraction of peak" if column.endswith("utilization") else ("count" if u == "1" else u)
     if column == "speedup":
         return "x"
-    return HYPER_UNITS.get(column, "")
+    if column in HYPER_UNITS:
+        return HYPER_UNITS[column]
+    for name in families.names():  # the first family that has the axis names its unit
+        found = families.get(name).unit(column)
+        if found:
+            return found
+    return ""
 
 
 def label(column: str) -> str:
@@ -119,9 +123,9 @@ def workload_label(row: pd.Series | dict) -> str:
 
 def platform_label(row: pd.Series | dict) -> str:
     """``device_kind x count (backend)`` for one row."""
-    kind = row.get("device_kind") or row.get("backend") or "unknown device"
+    kind = row.get("device_kind") or row.get("device_platform") or "unknown device"
     count = row.get("devices") if pd.notna(row.get("devices", None)) else row.get("device_count")
-    backend = row.get("backend")
+    backend = row.get("device_platform")
     text = str(kind)
     if pd.notna(count) and int(count) > 1:
         text += f" x{int(count)}"

@@ -21,7 +21,7 @@ from paradnn.errors import ParadnnError
 
 # Columns carried from each side into the result, suffixed _a and _b.
 _SIDE_COLUMNS = ("model_flops_utilization", "flops_utilization", "step_time_s", "device_kind",
-                 "backend", "dtype", "jax_version", "unstable")
+                 "device_platform", "dtype", "jax_version", "unstable")
 
 
 def _per_key(rows: pd.DataFrame, on: list[str], metric: str) -> pd.DataFrame:

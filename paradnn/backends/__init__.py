@@ -50,6 +50,8 @@ class Program:
     metrics: dict[str, Any] = field(default_factory=dict)
     tags: dict[str, Any] = field(default_factory=dict)
     handle: Any = None
+    #: The framework's device objects the program runs on (energy meters map them to counters).
+    devices: tuple[Any, ...] = ()
 
 
 @runtime_checkable

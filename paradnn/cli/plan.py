@@ -157,10 +157,10 @@ def _options(defaults: bool) -> argparse.ArgumentParser:
 
 
 def _cmd_plan(args: argparse.Namespace) -> int:
-    from paradnn.cli.run import FAMILIES
+    from paradnn import families
 
     rest = list(args.rest)
-    if args.target in FAMILIES:
+    if args.target in families.names():
         from paradnn.cli import _Parser
         from paradnn.cli.run import add_spec_subparsers, settings_from_args, workload_from_args
 

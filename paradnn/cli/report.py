@@ -232,7 +232,7 @@ def _profile(args: argparse.Namespace) -> int:
     top = A.top_ops(orf if len(orf) else ops, n=args.top)
     with pd.option_context("display.width", 160, "display.max_columns", 20,
                            "display.float_format", "{:.4g}".format):
-        print(f"module {ops.attrs['module']} on {ops.attrs['device_kind']} ({ops.attrs['backend']}); "
+        print(f"module {ops.attrs['module']} on {ops.attrs['device_kind']} ({ops.attrs['device_platform']}); "
               f"times per step (s), FLOP and B per step; peaks: {ops.attrs['peak_flops']:.4g} FLOP/s, "
               f"{ops.attrs['peak_bytes_per_sec']:.4g} B/s ({ops.attrs['peak_source']})")
         print(A.op_breakdown(ops).to_string(index=False))

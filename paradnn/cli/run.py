@@ -8,45 +8,21 @@ import json
 import sys
 from typing import Any, Callable
 
-from paradnn.specs import CNN, DTYPES, FC, OPTIMIZERS, RNN, Real, Workload
+from paradnn import families
+from paradnn.specs import DTYPES, OPTIMIZERS, Workload
 from paradnn.units import si
 
-# family -> (spec class, help); flags are the spec's field names.
-FAMILIES: dict[str, tuple[type, str]] = {
-    "fc": (FC, "fully connected: --layers --nodes --input --output"),
-    "cnn": (CNN, "ResNet-v1 CNN: --block --blocks --filters --image --output"),
-    "rnn": (RNN, "recurrent LM: --cell --layers --embed --length --vocab"),
-    "real": (Real, "a real model: --model [--image] [--length]"),
-}
-_CHOICES = {"block": "residual|bottleneck", "cell": "rnn|lstm|gru"}
-# Spec field -> help with its unit. Integer fields are parsed as exact integers (never through
-# a float); a real model's image/length accept 0 for "the model's own".
-_FIELD_HELP = {
-    "layers": "hidden layers (FC) or stacked recurrent cells (RNN), a count",
-    "nodes": "units per hidden layer, a count",
-    "input": "input features per example, a count",
-    "output": "classes of the output layer, a count",
-    "block": "block type of the ResNet groups",
-    "blocks": "blocks per group, a count",
-    "filters": "filters of the first group (x1, x2, x4, x8 for the four groups), a count",
-    "image": "side of the square input image in pixels",
-    "cell": "recurrent cell type",
-    "embed": "embedding and hidden size, a count",
-    "length": "sequence length in tokens",
-    "vocab": "vocabulary size in tokens",
-    "model": "name of a zoo model (`paradnn list models`)",
-}
 #: Most data-parallel devices a workload may name (far above any single host).
 MAX_DEVICES = 65_536
 
 
-def _spec_field_type(cls: type, name: str):
+def _spec_field_type(fam: families.Family, name: str, default: Any):
     from paradnn.cli import typed
     from paradnn.units import parse_int
 
-    if name in ("block", "cell", "model"):
-        return str
-    minimum = 0 if cls is Real else 1  # Real: 0 = the model's default image/length
+    if any(a.name == name and a.choices for a in fam.axes) or isinstance(default, (str, bool)):
+        return str  # the spec validates choices and flags, naming what is allowed
+    minimum = 0 if default == 0 else 1  # a real model's image/length: 0 = the model's own
     return typed(parse_int, name, minimum=minimum)
 
 
@@ -56,20 +32,30 @@ def add_spec_subparsers(parser: argparse.ArgumentParser, handler: Callable, sett
     from paradnn.cli import _Parser, typed
     from paradnn.units import parse_bytes as _bytes, parse_int
 
-    sub = parser.add_subparsers(dest="family", required=True, metavar="{fc,cnn,rnn,real}",
+    names = families.names()
+    sub = parser.add_subparsers(dest="family", required=True, metavar="{" + ",".join(names) + "}",
                                 parser_class=_Parser)
-    for family, (cls, help_text) in FAMILIES.items():
-        p = sub.add_parser(family, help=help_text, description=help_text)
-        for f in dataclasses.fields(cls):
+    for family in names:
+        fam = families.get(family)
+        p = sub.add_parser(family, help=fam.description, description=fam.description)
+        axes = {a.name: a for a in fam.axes}
+        for f in dataclasses.fields(fam.spec):
             required = f.default is dataclasses.MISSING
-            p.add_argument(f"--{f.name}", required=required, type=_spec_field_type(cls, f.name),
-                           metavar=_CHOICES.get(f.name, "N" if f.name != "model" else "NAME"),
-                           default=None if required else f.default,
-                           help=_FIELD_HELP.get(f.name, f.name) + ("" if required else
-                                                                  " (0: the model's own)"))
+            axis = axes.get(f.name)
+            metavar = "|".join(axis.choices) if axis and axis.choices and len(axis.choices) <= 4 else (
+                "NAME" if axis and axis.choices else "N")
+            p.add_argument(f"--{f.name}", required=required,
+                           type=_spec_field_type(fam, f.name, None if required else f.default),
+                           metavar=metavar, default=None if required else f.default,
+                           help=(axis.help if axis else f.name) + ("" if required else
+                                                                  f" (default {f.default})"))
         p.add_argument("--batch", default=None, metavar="N", type=typed(parse_int, "batch"),
-                       help="global batch in examples, split over --devices (default: 256 FC, "
-                       "64 CNN/RNN, the model's own for real models)")
+                       help="global batch in examples, split over --devices (default: the "
+                       "family's, e.g. 256 FC, 64 CNN/RNN, the model's own for real models)")
+        p.add_argument("--framework", default="jax", choices=families.FRAMEWORKS,
+                       help="software that builds, compiles and runs the workload: jax (XLA), "
+                       "tensorflow (Keras 3, jit_compile=True) or torch (torch.compile); "
+                       "default jax")
         p.add_argument("--dtype", default="float32", choices=DTYPES, help="compute dtype")
         p.add_argument("--optimizer", default=None, choices=OPTIMIZERS,
                        help="optimizer (default: rmsprop, a real model's own)")
@@ -97,20 +83,10 @@ def add_spec_subparsers(parser: argparse.ArgumentParser, handler: Callable, sett
 
 def workload_from_args(args: argparse.Namespace) -> Workload:
     """The Workload named by parsed spec flags (raises SpecError on bad values)."""
-    cls = FAMILIES[args.family][0]
-    spec = cls(**{f.name: getattr(args, f.name) for f in dataclasses.fields(cls)})
-    batch = args.batch
-    if batch is None:
-        from paradnn.runner import DEFAULT_BATCH
-
-        batch = DEFAULT_BATCH.get(args.family) or _real_default_batch(spec)
-    return Workload(spec, batch, args.dtype, args.optimizer, args.devices)
-
-
-def _real_default_batch(spec: Real) -> int:
-    from paradnn.models import registry
-
-    return registry.get(spec.model).default_batch
+    fam = families.get(args.family)
+    spec = fam.spec(**{f.name: getattr(args, f.name) for f in dataclasses.fields(fam.spec)})
+    batch = args.batch if args.batch is not None else fam.default_batch(spec)
+    return Workload(spec, batch, args.dtype, args.optimizer, args.devices, args.framework)
 
 
 def settings_from_args(args: argparse.Namespace):
@@ -139,21 +115,28 @@ def _summary(record) -> str:
         f"precision         cv {d['step_time_cv']:.2%} (target {d['cv_target']:.2%}: "
         f"{'met' if d['stable'] else 'NOT met'}); {d['timed_calls']} timed calls x "
         f"{d['steps_per_call_used']} steps after {d['warmup_calls_used']} warm-up calls ({d['warmup_elapsed_s']:.3g} s)",
-        f"utilization       {d['model_flops_utilization']:.1%} of {peak} from useful FLOPs (analytic count); "
-        f"{d['flops_utilization']:.1%} from executed FLOPs (XLA cost analysis)",
+        f"utilization       {d['model_flops_utilization']:.1%} of {peak} from useful FLOPs (analytic count)"
+        + (f"; {d['flops_utilization']:.1%} from executed FLOPs ({d['flops_source']})"
+           if d.get("flops_utilization") is not None else ""),
         f"FLOPs per step    {si(d['model_flops_per_step'], 'FLOP')} useful (analytic), "
-        f"{si(d['flops_per_step'], 'FLOP')} executed (XLA cost analysis), ratio {d['useful_flops_ratio']:.3g}",
-        f"achieved          {si(d['flops_per_sec'], 'FLOP/s')} executed",
+        + (f"{si(d['flops_per_step'], 'FLOP')} executed ({d['flops_source']}), ratio {d['useful_flops_ratio']:.3g}"
+           if d.get("flops_per_step") else f"executed not counted ({d['flops_source']})"),
         f"peak              {peak} ({d['peak_source']}; {d['peak_method']})",
-        f"bytes per step    {si(d['bytes_per_step'], 'B')} (XLA cost analysis); intensity "
-        f"{d['arithmetic_intensity']:.3g} FLOP/B; peak bandwidth {si(d['peak_bytes_per_sec'], 'B/s')} "
-        f"({d['peak_source']})",
         f"parameters        {d['params']:,}",
-        f"memory per device {si(d['memory_peak_bytes'], 'B')} peak (args {si(d['memory_argument_bytes'], 'B')}, "
-        f"temp {si(d['memory_temp_bytes'], 'B')}; XLA memory analysis)",
         f"compile           {d['compile_s']:.3g} s",
-        f"platform          {d['backend']} / {d['device_kind']} ({d['cpu_model']}), jax {d['jax_version']}",
+        f"platform          {d['device_platform']} / {d['device_kind']} ({d['cpu_model']}), "
+        f"{d['framework']} {d['framework_version']}",
     ]
+    if d.get("flops_per_sec") is not None:
+        lines.insert(-4, f"achieved          {si(d['flops_per_sec'], 'FLOP/s')} executed")
+    if d.get("bytes_per_step"):
+        lines.insert(-3, f"bytes per step    {si(d['bytes_per_step'], 'B')} ({d['flops_source']}); intensity "
+                     f"{d['arithmetic_intensity']:.3g} FLOP/B; peak bandwidth "
+                     f"{si(d['peak_bytes_per_sec'], 'B/s')} ({d['peak_source']})")
+    if d.get("memory_peak_bytes") is not None:
+        lines.insert(-2, f"memory per device {si(d['memory_peak_bytes'], 'B')} peak (args "
+                     f"{si(d['memory_argument_bytes'], 'B')}, temp {si(d['memory_temp_bytes'], 'B')}; "
+                     "compiled memory analysis)")
     return "\n".join(lines)
 
 
@@ -173,19 +156,19 @@ def warning_lines(record) -> list[str]:
     return lines
 
 
-def _check_backend() -> None:
-    """Start JAX's backend; one it cannot start (JAX_PLATFORMS naming an absent platform) is an
-    InfrastructureError, i.e. one line and exit 2 rather than a traceback."""
+def _check_backend(framework: str = "jax") -> None:
+    """Start the framework's backend; one it cannot start (JAX_PLATFORMS naming an absent
+    platform, a framework not installed) is one line and exit 2 rather than a traceback."""
     from paradnn.executors import local_context
 
-    local_context()
+    local_context(framework)
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
     from paradnn.runner import run_workload
 
-    _check_backend()
     workload = workload_from_args(args)
+    _check_backend(workload.framework)
     settings = settings_from_args(args)
     record = run_workload(workload, settings, args.memory_limit)
     if args.json:
@@ -205,7 +188,7 @@ def _cmd_probe(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result, default=str))
         return 0
-    print(f"device     {result['backend']} / {result['device_kind']} ({result['cpu_model']})")
+    print(f"device     {result['device_platform']} / {result['device_kind']} ({result['cpu_model']})")
     for dtype, value in result["peak_flops"].items():
         methods = ", ".join(f"{m} {si(v, 'FLOP/s')}" for m, v in result["gemm"][dtype].items())
         print(f"GEMM peak  {dtype:9s} {si(value, 'FLOP/s')} (measured; best: {result['best_method'][dtype]}; "
@@ -226,19 +209,16 @@ def _cmd_probe(args: argparse.Namespace) -> int:
 
 
 def _families_table() -> list[dict[str, Any]]:
-    from paradnn.grids import PAPER
-    from paradnn.runner import DEFAULT_BATCH
-
     rows = []
-    for family, (cls, help_text) in FAMILIES.items():
-        if family == "real":
-            continue
-        params = []
-        for f in dataclasses.fields(cls):
-            params.append({"name": f.name, "paper_range": _jsonable(PAPER.get(family, {}).get(f.name))})
-        rows.append({"family": family, "description": help_text, "parameters": params,
-                     "paper_batch": _jsonable(PAPER.get(family, {}).get("batch")),
-                     "default_batch": DEFAULT_BATCH[family]})
+    for family in families.generated():
+        fam = families.get(family)
+        params = [{"name": a.name, "unit": a.unit, "paper_range": _jsonable(fam.paper.get(a.name))}
+                  for a in fam.axes]
+        example = fam.spec(**{k: v for k, v in fam.tiny[0].items() if k != "batch"}) if fam.tiny else None
+        rows.append({"family": family, "description": fam.description, "parameters": params,
+                     "paper_batch": _jsonable(fam.paper.get("batch")),
+                     "default_batch": fam.default_batch(example) if example is not None else None,
+                     "frameworks": list(fam.builders)})
     return rows
 
 
@@ -264,7 +244,7 @@ def _cmd_list(args: argparse.Namespace) -> int:
                       f"length {r['default_length'] or '-':>4}  batch {r['default_batch']:>5}  {r['description']}")
         return 0
     rows = _families_table()
-    rows.append({"family": "real", "description": FAMILIES["real"][1],
+    rows.append({"family": "real", "description": families.get("real").description,
                  "parameters": [{"name": "model", "paper_range": "see `paradnn list models`"}]})
     if args.json:
         print(json.dumps(rows))
@@ -284,10 +264,11 @@ def _cmd_list(args: argparse.Namespace) -> int:
 def _cmd_maxbatch(args: argparse.Namespace) -> int:
     from paradnn.maxbatch import max_batch
 
-    _check_backend()
     workload = workload_from_args(args)
+    _check_backend(workload.framework)
     result = max_batch(workload.spec, dtype=workload.dtype, optimizer=workload.optimizer,
-                       devices=workload.devices, memory_limit_bytes=args.memory_limit)
+                       devices=workload.devices, memory_limit_bytes=args.memory_limit,
+                       framework=workload.framework)
     if args.json:
         print(json.dumps(result, default=str))
         return 0

@@ -64,8 +64,8 @@ def _status(args: argparse.Namespace) -> int:
 
     print("\nrows by family and status:")
     print(crosstab(df["family"].fillna("?").rename("family")))
-    platform = (df["backend"].fillna("?").astype(str) + "/"
-                + df["device_kind"].fillna("?").astype(str)).rename("backend/device")
+    platform = (df["device_platform"].fillna("?").astype(str) + "/"
+                + df["device_kind"].fillna("?").astype(str)).rename("device_platform/device")
     print("\nrows by platform and status:")
     print(crosstab(platform))
     table = failures(df)

@@ -72,13 +72,14 @@ Outcome = Union[Record, Fault]
 
 
 class Executor:
-    """Interface: ``context()`` gives (platform, software) of where configs run; ``execute``
+    """Interface: ``context(framework)`` gives (platform, software) of where configs of that
+    framework run (what their records and resume keys carry); ``execute``
     yields ``(task, outcome)`` as configs finish (a Record, or a :class:`Fault`), pulling tasks
     lazily from the iterator."""
 
     name = "executor"
 
-    def context(self) -> tuple[dict[str, Any], dict[str, Any]]:
+    def context(self, framework: str = "jax") -> tuple[dict[str, Any], dict[str, Any]]:
         raise NotImplementedError
 
     def execute(self, tasks: Iterator[Task]) -> Iterator[tuple[Task, Outcome]]:
@@ -143,7 +144,7 @@ def check_environment(platform: dict[str, Any]) -> None:
     ``paradnn probe``, which is cached in a file; that folder must be writable."""
     from paradnn import hardware
 
-    if platform["backend"] == "cpu" or hardware.spec_peak(platform["device_kind"]) is None:
+    if platform["device_platform"] == "cpu" or hardware.spec_peak(platform["device_kind"]) is None:
         _check_writable(hardware.CACHE_PATH.parent, "the probe cache folder",
                         "set PARADNN_CACHE (or HOME) to a writable folder")
 
@@ -156,20 +157,20 @@ def resolve_run_fn(run_fn: RunFn | None) -> RunFn:
     return run_workload
 
 
-def local_context() -> tuple[dict[str, Any], dict[str, Any]]:
-    """(platform, software) of this process, as the runner records them. A JAX backend that
-    cannot start (``JAX_PLATFORMS`` naming a platform this host lacks) is an
-    InfrastructureError: it is the first use of the backend, so its RuntimeError is that."""
-    from paradnn import hardware
+def local_context(framework: str = "jax") -> tuple[dict[str, Any], dict[str, Any]]:
+    """(platform, software) of ``framework`` in this process, as the runner records them. A
+    backend that cannot start (``JAX_PLATFORMS`` naming a platform this host lacks) is an
+    InfrastructureError: it is the first use of the backend, so its RuntimeError is that. A
+    framework that is not installed is a SpecError (the user's choice), naming the extra."""
+    from paradnn.runner import context
 
     try:
-        platform = hardware.platform_info()
+        return context(framework)
     except RuntimeError as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise InfrastructureError(
-            f"JAX cannot start a backend (JAX_PLATFORMS={os.environ.get('JAX_PLATFORMS')!r}): "
+            f"{framework} cannot start a backend (JAX_PLATFORMS={os.environ.get('JAX_PLATFORMS')!r}): "
             f"{first[:300]}") from None
-    return platform, hardware.software_info()
 
 
 def run_config(run_fn: RunFn | None, workload: Workload, settings: Any,

@@ -64,7 +64,8 @@ def main(argv: list[str]) -> int:
         if message[0] == "exit":
             return 0
         _, workload, settings, memory_limit_bytes = message
-        outcome = run_config(run_fn, workload, settings, memory_limit_bytes, context)
+        outcome = run_config(run_fn, workload, settings, memory_limit_bytes,
+                             context if workload.framework == "jax" else local_context(workload.framework))
         conn_out.send(("fault" if isinstance(outcome, Fault) else "record", outcome))
         # Each config jits new closures; drop their executables so a long-lived child does not
         # grow with the sweep.

@@ -25,18 +25,17 @@ class InProcessExecutor(Executor):
         self._previous = configure_cache(cache_dir)
         self._context: tuple[dict[str, Any], dict[str, Any]] | None = None
 
-    def context(self) -> tuple[dict[str, Any], dict[str, Any]]:
+    def context(self, framework: str = "jax") -> tuple[dict[str, Any], dict[str, Any]]:
         if self._context is None:
             context = local_context()
             check_environment(context[0])
             self._context = context
-        return self._context
+        return self._context if framework == "jax" else local_context(framework)
 
     def execute(self, tasks: Iterator[Task]) -> Iterator[tuple[Task, Outcome]]:
-        context = self.context()
         for task in tasks:
             yield task, run_config(self.run_fn, task.workload, task.settings,
-                                   task.memory_limit_bytes, context)
+                                   task.memory_limit_bytes, self.context(task.workload.framework))
 
     def close(self) -> None:
         if self._previous is not None:

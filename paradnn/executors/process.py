@@ -187,7 +187,13 @@ class ProcessExecutor(Executor):
             self._context = (self._child.platform, self._child.software)
         return self._child
 
-    def context(self) -> tuple[dict[str, Any], dict[str, Any]]:
+    def context(self, framework: str = "jax") -> tuple[dict[str, Any], dict[str, Any]]:
+        if framework != "jax":
+            # Another framework's devices and versions, read here: the child runs on this host
+            # with this installation, and its own context message covers JAX only.
+            from paradnn.executors import local_context
+
+            return local_context(framework)
         if self._context is None:
             self._ensure_child()
         assert self._context is not None
@@ -197,7 +203,7 @@ class ProcessExecutor(Executor):
         """Run one config in the child; a dead or late child becomes a crashed/timeout record,
         an infrastructure fault the child met a :class:`Fault`."""
         child = self._ensure_child()
-        platform, software = self.context()
+        platform, software = self.context(task.workload.framework)
         context = {"platform": dict(platform), "software": dict(software),
                    "settings": task.settings.to_dict()}
         t0 = time.monotonic()

@@ -66,6 +66,12 @@ class WorkerSetupError(RuntimeError):
     """A worker node could not start a child process: an environment problem, not a config's."""
 
 
+def _remote_context(framework: str) -> tuple[dict, dict]:
+    from paradnn.executors import local_context
+
+    return local_context(framework)
+
+
 def _remote_probe(cache_dir: str | None, run_fn: RunFn | None) -> tuple[dict, dict]:
     from paradnn.executors.process import _Child
 
@@ -123,6 +129,8 @@ class RayExecutor(Executor):
         self._probe = ray.remote(max_retries=0)(_remote_probe)
         self._run = ray.remote(max_retries=0)(_remote_run)
         self._context: tuple[dict[str, Any], dict[str, Any]] | None = None
+        self._framework_probe = ray.remote(max_retries=0)(_remote_context)
+        self._framework_contexts: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {}
 
     def _options(self, devices: int) -> dict[str, Any]:
         if self.resources is not None:
@@ -142,9 +150,17 @@ class RayExecutor(Executor):
         fits = [total.get(name, 0) / amount for name, amount in wanted.items() if amount]
         return max(1, int(math.floor(min(fits)))) if fits else 1
 
-    def context(self) -> tuple[dict[str, Any], dict[str, Any]]:
+    def context(self, framework: str = "jax") -> tuple[dict[str, Any], dict[str, Any]]:
         """Platform and software of a worker that takes these tasks (one probe task): the
         cluster is assumed uniform for the resources asked, as the resume keys need."""
+        if framework != "jax":
+            if framework not in self._framework_contexts:
+                ref = self._framework_probe.options(**self._options(1)).remote(framework)
+                try:
+                    self._framework_contexts[framework] = tuple(self.ray.get(ref))  # type: ignore[assignment]
+                except self.ray.exceptions.RayTaskError as exc:
+                    raise ParadnnError(f"a Ray worker could not start {framework}: {exc}") from None
+            return self._framework_contexts[framework]
         if self._context is None:
             ref = self._probe.options(**self._options(1)).remote(self.cache_dir, self.run_fn)
             try:
@@ -155,7 +171,7 @@ class RayExecutor(Executor):
         return self._context
 
     def _failed(self, task: Task, exc: BaseException) -> Record:
-        platform, software = self.context()
+        platform, software = self.context(task.workload.framework)
         return Record.failed(task.workload, "crashed",
                              f"its Ray task failed: {type(exc).__name__}: {exc}"[:4000],
                              platform=dict(platform), software=dict(software),

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
@@ -184,5 +184,28 @@ class RegistryView(Mapping):
         return len(self._items())
 
 
-__all__ = ["RegistryView", "Axis", "FRAMEWORKS", "Family", "all_fields", "builder", "generated", "get", "names",
+class FieldsView(Sequence):
+    """A tuple of names computed from the registry at each use (``*view``, ``x in view``,
+    ``view[:-1]``), so that module-level column lists include families registered later."""
+
+    def __init__(self, compute: Callable[[], tuple[str, ...]]) -> None:
+        self._compute = compute
+
+    def __getitem__(self, index):  # type: ignore[override]
+        return self._compute()[index]
+
+    def __len__(self) -> int:
+        return len(self._compute())
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._compute())
+
+    def __contains__(self, item: object) -> bool:
+        return item in self._compute()
+
+    def __repr__(self) -> str:
+        return f"FieldsView({self._compute()!r})"
+
+
+__all__ = ["FieldsView", "RegistryView", "Axis", "FRAMEWORKS", "Family", "all_fields", "builder", "generated", "get", "names",
            "of", "param_count", "register", "unregister"]

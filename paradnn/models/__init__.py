@@ -3,45 +3,31 @@
 from __future__ import annotations
 
 from paradnn.models.base import ModelDef
-from paradnn.specs import CNN, FC, RNN, ModelSpec, Real
+from paradnn.specs import ModelSpec, Real
 
 
 def build(spec: ModelSpec, dtype: str = "float32") -> ModelDef:
-    """The ModelDef of a generated (FC, CNN, RNN) or real (zoo) model, computing in ``dtype``."""
-    if isinstance(spec, FC):
-        from paradnn.models import fc
+    """The JAX ModelDef of any registered family's spec, computing in ``dtype`` (the family's
+    ``builders["jax"]``, :mod:`paradnn.families`)."""
+    from paradnn import families
 
-        return fc.build(spec, dtype)
-    if isinstance(spec, CNN):
-        from paradnn.models import cnn
+    return families.builder(spec, "jax")(spec, dtype)
 
-        return cnn.build(spec, dtype)
-    if isinstance(spec, RNN):
-        from paradnn.models import rnn
 
-        return rnn.build(spec, dtype)
-    if isinstance(spec, Real):
-        from paradnn.models import registry
+def build_real(spec: Real, dtype: str = "float32") -> ModelDef:
+    """The ModelDef of a zoo model (the ``real`` family's JAX builder)."""
+    from paradnn.models import registry
 
-        return registry.get(spec.model).factory(spec, dtype)
-    raise TypeError(f"not a model spec: {spec!r}")
+    return registry.get(spec.model).factory(spec, dtype)
 
 
 def param_count(spec: ModelSpec) -> int:
-    """Trainable parameters: closed form for FC/CNN/RNN, from shapes (no compile) for real models."""
-    if isinstance(spec, FC):
-        from paradnn.models import fc
+    """Trainable parameters: the family's closed form (generated families), else from the JAX
+    model's shapes (no compile)."""
+    from paradnn import families
 
-        return fc.param_count(spec)
-    if isinstance(spec, CNN):
-        from paradnn.models import cnn
-
-        return cnn.param_count(spec)
-    if isinstance(spec, RNN):
-        from paradnn.models import rnn
-
-        return rnn.param_count(spec)
-    return count_from_shapes(build(spec))
+    count = families.param_count(spec)
+    return count if count is not None else count_from_shapes(build(spec))
 
 
 def count_from_shapes(model: ModelDef, batch: int = 1) -> int:
@@ -59,4 +45,4 @@ def count_from_shapes(model: ModelDef, batch: int = 1) -> int:
     return sum(math.prod(leaf.shape) for leaf in jax.tree_util.tree_leaves(shapes.get("params", {})))
 
 
-__all__ = ["ModelDef", "build", "param_count", "count_from_shapes"]
+__all__ = ["ModelDef", "build", "build_real", "param_count", "count_from_shapes"]

@@ -19,11 +19,11 @@ from paradnn.record import Record
 from paradnn.specs import CNN, FC, RNN, Workload
 
 PLATFORMS = {
-    "a": dict(platform={"backend": "tpu", "device_kind": "synthetic-a", "device_count": 1,
+    "a": dict(platform={"device_platform": "tpu", "device_kind": "synthetic-a", "device_count": 1,
                         "host": "golden", "cpu_model": "synthetic"},
               peak_flops=1.2e14, peak_bytes_per_sec=9.0e11, peak_source="spec", memory=2.0e9,
               width_scale=1024.0),
-    "b": dict(platform={"backend": "gpu", "device_kind": "synthetic-b", "device_count": 1,
+    "b": dict(platform={"device_platform": "gpu", "device_kind": "synthetic-b", "device_count": 1,
                         "host": "golden", "cpu_model": "synthetic"},
               peak_flops=6.0e13, peak_bytes_per_sec=1.5e12, peak_source="measured",
               memory=4.0e9, width_scale=256.0),
