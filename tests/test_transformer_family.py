@@ -282,3 +282,39 @@ def test_sweep_file_loads():
     assert plan.workloads and all(w.family == "transformer" for w in plan.workloads)
     assert {w.spec.d_model // w.spec.heads for w in plan.workloads} == {64}
     assert all(w.spec.d_ff == 4 * w.spec.d_model for w in plan.workloads)
+
+
+def test_sweep_store_and_report(tmp_path, tiny_settings):
+    """A tiny d_model x batch sweep runs through the runner, is stored, and the report draws
+    the family's heat map and roofline from it, like the other families'."""
+    import paradnn
+    from paradnn import report
+
+    grid = paradnn.grid("transformer", layers=1, d_model=[16, 32], heads=2, d_ff="auto", length=8,
+                        vocab=32, batch=[2, 4])
+    store = tmp_path / "transformer.db"
+    df = paradnn.sweep(grid, store=store, executor="inprocess", settings=tiny_settings, progress=False)
+    assert (df["status"] == "ok").all(), df[["status", "error"]]
+    loaded = paradnn.load(store)
+    assert sorted(set(loaded["d_model"])) == [16, 32] and sorted(set(loaded["d_ff"])) == [64, 128]
+    assert set(loaded["causal"]) == {True} and set(loaded["attention"]) == {"fused"}
+    for _, row in loaded.iterrows():
+        s = Transformer(1, int(row["d_model"]), 2, int(row["d_ff"]), 8, 32)
+        assert row["params"] == tf_family.param_count(s)
+        assert row["model_flops_per_step"] == tf_family.train_flops_per_example(s) * row["batch"]
+    sections, missing = report.plan(loaded, store=str(store))
+    ids = [s.id for s in sections]
+    assert "heatmap:transformer" in ids and "roofline" in ids, [(m.id, m.needs) for m in missing]
+    heatmap = next(s for s in sections if s.id == "heatmap:transformer")
+    assert "over batch and d_model" in heatmap.items[0].caption
+
+
+def test_cli_names_a_bad_field_and_exits_2(paradnn_cmd):
+    import subprocess
+
+    base = ["run", "transformer", "--layers", "1", "--d_model", "32", "--d_ff", "64", "--length", "8",
+            "--vocab", "64"]
+    for extra, param in ((["--heads", "3"], "heads=3"), (["--heads", "2", "--causal", "maybe"], "causal")):
+        out = subprocess.run([*paradnn_cmd, *base, *extra], capture_output=True, text=True, timeout=120)
+        assert out.returncode == 2, out.stderr
+        assert param in out.stderr and "Traceback" not in out.stderr
