@@ -3,7 +3,7 @@
 A stack of ``layers`` pre-LayerNorm Transformer blocks over ``length`` tokens of a ``vocab``
 token vocabulary: a decoder-only language model (causal self-attention, next-token
 cross-entropy) by default, an encoder-only model (bidirectional self-attention, every position
-predicts its original token of a corrupted sequence) with ``causal=False``. The layout, the same
+predicts its original token of a corrupted sequence) with ``stack="encoder"``. The layout, the same
 in every framework that builds it (``docs/transformer.md``):
 
 * token embedding ``[vocab, d_model]``, plus learned positions ``[length, d_model]``
@@ -33,21 +33,10 @@ ATTENTION_FLOPS = ("full", "half")
 HEAD_DIM = 64
 #: ``d_ff="auto"`` is this multiple of d_model (Vaswani et al., GPT-2, BERT: 4).
 FF_MULTIPLE = 4
-_TRUE = ("true", "yes", "1", "on")
-_FALSE = ("false", "no", "0", "off")
-
-
-def _flag(name: str, value: Any) -> bool:
-    """A boolean from Python, YAML, a CLI string or a store column (0/1)."""
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, int) and value in (0, 1):
-        return bool(value)
-    if isinstance(value, float) and value in (0.0, 1.0):  # a pandas column with missing values
-        return bool(value)
-    if isinstance(value, str) and value.lower() in _TRUE + _FALSE:
-        return value.lower() in _TRUE
-    raise SpecError(name, value, "true or false")
+#: decoder: causal self-attention, next-token loss; encoder: bidirectional, corrupted tokens.
+#: A string, not a ``causal`` bool: a bool column with gaps (other families' rows) loses its
+#: type in pandas group-bys and joins, and would pass for a numeric hyperparameter.
+STACKS = ("decoder", "encoder")
 
 
 def _auto(value: Any) -> bool:
@@ -61,12 +50,12 @@ class Transformer(_Spec):
     ``layers`` blocks of width ``d_model`` with ``heads`` attention heads (``"auto"``:
     d_model/64, at least 1; must divide d_model) and a feed-forward hidden size ``d_ff``
     (``"auto"``: 4*d_model), over sequences of ``length`` tokens from a ``vocab``-token
-    vocabulary. ``causal`` True is a decoder-only LM (next-token loss); False an encoder-only
-    model. ``positions`` is ``learned`` or ``sinusoidal``. ``attention`` picks the kernel:
+    vocabulary. ``stack`` ``decoder`` is a decoder-only LM (causal self-attention, next-token
+    loss); ``encoder`` an encoder-only model (bidirectional self-attention). ``positions`` is ``learned`` or ``sinusoidal``. ``attention`` picks the kernel:
     ``fused`` (``jax.nn.dot_product_attention``: cuDNN flash attention on NVIDIA GPUs where
     it applies, XLA elsewhere) or ``einsum`` (plain einsum, softmax, einsum). ``attention_flops``
     says how :func:`train_flops_per_example` counts the attention products: ``full`` (every
-    score, as the program computes them) or ``half`` (causal only: the useful lower triangle,
+    score, as the program computes them) or ``half`` (decoder only: the useful causal triangle,
     MaxText's convention); it changes no computation.
     """
 
@@ -76,7 +65,7 @@ class Transformer(_Spec):
     d_ff: int
     length: int
     vocab: int
-    causal: bool = True
+    stack: str = "decoder"
     positions: str = "learned"
     attention: str = "fused"
     attention_flops: str = "full"
@@ -102,7 +91,7 @@ class Transformer(_Spec):
         if self.d_model % self.heads:
             raise SpecError("heads", self.heads, f"a divisor of d_model={self.d_model} "
                             f"(heads of d_model/heads dimensions; auto gives d_model/{HEAD_DIM})")
-        object.__setattr__(self, "causal", _flag("causal", self.causal))
+        object.__setattr__(self, "stack", _choice("stack", self.stack, STACKS))
         object.__setattr__(self, "positions", _choice("positions", self.positions, POSITIONS))
         object.__setattr__(self, "attention", _choice("attention", self.attention, ATTENTION))
         object.__setattr__(self, "attention_flops",
@@ -110,9 +99,9 @@ class Transformer(_Spec):
         if self.positions == "sinusoidal" and self.d_model % 2:
             raise SpecError("d_model", self.d_model, "an even number with positions=sinusoidal "
                             "(a sine and a cosine per frequency)")
-        if self.attention_flops == "half" and not self.causal:
+        if self.attention_flops == "half" and self.stack != "decoder":
             raise SpecError("attention_flops", self.attention_flops,
-                            "full when causal is false (half counts only a causal mask's triangle)")
+                            "full with stack=encoder (half counts only a causal mask's triangle)")
 
 
 def block_params(spec: Transformer) -> int:
@@ -170,7 +159,7 @@ def _tiny(**overrides: Any) -> dict[str, Any]:
 FAMILY = register(Family(
     name="transformer",
     spec=Transformer,
-    description="Transformer LM: --layers --d_model --heads --d_ff --length --vocab [--causal --positions "
+    description="Transformer LM: --layers --d_model --heads --d_ff --length --vocab [--stack --positions "
                 "--attention --attention_flops]",
     axes=(
         Axis("layers", "layers", "Transformer blocks, a count"),
@@ -179,8 +168,8 @@ FAMILY = register(Family(
         Axis("d_ff", "units", "feed-forward hidden units, a count, or auto (4*d_model)"),
         Axis("length", "tokens", "sequence length in tokens"),
         Axis("vocab", "tokens", "vocabulary size in tokens"),
-        Axis("causal", "", "true: decoder-only LM (causal mask); false: encoder-only",
-             choices=("true", "false")),
+        Axis("stack", "", "decoder: decoder-only LM (causal mask, next-token loss); encoder: "
+             "encoder-only (bidirectional)", choices=STACKS),
         Axis("positions", "", "position encoding", choices=POSITIONS),
         Axis("attention", "", "attention kernel: fused (jax.nn.dot_product_attention) or einsum",
              choices=ATTENTION),
@@ -204,7 +193,8 @@ FAMILY = register(Family(
              "small": {"layers": [2, 4], "d_model": [128, 256], "heads": 2, "d_ff": "auto",
                        "length": [64, 128], "vocab": 1024, "batch": [8, 32]}},
     width="d_model",
+    variant="stack",
     suggested_grid=({"layers": 2, "heads": 2, "d_ff": 512, "length": 64, "vocab": 1024},
                     {"d_model": [64, 128, 256], "batch": [4, 8, 16, 32]}),
-    tiny=(_tiny(), _tiny(causal=False, positions="sinusoidal", attention="einsum")),
+    tiny=(_tiny(), _tiny(stack="encoder", positions="sinusoidal", attention="einsum")),
 ))

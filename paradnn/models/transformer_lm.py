@@ -127,13 +127,13 @@ class TransformerLM(nn.Module):
 def make_batch_fn(spec: Transformer):
     """Synthetic token batches: ``inputs [batch, length]`` and ``labels [batch, length]``.
 
-    Decoder (``causal``): a random sequence of length+1 tokens; inputs are its first ``length``
+    Decoder: a random sequence of length+1 tokens; inputs are its first ``length``
     tokens, labels the next ones. Encoder: random tokens, ``MASK_RATE`` of the positions
     replaced by ``MASK_TOKEN`` in the inputs; every position's label is its original token.
     """
 
     def make_batch(key: jax.Array, batch: int) -> dict[str, jax.Array]:
-        if spec.causal:
+        if spec.stack == "decoder":
             ids = jax.random.randint(key, (batch, spec.length + 1), 0, spec.vocab)
             return {"inputs": ids[:, :-1], "labels": ids[:, 1:]}
         k_ids, k_mask = jax.random.split(key)
@@ -151,7 +151,7 @@ def build(spec: Transformer, dtype: str, platform: str | None = None) -> ModelDe
     platform = platform or jax.default_backend()
     implementation = fused_implementation(spec.d_model // spec.heads, dtype, platform)
     module = TransformerLM(spec.layers, spec.d_model, spec.heads, spec.d_ff, spec.length, spec.vocab,
-                           spec.causal, spec.positions, spec.attention, implementation,
+                           spec.stack == "decoder", spec.positions, spec.attention, implementation,
                            dtype=jnp.dtype(dtype))
     attention = implementation if spec.attention == "fused" else "einsum"
     return ModelDef(
