@@ -148,7 +148,7 @@ def grid(family: str, *zips: Zipped, max_configs: int | None = None, **axes: Any
     Every model hyperparameter of ``family`` must be given (a real model's ``image`` and
     ``length`` default to the model's own). ``batch`` is required except for ``family="real"``,
     where it defaults to the model's registered batch size. ``dtype`` defaults to float32,
-    ``optimizer`` to the model's default, ``devices`` to 1. Points are ordered like nested loops
+    ``optimizer`` to the model's default, ``devices`` to 1, ``framework`` to jax. Points are ordered like nested loops
     over the axes in the order given (the last axis varies fastest). Duplicate points are kept
     once. A product of more than ``max_configs`` points (default ``MAX_CONFIGS``) raises
     SpecError before anything is expanded.
@@ -194,11 +194,10 @@ def grid(family: str, *zips: Zipped, max_configs: int | None = None, **axes: Any
         spec = spec_type(**{n: point[n] for n in spec_names if n in point})
         batch = point.get("batch")
         if batch is None and family == "real":
-            from paradnn.models import registry
-
-            batch = registry.get(spec.model).default_batch
+            batch = families.get(family).default_batch(spec)
         w = Workload(spec, batch=batch, dtype=point.get("dtype", "float32"),
-                     optimizer=point.get("optimizer"), devices=point.get("devices", 1))
+                     optimizer=point.get("optimizer"), devices=point.get("devices", 1),
+                     framework=point.get("framework", "jax"))
         if w.key not in keys:
             keys.add(w.key)
             out.append(w)

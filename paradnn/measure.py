@@ -65,6 +65,17 @@ def _step_loop(value: Any, parameter: str) -> str:
     return value
 
 
+#: Values of the setting ``torch_compile`` (the PyTorch backend; other frameworks ignore it):
+#: eager execution, or a ``torch.compile`` mode.
+TORCH_COMPILE_MODES = ("default", "eager", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+
+
+def _torch_compile(value: Any, parameter: str) -> str:
+    if not isinstance(value, str) or value not in TORCH_COMPILE_MODES:
+        raise SpecError(parameter, value, "one of " + ", ".join(TORCH_COMPILE_MODES))
+    return value
+
+
 def _setting(default: Any, parse: Callable[..., Any], help: str, **limits: Any) -> Any:
     """A settings field whose metadata says how to parse it from text and what it means: the
     CLI flags, the sweep files' ``settings`` keys and validation all read it."""
@@ -101,6 +112,10 @@ class MeasureSettings:
     xla_preset: str = _setting(xla_stack.DEFAULT_PRESET, xla_stack.parse_preset,
                                "XLA compile options of the measured step: best (the platform's "
                                "fastest correct stack) or stock (XLA's defaults)")
+    torch_compile: str = _setting("default", _torch_compile,
+                                  "PyTorch only: torch.compile mode of the step (default, "
+                                  "reduce-overhead, max-autotune, max-autotune-no-cudagraphs) or "
+                                  "eager (no compilation)")
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):

@@ -41,7 +41,7 @@ from paradnn.errors import ParadnnError
 from paradnn.record import METRICS
 
 __all__ = [
-    "heatmap", "sensitivity", "roofline", "op_roofline", "op_breakdown", "speedup",
+    "heatmap", "sensitivity", "roofline", "op_roofline", "op_breakdown", "speedup", "speedup_by_config",
     "family_ranges", "params_range", "utilization_comparison", "saturation",
     "PAGE_WIDTH_IN", "DPI_1X", "DPI_2X", "MIN_FONT_PT",
 ]
@@ -60,6 +60,8 @@ STYLE = {
 FAMILY_MARKERS = {"fc": "o", "cnn": "s", "rnn": "^", "real": "*"}
 FAMILY_NAMES = {"fc": "FC", "cnn": "CNN", "rnn": "RNN", "real": "real model"}
 DTYPE_COLORS = {"float32": "tab:blue", "bfloat16": "tab:orange", "float16": "tab:green"}
+# A mark inside the marker per framework, drawn only when a figure holds several frameworks.
+FRAMEWORK_MARKS = {"jax": "", "tensorflow": "+", "torch": "x"}
 WARNING_COLOR = "red"
 _CATEGORY_COLORS = dict(zip(CATEGORIES, ("tab:red", "tab:blue", "tab:green", "tab:purple",
                                          "tab:gray", "tab:brown")))
@@ -222,6 +224,28 @@ def _scatter_marked(ax, x, y, *, marker: str, color, size: float, unstable: pd.S
                    edgecolors=WARNING_COLOR, linewidths=1.8, zorder=zorder + 1)
 
 
+def _framework_marks(ax, rows: pd.DataFrame, x: str, y: str) -> list:
+    """Where ``rows`` hold more than one framework, a black mark inside each point (none for
+    JAX, + TensorFlow, x PyTorch, a letter-like dot for others) and their legend entries; no
+    marks and no entries for a single framework."""
+    from paradnn.analysis.framework import framework_of, frameworks
+
+    names = frameworks(rows)
+    if len(names) < 2:
+        return []
+    fw = framework_of(rows)
+    handles = []
+    for name in names:
+        mark = FRAMEWORK_MARKS.get(name, "1")
+        sel = rows[fw == name]
+        if mark:
+            ax.scatter(sel[x], sel[y], marker=mark, s=22, color="black", linewidths=1.0, zorder=6)
+        handles.append(Line2D([], [], marker=mark or "o", linestyle="", color="black",
+                              markerfacecolor="none" if not mark else "black",
+                              label=f"framework {name}" + ("" if mark else " (no inner mark)")))
+    return handles
+
+
 # -- heat maps -------------------------------------------------------------------------------
 
 def _panel_title(panel: dict) -> str:
@@ -232,7 +256,7 @@ def _panel_title(panel: dict) -> str:
         # jaxlib follows jax: one version in a title is enough.
         if k in PLATFORM_KEY or (k == "jaxlib_version" and "jax_version" in panel):
             continue
-        parts.append(str(v) if k == "dtype" else f"{k.replace('_version', '')} {v}"
+        parts.append(str(v) if k in ("dtype", "framework") else f"{k.replace('_version', '')} {v}"
                      if k.endswith("_version") else f"{k}={_fmt(v)}")
     if plat and len(parts) > 1:
         return parts[0] + "\n" + ", ".join(parts[1:])
@@ -471,7 +495,9 @@ def roofline(rf: pd.DataFrame, color_by: str = "dtype", title: str | None = None
     intensity (log-log). One roof per peak, labelled with its dtype(s) and whether the peak is
     the spec sheet's or measured (``peak_source``). Marker shape = family; colour = dtype (or a
     numeric column ``color_by``, with a colour bar); hollow = unstable timing; red ring =
-    physics warning; real models (``kind == "real"``) as labelled stars, only when present."""
+    physics warning; real models (``kind == "real"``) as labelled stars, only when present.
+    Rows of several frameworks are points of their own, told apart by a mark inside the
+    marker (``FRAMEWORK_MARKS``: none for JAX, + TensorFlow, x PyTorch) named in the legend."""
     rows = rf.dropna(subset=["flops_per_sec", "arithmetic_intensity"])
     rows = rows[(rows["flops_per_sec"] > 0) & (rows["arithmetic_intensity"] > 0)]
     if rows.empty:
@@ -520,6 +546,7 @@ def roofline(rf: pd.DataFrame, color_by: str = "dtype", title: str | None = None
                 ax.annotate(str(r.get("model", "real")), (r["arithmetic_intensity"], r["flops_per_sec"]),
                             textcoords="offset points", xytext=(8, -14 if k % 2 == 0 else 6),
                             fontsize=9)
+    handles += _framework_marks(ax, rows, "arithmetic_intensity", "flops_per_sec")
     if numeric is not None:
         from matplotlib.cm import ScalarMappable
 
@@ -654,6 +681,87 @@ def speedup(sp: pd.DataFrame, x: str = "params", color_by: str = "batch",
     ax.set_ylabel(f"speedup (x, ratio of {metric} [{unit(metric)}])")
     a, b = sp.attrs.get("a", "A"), sp.attrs.get("b", "B")
     ax.set_title(title or f"speedup of {a} over {b}")
+    fig.legend(handles=handles, loc="outside right upper", frameon=False)
+    return fig
+
+
+@_styled
+def speedup_by_config(sp: pd.DataFrame, summary: dict | None = None, title: str | None = None,
+                      max_labels: int = 48) -> Figure:
+    """The speedup of every configuration of :func:`paradnn.analysis.speedup` (e.g.
+    :func:`paradnn.analysis.framework_speedup`) as one point each, grouped by model family
+    (families in registry order, inside a family by parameters then batch), with a dashed line
+    at 1x (no speedup) and, from ``summary`` (:func:`paradnn.analysis.speedup_summary`), the
+    geometric mean as a grey line and its bootstrap interval as a band. Ratio axis 0.5x 1x 2x;
+    hollow markers rest on unstable runs. Configurations are named on the axis while there are
+    at most ``max_labels`` of them (ParaDnn Fig 12 style)."""
+    rows = sp.dropna(subset=["speedup"])
+    rows = rows[rows["speedup"] > 0].copy()
+    if rows.empty:
+        raise ParadnnError("plots.speedup_by_config: no joined rows to plot")
+    from paradnn import families
+
+    order = {f: i for i, f in enumerate((*families.names(), "real"))}
+    rows["_family"] = rows.apply(_family_of, axis=1)
+    rows["_order"] = rows["_family"].map(lambda f: order.get(f, len(order)))
+    keys = ["_order", "_family"] + [c for c in ("params", "batch") if c in rows.columns]
+    rows = rows.sort_values(keys, kind="stable")
+    fams = list(dict.fromkeys(rows["_family"]))
+    # One gap of a slot between families, so each family reads as a group.
+    pos, x, prev = [], -1.0, None
+    for f in rows["_family"]:
+        x += 2.0 if prev is not None and f != prev else 1.0
+        pos.append(x)
+        prev = f
+    pos = np.array(pos)
+    fig, ax = _figure(5.4)
+    unstable = rows["unstable"].astype(bool) if "unstable" in rows.columns else pd.Series(False, index=rows.index)
+    handles = []
+    for k, f in enumerate(fams):
+        sel = (rows["_family"] == f).to_numpy()
+        color = f"C{k % 10}"
+        _scatter_marked(ax, pos[sel], rows.loc[sel, "speedup"], marker=FAMILY_MARKERS.get(f, "D"),
+                        color=color, size=44, unstable=unstable[sel], flagged=np.zeros(sel.sum(), bool))
+        centre = pos[sel].mean()
+        ax.annotate(FAMILY_NAMES.get(f, f), (centre, 1.0), xycoords=("data", "axes fraction"),
+                    xytext=(0, 3), textcoords="offset points", ha="center", va="bottom", fontsize=9.5)
+        handles.append(Line2D([], [], marker=FAMILY_MARKERS.get(f, "D"), linestyle="", color=color,
+                              label=FAMILY_NAMES.get(f, f)))
+    ax.axhline(1.0, color="black", linewidth=1.0, linestyle="--")
+    handles.append(Line2D([], [], color="black", linestyle="--", label="1x: equal throughput"))
+    lo, hi = float(rows["speedup"].min()), float(rows["speedup"].max())
+    if summary and np.isfinite(summary.get("geomean", np.nan)):
+        gm = summary["geomean"]
+        ax.axhline(gm, color="0.35", linewidth=1.4)
+        text = f"geometric mean {gm:.2f}x"
+        if np.isfinite(summary.get("ci_low", np.nan)):
+            ax.axhspan(summary["ci_low"], summary["ci_high"], color="0.6", alpha=0.25, linewidth=0)
+            text += f", {summary['ci']:.0%} CI {summary['ci_low']:.2f}x-{summary['ci_high']:.2f}x"
+            lo, hi = min(lo, summary["ci_low"]), max(hi, summary["ci_high"])
+        handles.append(Patch(facecolor="0.75", edgecolor="0.35", label=text))
+    handles += _marks_legend(bool(unstable.any()), False)
+    ax.set_yscale("log")
+    ax.set_ylim(min(lo, 1.0) / 1.15, max(hi, 1.0) * 1.15)  # 1x always in view
+    _log_axis(ax.yaxis, fmt=_ratio)
+    if len(rows) <= max_labels:
+        names = []
+        for _, r in rows.iterrows():
+            name = str(r.get("label", "")) or str(r["_family"])
+            # The family is the group's heading: drop it from each name.
+            name = name[len(str(r["_family"])) + 1:] if name.startswith(f"{r['_family']} ") else name
+            names.append(name + (f" b={_fmt(r['batch'])}" if pd.notna(r.get("batch")) else ""))
+        ax.set_xticks(pos, names, rotation=60, ha="right", fontsize=MIN_FONT_PT + 0.3)
+        ax.set_xlabel("configuration (hyperparameters, b = batch in examples)")
+    else:
+        ax.set_xticks([])
+        ax.set_xlabel(f"configuration ({len(rows)}, grouped by family; inside a family by "
+                      "parameters, then batch)")
+    ax.set_xlim(pos.min() - 1, pos.max() + 1)
+    metric = sp.attrs.get("metric", "examples_per_sec")
+    ax.set_ylabel("speedup (x, log scale)")
+    a, b = sp.attrs.get("a", "A"), sp.attrs.get("b", "B")
+    ax.set_title(title or f"speedup of {a} over {b} per configuration: ratio of {metric} "
+                 f"({unit(metric)})", pad=18)
     fig.legend(handles=handles, loc="outside right upper", frameon=False)
     return fig
 

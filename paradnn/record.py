@@ -2,8 +2,9 @@
 
 ``Record.to_dict()`` is the row the store keeps and ``paradnn.load`` returns: one key per field,
 no nesting. Spec fields keep their names (``layers``, ``nodes``, ...), metrics keep the names of
-``METRICS``, platform and software fields keep the names below. Never rename a field; add new
-ones and bump ``SCHEMA_VERSION`` only when a field's meaning changes.
+``METRICS``, platform and software fields keep the names below. Never rename a field without a
+store migration (``paradnn.store.migrate_row``); add new ones and bump ``SCHEMA_VERSION`` when a
+field's name or meaning changes.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 
 from paradnn.specs import Workload, stable_hash
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: device platform field `backend` -> `device_platform`, plus `framework`
 
 STATUSES = ("ok", "oom", "error", "timeout", "crashed")
 

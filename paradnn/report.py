@@ -29,12 +29,14 @@ import pandas as pd
 from paradnn import analysis as A
 from paradnn import families
 from paradnn import plots as P
+from paradnn import plots_extra as PX
 from paradnn.analysis._common import (
     FAMILY_FIELDS, PLATFORM_KEY, SOFTWARE_KEY, SPEC_FIELDS, drop_unstable, fmt, headline_utilization,
     hyperparameters, label, ok_rows, platform_label, present, unit, unstable_mask, warning_lists,
     warning_meaning, workload_label,
 )
 from paradnn.analysis.cost import duration, estimate_seconds
+from paradnn.analysis.framework import DEFAULT_FRAMEWORK, framework_of, frameworks, with_framework
 from paradnn.analysis.sensitivity import MIN_ROWS
 from paradnn.errors import ParadnnError
 
@@ -91,16 +93,22 @@ class Unsupported:
         return f"about {duration(self.seconds)} for {n} ({self.basis})"
 
 
+# Fractions that are not of a peak (analysis._common.unit reads every *utilization column as
+# a fraction of the device's peak FLOP/s, and a unit of 1 as a count).
+_FRACTIONS = {"host_cpu_utilization": "fraction of the host's cores",
+              "device_busy_fraction": "fraction of the timed window"}
+
+
 def _table_units(df: pd.DataFrame) -> pd.DataFrame:
     """Column headers with their units: ``examples_per_sec [examples/s]``."""
     names = {}
     for c in df.columns:
-        u = unit(str(c))
+        u = _FRACTIONS.get(str(c)) or unit(str(c))
         names[c] = f"{c} [{u}]" if u and u not in ("count",) else str(c)
     return df.rename(columns=names)
 
 
-_SETTING_COLUMNS = (*PLATFORM_KEY, *SOFTWARE_KEY, "dtype", "optimizer", "devices")
+_SETTING_COLUMNS = (*PLATFORM_KEY, *SOFTWARE_KEY, "framework", "dtype", "optimizer", "devices")
 
 
 def _setting(rows: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
@@ -137,6 +145,19 @@ def _platforms(rows: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
     return [(p, rows[labels == p]) for p in sorted(labels.unique())]
 
 
+def _platforms_and_frameworks(rows: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+    """:func:`_platforms`, each split by framework when ``rows`` hold several (``CPU,
+    tensorflow``): a figure of one platform never mixes frameworks."""
+    if len(frameworks(rows)) < 2:
+        return _platforms(rows)
+    out = []
+    for plat, prow in _platforms(rows):
+        fw = framework_of(prow)
+        for name in frameworks(prow):
+            out.append((f"{plat}, {name}" if plat else name, prow[fw == name]))
+    return out
+
+
 def _metric(rows: pd.DataFrame, *names: str) -> str | None:
     for n in names:
         if n in rows.columns and pd.to_numeric(ok_rows(rows)[n], errors="coerce").notna().any():
@@ -149,7 +170,8 @@ def _n(count: int, noun: str) -> str:
     return f"{count} {noun}" + ("" if count == 1 else "s")
 
 
-_PANEL_NAMES = {"device_platform": "platform", "device_kind": "platform", "device_count": "platform",
+_PANEL_NAMES = {"backend": "platform", "device_platform": "platform", "device_kind": "platform",
+                "device_count": "platform",
                 "jax_version": "jax version", "jaxlib_version": "jax version",
                 "tf_version": "tf version", "xla_flags": "XLA flags"}
 
@@ -289,7 +311,7 @@ def _roofline(df: pd.DataFrame) -> list[Section]:
                        "(peak_flops, peak_bytes_per_sec)", {"smoke": True, "probe": True})
     rf = A.roofline(rows.dropna(subset=list(need)))
     section = Section("roofline", "Roofline, model level (ParaDnn Fig 3a, 3c)")
-    for plat, prow in _platforms(rf):
+    for plat, prow in _platforms_and_frameworks(rf):
         sources = sorted(set(prow["peak_source"].dropna())) if "peak_source" in prow else []
         methods = sorted(set(prow["peak_method"].dropna())) if "peak_method" in prow else []
         counts = prow["bound"].value_counts().to_dict()
@@ -325,7 +347,7 @@ def _ci_text(summary: dict) -> str:
 
 
 def _speedups(df: pd.DataFrame) -> tuple[list[Section], list[Unsupported]]:
-    comps = A.comparisons(df)
+    comps = A.comparisons(df, kinds=("platform", "dtype", "software"))
     sections, missing = [], []
     needs = {
         "platform": "ok runs of the same workloads on two platforms (e.g. two stores merged)",
@@ -388,7 +410,10 @@ def _utilization(df: pd.DataFrame) -> list[Section]:
     value = headline_utilization(rows)
     if value is None:
         raise _Missing("ok runs with model_flops_utilization or flops_utilization", {"smoke": True})
-    rows = rows.assign(platform=rows.apply(platform_label, axis=1))
+    where = rows.apply(platform_label, axis=1) if len(rows) else pd.Series(dtype=object)
+    if len(frameworks(rows)) > 1:  # one range per platform and framework, never mixed
+        where = where + ", " + framework_of(rows).astype(str)
+    rows = rows.assign(platform=where)
     ur = A.family_ranges(rows, value, by="platform")
     left = ur.attrs.get("unstable_excluded", 0)
     if ur.empty:  # every run missed its precision target: nothing trustworthy to draw
@@ -422,6 +447,129 @@ def _saturation(df: pd.DataFrame) -> list[Section]:
 
 
 _SATURATION_TITLE = "Batch-size saturation (as in the TBD benchmark suite)"
+FRAMEWORKS_TITLE = "Frameworks: speedup of one framework over another (ParaDnn Fig 12 style, TBD)"
+MEMORY_TITLE = "Memory breakdown by model and batch (TBD Fig 8)"
+ENERGY_TITLE = "Power and energy per example by model and batch"
+HOST_TITLE = "Host CPU and device utilization by model and batch (TBD)"
+
+
+def _frameworks(df: pd.DataFrame) -> list[Section]:
+    ok = ok_rows(df)
+    names = frameworks(ok) if len(ok) else []
+    if len(names) < 2:
+        raise _Missing(f"ok runs of the same workloads under two frameworks on one platform "
+                       f"(has {', '.join(names) or 'no ok runs'})", {"framework": True})
+    comps = A.comparisons(df, kinds=("framework",))
+    if not comps:
+        raise _Missing(f"ok runs of the same workloads under two frameworks on one platform "
+                       f"(has {', '.join(names)}, but no workload measured under two of them "
+                       "on one platform)", {"framework": True})
+    section = Section("frameworks", FRAMEWORKS_TITLE)
+    for c in comps:
+        sp = A.speedup_of(c)  # the summary: stable runs only
+        shown = A.speedup_of(c, include_unstable=True)  # the figure: every point, marked
+        if sp.empty:
+            section.items.append(Item(
+                f"Speedup of {c.a} over {c.b}: every common workload rests on unstable runs "
+                f"({sp.attrs['unstable_excluded']} runs left out), so no claim is made.",
+                lambda shown=shown: P.speedup_by_config(shown), shown))
+            continue
+        summ = A.speedup_summary(sp)
+        left = summ["unstable_excluded"]
+        table = sp[[col for col in ("label", "batch", "params", "examples_per_sec_a",
+                                    "examples_per_sec_b", "speedup") if col in sp.columns]]
+        section.items.append(Item(
+            f"Speedup of {c.a} over {c.b}: examples/s under the first framework over examples/s "
+            f"under the second, per configuration (same model, batch, dtype, optimizer and "
+            f"devices on the same device; medians of repeats), grouped by family. "
+            f"{summ['n']} configurations, {_ci_text(summ)} (grey line and band), "
+            f"{summ['faster']:.0%} faster under {c.a.split(' on ')[0]}; dashed line: 1x"
+            + (f"; {left} unstable runs left out of this summary and drawn hollow" if left else "")
+            + ". Source: examples_per_sec of the ok runs; each framework's time is its own "
+            "compiled training step under the same timing protocol.",
+            lambda shown=shown, summ=summ: P.speedup_by_config(shown, summ),
+            table.sort_values("speedup")))
+    return [section]
+
+
+def _has(rows: pd.DataFrame, *metrics: str) -> bool:
+    """Whether some row has every one of ``metrics`` (numeric, not null)."""
+    if rows.empty or not all(m in rows.columns for m in metrics):
+        return False
+    return bool(rows[list(metrics)].apply(pd.to_numeric, errors="coerce").notna().all(axis=1).any())
+
+
+def _memory(df: pd.DataFrame) -> list[Section]:
+    ok = ok_rows(df)
+    if not _has(ok, "memory_weights_bytes", "memory_activations_bytes"):
+        raise _Missing("ok runs with the memory breakdown metrics (memory_weights_bytes, "
+                       "memory_gradients_bytes, memory_optimizer_bytes, memory_activations_bytes, "
+                       "memory_workspace_bytes); runs recorded before the breakdown existed lack "
+                       "them, every run of this paradnn version records them", {"smoke": True})
+    rows = ok.dropna(subset=["memory_weights_bytes", "memory_activations_bytes"])
+    table = rows.assign(model=PX.model_names(rows))[
+        [c for c in ("model", "batch", *PX.MEMORY_PARTS, "memory_peak_bytes") if c in rows.columns
+         or c == "model"]].sort_values(["model", "batch"])
+    share = (pd.to_numeric(rows["memory_activations_bytes"], errors="coerce")
+             / rows[list(PX.MEMORY_PARTS)].apply(pd.to_numeric, errors="coerce").sum(axis=1)).dropna()
+    return [Section("memory", MEMORY_TITLE, [Item(
+        "Memory per device of one training step in five parts, one bar per model and batch "
+        "(GiB; mean over repeats): weights (parameters and model state), weight gradients, "
+        "optimizer state, feature maps (activations kept for the backward pass) and workspace "
+        "(the rest of the compiled total); the percentage above a bar is the feature maps' share. "
+        f"Feature maps are {share.median():.0%} of the total in the median run "
+        f"(range {share.min():.0%}-{share.max():.0%}, {_n(len(share), 'run')}). Source: "
+        "memory_* metrics (weights and optimizer state from shapes, feature maps from the "
+        "residuals JAX's autodiff saves, the total from XLA's memory analysis of the compiled "
+        "step).", lambda: PX.memory_breakdown(rows), table)])]
+
+
+def _energy(df: pd.DataFrame) -> list[Section]:
+    ok = ok_rows(df)
+    measured = ok[(ok["energy_source"] != "unavailable")] if "energy_source" in ok.columns else ok.iloc[0:0]
+    if not _has(measured, "power_w", "energy_per_example_j"):
+        notes = sorted({str(n) for n in ok.get("energy_note", pd.Series(dtype=object)).dropna()})
+        raise _Missing(
+            "ok runs with a measured energy (energy_source nvml or nvml-power on an NVIDIA GPU, "
+            "rapl on a CPU host with readable RAPL counters)"
+            + (f"; the runs here say: {'; '.join(notes[:3])}" if notes else
+               "; these runs predate the energy metrics"), {"energy": True})
+    rows = measured.dropna(subset=["power_w"])
+    sources = ", ".join(sorted(rows["energy_source"].astype(str).unique()))
+    left = len(ok) - len(rows)
+    table = rows.assign(model=PX.model_names(rows))[
+        [c for c in ("model", "batch", "power_w", "energy_per_example_j", "energy_per_step_j",
+                     "examples_per_joule", "energy_source", "meter_window_s")
+         if c in rows.columns or c == "model"]].sort_values(["model", "batch"])
+    return [Section("energy", ENERGY_TITLE, [Item(
+        "Average power (W) and energy per example (J/example) over the timed window against the "
+        f"batch, one line per model (median over repeats). Source: energy counters ({sources}) "
+        "read around the timed window: energy / wall time, energy / examples"
+        + (f"; {_n(left, 'ok run')} without a measured energy left out" if left else "") + ".",
+        lambda: PX.energy(ok), table)])]
+
+
+def _host_utilization(df: pd.DataFrame) -> list[Section]:
+    ok = ok_rows(df)
+    have = [m for m in PX.UTILIZATION_METRICS if _has(ok, m)]
+    if not have:
+        raise _Missing("ok runs with host_cpu_utilization (from /proc/stat, Linux hosts) or "
+                       "device_busy_fraction (from a profiler trace on a GPU/TPU); these runs "
+                       "predate them or ran where neither was readable", {"smoke": True})
+    rows = ok[ok[have].apply(pd.to_numeric, errors="coerce").notna().any(axis=1)]
+    table = rows.assign(model=PX.model_names(rows))[
+        [c for c in ("model", "batch", *PX.UTILIZATION_METRICS, "host_cpu_utilization_per_core",
+                     "meter_window_s") if c in rows.columns or c == "model"]].sort_values(["model", "batch"])
+    missing = [m for m in PX.UTILIZATION_METRICS if m not in have]
+    notes = sorted({str(n) for n in ok.get("device_busy_note", pd.Series(dtype=object)).dropna()})
+    why = (f" No run has {missing[0]}" + (f" ({'; '.join(notes[:2])})" if notes and
+                                          missing[0] == "device_busy_fraction" else "") + "."
+           if missing else "")
+    return [Section("host_utilization", HOST_TITLE, [Item(
+        "Over the timed window, against the batch, one line per model (median over repeats): "
+        "host CPU utilization (fraction of all the host's cores busy, from /proc/stat) and "
+        "device busy fraction (union of kernel times over the window, from a profiler trace)."
+        + why, lambda: PX.utilization(ok), table)])]
 
 
 def _oplevel(ops: pd.DataFrame | None) -> list[Section]:
@@ -465,24 +613,29 @@ def _sweep_yaml(description: str, family: str, fixed: dict, axes: dict, dtypes: 
 MAX_REPLAY_PARTS = 24  # beyond this a listed sweep file is no help to a reader
 
 
-def _replay_yaml(rows: pd.DataFrame, dtype: str, settings: dict) -> tuple[str, int] | None:
-    """A sweep file that measures the generated workloads of ``rows`` again in ``dtype``: one
-    part per model with its batches. ``(yaml, configs)``, or None when there are too many
-    models to list (or none)."""
+def _replay_yaml(rows: pd.DataFrame, dtype: str, settings: dict,
+                 framework: str | None = None) -> tuple[str, int] | None:
+    """A sweep file that measures the generated workloads of ``rows`` again in ``dtype`` (and
+    under ``framework`` when given): one part per model with its batches. ``(yaml, configs)``,
+    or None when there are too many models to list (or none)."""
     parts = []
     gen = rows[rows["family"].isin(GENERATED)] if "family" in rows.columns else rows.iloc[0:0]
     for family, g in gen.groupby("family", sort=True):
         fields = [f for f in FAMILY_FIELDS[family] if f in g.columns and g[f].notna().any()]
         for key, gg in g.groupby(fields, sort=True):
             key = key if isinstance(key, tuple) else (key,)
-            parts.append((family, dict(zip(fields, key)), sorted(gg["batch"].dropna().unique())))
+            fixed = dict(zip(fields, key))
+            if framework is not None:
+                fixed["framework"] = framework
+            parts.append((family, fixed, sorted(gg["batch"].dropna().unique())))
     if not parts or len(parts) > MAX_REPLAY_PARTS:
         return None
 
     def mapping(d: dict) -> str:
         return "{" + ", ".join(f"{k}: {_yaml_value(v)}" for k, v in d.items()) + "}"
 
-    lines = [f"description: the store's workloads again, in {dtype}", "parts:"]
+    lines = [f"description: the store's workloads again, in {dtype}"
+             + (f" under {framework}" if framework else ""), "parts:"]
     for family, fixed, batches in parts:
         lines += [f"  - family: {family}", f"    fixed: {mapping(fixed)}",
                   f"    axes: {{batch: {_yaml_value(batches)}}}", f"    dtypes: [{dtype}]"]
@@ -562,6 +715,17 @@ def _how(df: pd.DataFrame, m: Unsupported, how: dict, store: str) -> Unsupported
         m.configs = len(batches) - 1  # the measured batch is already in the store
         m.seconds, m.basis = estimate_seconds(df, m.configs, {"family": family})
         return m
+    if how.get("framework") and len(ok) and "family" in ok.columns:
+        return _how_framework(df, ok, m, store)
+    if how.get("energy"):
+        m.command = f"paradnn sweep {SMOKE_SWEEP} --store {store}"
+        m.change = ("run it on an NVIDIA GPU host (NVML's energy counter; pip install "
+                    "nvidia-ml-py) or on a CPU host whose RAPL counters are readable "
+                    "(/sys/class/powercap/intel-rapl:*/energy_uj, often root-only: make them "
+                    "readable with sudo chmod a+r); no counter, no energy number")
+        m.configs = 5
+        m.seconds, m.basis = estimate_seconds(df, m.configs, {})
+        return m
     if how.get("profile") and len(ok) and "family" in ok.columns:
         gen = ok[ok["family"].isin(GENERATED)]
         if len(gen):
@@ -612,6 +776,36 @@ def _how(df: pd.DataFrame, m: Unsupported, how: dict, store: str) -> Unsupported
     return m
 
 
+def _how_framework(df: pd.DataFrame, ok: pd.DataFrame, m: Unsupported, store: str) -> Unsupported:
+    """The store's workloads (most common framework, dtype and platform) again under a second
+    framework: TensorFlow beside JAX, else the other framework the store names."""
+    fw = framework_of(ok)
+    base_fw = str(fw.value_counts().index[0])
+    others = [f for f in frameworks(ok) if f != base_fw]
+    other = others[0] if others else ("tensorflow" if base_fw != "tensorflow" else DEFAULT_FRAMEWORK)
+    base = ok[fw == base_fw]
+    dtype = _common_dtype(base)
+    base = base[base["dtype"] == dtype] if "dtype" in base.columns else base
+    if present(base, PLATFORM_KEY):  # the store's most common platform
+        labels = base.apply(platform_label, axis=1)
+        base = base[labels == labels.value_counts().index[0]]
+    replay = _replay_yaml(base, dtype, _store_settings(ok), framework=other)
+    install = "" if other == DEFAULT_FRAMEWORK else f" (needs {other}: pip install 'paradnn[{'tf' if other == 'tensorflow' else other}]')"
+    if replay is not None:
+        m.sweep_file, m.configs = replay
+        m.command = f"paradnn sweep speedup-framework.yaml --store {store}"
+        m.change = f"run it where {other} is installed{install}; the {base_fw} runs stay in the store"
+    else:
+        m.configs = int(base["workload_key"].nunique()) if "workload_key" in base.columns else len(base)
+        m.command = f"paradnn sweep YOUR_SWEEP.yaml --store {store}"
+        m.change = (f"in the sweep file that measured these runs, add framework: [{base_fw}, {other}] "
+                    f"under axes and run it again{install} (the {base_fw} configs in the store are "
+                    "skipped)")
+    m.seconds, m.basis = estimate_seconds(df, m.configs, {"dtype": dtype})
+    m.basis += f"; from the {base_fw} runs, {other}'s time may differ"
+    return m
+
+
 # -- warnings --------------------------------------------------------------------------------
 
 def warnings_table(df: pd.DataFrame) -> pd.DataFrame:
@@ -648,6 +842,8 @@ def plan(df: pd.DataFrame, ops: pd.DataFrame | None = None,
     if "family" in df.columns:
         # Rows of the system experiments (family "op", "collective") are not model runs.
         df = df[df["family"].isin(families.names())]
+    # Rows of older stores carry no framework: JAX ran them (see analysis.framework).
+    df = with_framework(df)
     sections: list[Section] = []
     missing: list[Unsupported] = []
     steps: list[tuple[str, str, Callable[[], list[Section]]]] = [
@@ -663,6 +859,9 @@ def plan(df: pd.DataFrame, ops: pd.DataFrame | None = None,
         ("utilization", "FLOPS utilization per family and platform (ParaDnn Fig 11 bottom)",
          lambda: _utilization(df)),
         ("saturation", _SATURATION_TITLE, lambda: _saturation(df)),
+        ("memory", MEMORY_TITLE, lambda: _memory(df)),
+        ("energy", ENERGY_TITLE, lambda: _energy(df)),
+        ("host_utilization", HOST_TITLE, lambda: _host_utilization(df)),
     ]
     for sid, title, build in steps:
         try:
@@ -670,6 +869,10 @@ def plan(df: pd.DataFrame, ops: pd.DataFrame | None = None,
         except _Missing as exc:
             missing.append(_how(df, Unsupported(sid, title, str(exc)), exc.how, store))
     sp, sp_missing = _speedups(df)
+    try:
+        sp += _frameworks(df)
+    except _Missing as exc:
+        missing.append(_how(df, Unsupported("frameworks", FRAMEWORKS_TITLE, str(exc)), exc.how, store))
     # Speedups read best after the single-platform analyses, before utilization.
     at = next((i for i, s in enumerate(sections) if s.id == "utilization"), len(sections))
     sections[at:at] = sp
@@ -747,6 +950,7 @@ def render_html(df: pd.DataFrame, sections: list[Section], missing: list[Unsuppo
     rows = ok_rows(df)
     plats = sorted(rows.apply(platform_label, axis=1).unique()) if len(rows) and present(rows, PLATFORM_KEY) else []
     soft = sorted({f"jax {v}" for v in rows.get("jax_version", pd.Series(dtype=object)).dropna().unique()})
+    fws = frameworks(rows) if len(rows) else []
     peaks = sorted(set(rows.get("peak_source", pd.Series(dtype=object)).dropna()))
     methods = sorted(set(rows.get("peak_method", pd.Series(dtype=object)).dropna()))
     n_unstable = int(unstable_mask(rows).sum())
@@ -755,7 +959,8 @@ def render_html(df: pd.DataFrame, sections: list[Section], missing: list[Unsuppo
            f'<meta name=viewport content="width=device-width, initial-scale=1"><title>{esc(title)}</title>',
            f"<style>{_CSS}</style></head><body><h1>{esc(title)}</h1>",
            f"<p>{len(df)} records: " + ", ".join(f"{v} {esc(str(k))}" for k, v in counts.items())
-           + f". Platforms: {esc(', '.join(plats) or 'none')}. Software: {esc(', '.join(soft) or 'unknown')}. "
+           + f". Platforms: {esc(', '.join(plats) or 'none')}. Frameworks: {esc(', '.join(fws) or 'none')}. "
+           f"Software: {esc(', '.join(soft) or 'unknown')}. "
            f"Peaks used for utilization and rooflines: {esc(', '.join(peaks) or 'none')} "
            "(spec = vendor spec sheet, measured = paradnn probe)"
            + (f"; method: {esc('; '.join(methods))}" if methods else "") + ". "

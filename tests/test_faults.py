@@ -372,10 +372,11 @@ def test_absent_jax_platform_is_one_line(tmp_path):
 
 
 def fake_ok(workload, settings, memory_limit_bytes):
-    from paradnn import hardware
+    from paradnn.runner import context
 
-    return Record(status="ok", workload=workload.to_dict(), platform=hardware.platform_info(),
-                  software=hardware.software_info(), settings=settings.to_dict(),
+    platform, software = context(workload.framework)  # what the runner records
+    return Record(status="ok", workload=workload.to_dict(), platform=platform,
+                  software=software, settings=settings.to_dict(),
                   metrics={"examples_per_sec": 1.0})
 
 

@@ -38,11 +38,12 @@ RAY_BIN = str(Path(sys.executable).parent / "ray")
 
 def tagged_ok(workload, settings, memory_limit_bytes):
     """A stand-in measurement that says which Ray node ran it (its environment says)."""
-    from paradnn import hardware
+    from paradnn.runner import context
 
     time.sleep(0.3)
-    return Record(status="ok", workload=workload.to_dict(), platform=hardware.platform_info(),
-                  software=hardware.software_info(), settings=settings.to_dict(),
+    platform, software = context(workload.framework)  # what the runner records
+    return Record(status="ok", workload=workload.to_dict(), platform=platform,
+                  software=software, settings=settings.to_dict(),
                   metrics={"params": 1, "test_node": os.environ.get("PARADNN_TEST_NODE")})
 
 

@@ -39,11 +39,12 @@ def tiny_grid(nodes=(32, 40, 48, 56, 64)):
 
 def fake_ok(workload, settings, memory_limit_bytes):
     """A measurement stand-in: a record with this host's platform, after PARADNN_TEST_SLEEP s."""
-    from paradnn import hardware
+    from paradnn.runner import context
 
     time.sleep(float(os.environ.get("PARADNN_TEST_SLEEP", "0")))
-    return Record(status="ok", workload=workload.to_dict(), platform=hardware.platform_info(),
-                  software=hardware.software_info(), settings=settings.to_dict(),
+    platform, software = context(workload.framework)  # what the runner records
+    return Record(status="ok", workload=workload.to_dict(), platform=platform,
+                  software=software, settings=settings.to_dict(),
                   metrics={"examples_per_sec": 1.0, "params": workload.spec.nodes})
 
 

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from paradnn import Real, SpecError, Workload
+from paradnn.families.real import ZOO
 from paradnn.grids import load_sweep_file
 from paradnn.jaxpr_flops import count_matmul_flops
 from paradnn.models import build, registry
@@ -68,14 +69,16 @@ def rows():
 
 
 def test_registry_holds_the_zoo():
-    assert set(registry.names()) == ALL
+    """Every zoo model of the framework-neutral table has a JAX definition, and no other."""
+    assert set(registry.names()) == set(ZOO) == ALL
+    for name in ALL:  # the JAX model's own default optimizer agrees with the table's
+        assert build(Real(name)).default_optimizer == ZOO[name].default_optimizer, name
 
 
 def test_catalog_rows(rows):
     assert set(rows) == ALL
     for name, row in rows.items():
-        entry = registry.get(name)
-        assert row["default_batch"] == entry.default_batch > 0
+        assert row["default_batch"] == ZOO[name].default_batch > 0
         assert (row["default_image"] > 0) != (row["default_length"] > 0), name  # one input size
         assert row["description"] and row["task"]
     assert rows["transformer"]["default_optimizer"] == "adafactor"
@@ -208,7 +211,7 @@ def test_real_sweep_file_covers_the_zoo():
     plan = load_sweep_file("sweeps/real.yaml")
     assert {w.spec.model for w in plan.workloads} == ALL
     for w in plan.workloads:
-        assert w.batch == registry.get(w.spec.model).default_batch
+        assert w.batch == ZOO[w.spec.model].default_batch
 
 
 @pytest.mark.parametrize("name", [

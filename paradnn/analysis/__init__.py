@@ -9,9 +9,13 @@ every analysis a store supports.
 >>> w = paradnn.analysis.sensitivity(df[df.family == "fc"], "model_flops_utilization",
 ...                                  ["layers", "nodes", "batch"])   # unstable runs left out
 >>> rf = paradnn.analysis.roofline(df)
+>>> sp = paradnn.analysis.framework_speedup(df, "tensorflow", "jax")   # per workload, x
 """
 
 from paradnn.analysis.cost import estimate_seconds
+from paradnn.analysis.framework import (
+    device_platform, framework_of, framework_speedup, frameworks, platform_column, with_framework,
+)
 from paradnn.analysis.heatmap import heatmap
 from paradnn.analysis.oplevel import categorize, op_breakdown, op_roofline, top_ops
 from paradnn.analysis.params_range import family_ranges, params_range
@@ -19,12 +23,14 @@ from paradnn.analysis.roofline import roofline
 from paradnn.analysis.saturation import saturation, saturation_summary
 from paradnn.analysis.sensitivity import sensitivity
 from paradnn.analysis.speedup import (
-    Comparison, comparisons, geometric_mean, geometric_mean_ci, speedup, speedup_of, speedup_summary,
+    KINDS, Comparison, across_fields, comparisons, geometric_mean, geometric_mean_ci, speedup,
+    speedup_of, speedup_summary,
 )
 
 __all__ = [
-    "Comparison", "categorize", "comparisons", "estimate_seconds", "family_ranges",
-    "geometric_mean", "geometric_mean_ci", "heatmap",
+    "KINDS", "Comparison", "across_fields", "categorize", "comparisons", "device_platform",
+    "estimate_seconds", "family_ranges", "framework_of", "framework_speedup", "frameworks",
+    "geometric_mean", "geometric_mean_ci", "heatmap", "platform_column", "with_framework",
     "op_breakdown", "op_roofline", "params_range", "roofline", "saturation",
     "saturation_summary", "sensitivity", "speedup", "speedup_of", "speedup_summary", "top_ops",
 ]

@@ -45,7 +45,11 @@ def unit(column: str) -> str:
     registry's axes, workload settings from HYPER_UNITS."""
     if column in METRICS:
         u = METRICS[column][0]
-        return "fraction of peak" if column.endswith("utilization") else ("count" if u == "1" else u)
+        if column in ("flops_utilization", "model_flops_utilization"):
+            return "fraction of peak"
+        if u == "1" and column.endswith(("utilization", "fraction")):
+            return "fraction of time"  # host_cpu_utilization, device_busy_fraction
+        return "count" if u == "1" else u
     if column == "speedup":
         return "x"
     if column in HYPER_UNITS:

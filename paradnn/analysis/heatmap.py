@@ -10,6 +10,7 @@ import pandas as pd
 from paradnn.analysis._common import (
     PLATFORM_KEY, SPEC_FIELDS, group_columns, require_columns, unit, unstable_mask, warning_lists,
 )
+from paradnn.analysis.framework import with_framework
 from paradnn.errors import ParadnnError
 
 FAILED = ("oom", "error", "timeout", "crashed")
@@ -51,8 +52,9 @@ def heatmap(
 ) -> pd.DataFrame:
     """One cell per (``x``, ``y``) pair: the median of ``value`` over ok rows, or the failure.
 
-    ``fixed`` selects the rows first (``{"layers": 64, "family": "fc"}``). Every other
-    configuration column that still varies (another hyperparameter, dtype, platform, software):
+    ``fixed`` selects the rows first (``{"layers": 64, "family": "fc"}``, or
+    ``{"framework": "torch"}``). Every other configuration column that still varies (another
+    hyperparameter, dtype, framework, platform, software):
 
     - with ``panels=False``, is fixed to its most common value (ties: the upper median), so the
       result is one map;
@@ -62,6 +64,8 @@ def heatmap(
       fixed as above.
 
     The values fixed are in ``attrs["fixed"]`` (those chosen here also in ``attrs["auto_fixed"]``).
+    Rows of different frameworks are never one cell: ``framework`` is a setting like the dtype
+    (a panel, or fixed), and rows without one (older stores) are JAX's.
 
     A cell's value is the median over its ok runs that are not unstable (``stable`` False); a
     cell with only unstable ok runs takes their median and is marked ``unstable``. Older stores
@@ -84,7 +88,8 @@ def heatmap(
     if max_panels < 1:
         raise ParadnnError(f"heatmap: max_panels={max_panels!r}; allowed: an integer >= 1")
     fixed = dict(fixed or {})
-    rows = df
+    # Rows without a framework are JAX's: they must not average with another framework's.
+    rows = df = with_framework(df)
     for name, wanted in fixed.items():
         require_columns(rows, (name,), "heatmap fixed")
         rows = rows[rows[name] == wanted]

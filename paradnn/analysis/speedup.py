@@ -1,14 +1,14 @@
 """Speedups between two sets of records (ParaDnn Fig 8-12).
 
 The speedup of A over B for a workload is ``examples_per_sec`` on A divided by that on B (the
-paper's definition). A and B are two platforms, two dtypes or two software versions; a store
-that holds several of them is split by :func:`comparisons`.
+paper's definition). A and B are two platforms, two dtypes, two software versions or two
+frameworks; a store that holds several of them is split by :func:`comparisons`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -17,11 +17,13 @@ from paradnn.analysis._common import (
     PLATFORM_KEY, SOFTWARE_KEY, WORKLOAD_FIELDS, drop_unstable, ok_rows, platform_label,
     present, require_columns, software_label, unstable_mask, workload_label,
 )
+from paradnn.analysis.framework import FRAMEWORK, PLATFORM_COLUMNS, framework_pairs, with_framework
 from paradnn.errors import ParadnnError
 
 # Columns carried from each side into the result, suffixed _a and _b.
 _SIDE_COLUMNS = ("model_flops_utilization", "flops_utilization", "step_time_s", "device_kind",
-                 "device_platform", "dtype", "jax_version", "unstable")
+                 *PLATFORM_COLUMNS, "dtype", FRAMEWORK, "jax_version", "framework_version",
+                 "unstable")
 
 
 def _per_key(rows: pd.DataFrame, on: list[str], metric: str) -> pd.DataFrame:
@@ -125,7 +127,7 @@ def _describe(df: pd.DataFrame) -> str:
 class Comparison:
     """Two sets of records of one store that differ in one respect."""
 
-    kind: str  # "platform", "dtype" or "software"
+    kind: str  # one of KINDS: "platform", "dtype", "software" or "framework"
     a: str  # label of A (the numerator)
     b: str  # label of B (the baseline)
     df_a: pd.DataFrame
@@ -144,59 +146,86 @@ def _version_key(text: str) -> tuple:
     return tuple(parts)
 
 
-def comparisons(df: pd.DataFrame, limit: int = 3) -> list[Comparison]:
+#: The kinds of comparison :func:`comparisons` finds, in the report's order.
+KINDS = ("platform", "dtype", "software", "framework")
+
+
+def across_fields(df: pd.DataFrame, column: str) -> list[str]:
+    """The join columns of a comparison across ``column``: the workload fields ``df`` holds,
+    without ``column`` (``dtype`` to compare dtypes, ``framework`` to compare frameworks)."""
+    return [c for c in present(df, WORKLOAD_FIELDS) if c != column]
+
+
+def _same_workload(rows: pd.DataFrame) -> list[str]:
+    return ["workload_key"] if "workload_key" in rows.columns else present(rows, WORKLOAD_FIELDS)
+
+
+def _compare(kind: str, scopes, labels_of: Callable[[pd.DataFrame], pd.Series],
+             pairs_of: Callable[[list], list[tuple[str, str]]],
+             on_of: Callable[[pd.DataFrame], list[str]], limit: int) -> list[Comparison]:
+    """The comparisons of one kind: in each ``(scope label, rows)`` of ``scopes``, the rows
+    are labelled by ``labels_of`` (a platform, a dtype, ...), and each pair ``(a, b)`` of
+    ``pairs_of(labels)`` with a common workload (joined on ``on_of(rows)``) is one comparison
+    of A over B; at most ``limit``."""
+    out: list[Comparison] = []
+    for scope, rows in scopes:
+        labels = labels_of(rows)
+        where = f" on {scope}" if scope else ""
+        for a, b in pairs_of(list(labels.dropna().unique())):
+            c = Comparison(kind, f"{a}{where}", f"{b}{where}", rows[labels == a],
+                           rows[labels == b], on_of(rows))
+            if len(out) < limit and _overlap(c):
+                out.append(c)
+    return out
+
+
+def _all_pairs(names: list) -> list[tuple[str, str]]:
+    names = sorted(names)
+    return [(a, b) for i, a in enumerate(names) for b in names[i + 1:]]
+
+
+def _over_float32(names: list) -> list[tuple[str, str]]:
+    return [(d, "float32") for d in sorted(set(names) - {"float32"})] if "float32" in names else []
+
+
+def _newer_over_older(names: list) -> list[tuple[str, str]]:
+    versions = sorted(names, key=_version_key, reverse=True)
+    return [(a, b) for i, a in enumerate(versions) for b in versions[i + 1:]]
+
+
+def comparisons(df: pd.DataFrame, limit: int = 3,
+                kinds: Sequence[str] = KINDS) -> list[Comparison]:
     """The speedups a store supports: between platforms, between dtypes (each reduced
-    precision over float32 on one platform) and between software versions (newer over older on
-    one platform). Only pairs with at least one common ok workload are returned; at most
-    ``limit`` of each kind.
+    precision over float32 on one platform), between software versions (newer over older on
+    one platform) and between frameworks (each framework over JAX, or the later over the
+    earlier in ``paradnn.families.FRAMEWORKS``, on one platform; rows without a framework are
+    JAX's). Each is the same computation, :func:`speedup` of two sets of rows across one
+    column. Only pairs with at least one common ok workload are returned; at most ``limit`` of
+    each kind of ``kinds``.
     """
-    rows = ok_rows(df)
+    unknown = [k for k in kinds if k not in KINDS]
+    if unknown:
+        raise ParadnnError(f"comparisons: kinds={list(kinds)!r}; allowed: {', '.join(KINDS)}")
+    rows = with_framework(ok_rows(df))
     out: list[Comparison] = []
     if rows.empty:
         return out
     pcols = present(rows, PLATFORM_KEY)
-    if pcols:
-        labels = rows.apply(platform_label, axis=1)
-        names = sorted(labels.unique())
-        found = 0
-        for i, a in enumerate(names):
-            for b in names[i + 1:]:
-                c = Comparison("platform", a, b, rows[labels == a], rows[labels == b],
-                               ["workload_key"] if "workload_key" in rows.columns else
-                               present(rows, WORKLOAD_FIELDS))
-                if found < limit and _overlap(c):
-                    out.append(c)
-                    found += 1
-    by_platform = rows.groupby(rows.apply(platform_label, axis=1)) if pcols else [("", rows)]
-    fields_no_dtype = [c for c in present(rows, WORKLOAD_FIELDS) if c != "dtype"]
-    found = 0
-    for plat, prow in by_platform:
-        if "dtype" not in prow.columns or "float32" not in set(prow["dtype"]):
-            continue
-        for dt in sorted(set(prow["dtype"].dropna()) - {"float32"}):
-            c = Comparison("dtype", f"{dt}" + (f" on {plat}" if plat else ""),
-                           "float32" + (f" on {plat}" if plat else ""),
-                           prow[prow["dtype"] == dt], prow[prow["dtype"] == "float32"],
-                           fields_no_dtype)
-            if found < limit and _overlap(c):
-                out.append(c)
-                found += 1
-    scols = present(rows, SOFTWARE_KEY)
-    found = 0
-    if scols:
-        for plat, prow in by_platform:
-            soft = prow.apply(software_label, axis=1)
-            versions = sorted(soft.unique(), key=_version_key, reverse=True)
-            for i, newer in enumerate(versions):
-                for older in versions[i + 1:]:
-                    c = Comparison("software", newer + (f" on {plat}" if plat else ""),
-                                   older + (f" on {plat}" if plat else ""),
-                                   prow[soft == newer], prow[soft == older],
-                                   ["workload_key"] if "workload_key" in prow.columns else
-                                   present(prow, WORKLOAD_FIELDS))
-                    if found < limit and _overlap(c):
-                        out.append(c)
-                        found += 1
+    by_platform = list(rows.groupby(rows.apply(platform_label, axis=1))) if pcols else [("", rows)]
+    if "platform" in kinds and pcols:
+        out += _compare("platform", [("", rows)], lambda r: r.apply(platform_label, axis=1),
+                        _all_pairs, _same_workload, limit)
+    if "dtype" in kinds and "dtype" in rows.columns:
+        on = across_fields(rows, "dtype")
+        out += _compare("dtype", by_platform, lambda r: r["dtype"], _over_float32,
+                        lambda r: on, limit)
+    if "software" in kinds and present(rows, SOFTWARE_KEY):
+        out += _compare("software", by_platform, lambda r: r.apply(software_label, axis=1),
+                        _newer_over_older, _same_workload, limit)
+    if "framework" in kinds:
+        on = across_fields(rows, FRAMEWORK)
+        out += _compare("framework", by_platform, lambda r: r[FRAMEWORK], framework_pairs,
+                        lambda r: on, limit)
     return out
 
 

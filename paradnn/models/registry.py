@@ -21,12 +21,11 @@ _REGISTRY: dict[str, "Entry"] = {}
 
 @dataclass(frozen=True)
 class Entry:
+    """A zoo model's JAX definition. Its framework-neutral facts (default batch, input size,
+    optimizer, description, frameworks) are in ``paradnn.families.real.ZOO``."""
+
     name: str
     factory: Callable  # (spec: Real, dtype: str) -> ModelDef
-    default_batch: int
-    default_image: int = 0  # pixels, 0 when the model takes no image
-    default_length: int = 0  # tokens/frames, 0 when the model takes no sequence
-    description: str = ""
 
 
 def register(entry: Entry) -> None:

@@ -110,7 +110,4 @@ def build(spec: Real, dtype: str) -> ModelDef:
     )
 
 
-register(Entry(
-    name="bert_base", factory=build, default_batch=32, default_length=128,
-    description="BERT-base (12 layers, 768 wide), masked-LM objective, 15% masked positions",
-))
+register(Entry(name="bert_base", factory=build))

@@ -112,8 +112,4 @@ def build(spec: Real, dtype: str) -> ModelDef:
     return _build(frames, frames // FRAMES_PER_CHARACTER, dtype, 1)
 
 
-register(Entry(
-    name="deepspeech2", factory=build, default_batch=32, default_length=400,
-    description="Deep Speech 2 (2 conv + 5 bidirectional GRU layers of 640, CTC loss), "
-                "400 spectrogram frames of 161 bins (length = frames)",
-))
+register(Entry(name="deepspeech2", factory=build))

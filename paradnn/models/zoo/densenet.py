@@ -52,7 +52,4 @@ def build(spec: Real, dtype: str) -> ModelDef:
     return image_classifier(spec, dtype, lambda d: DenseNet121(dtype=d))
 
 
-register(Entry(
-    name="densenet121", factory=build, default_batch=128, default_image=224,
-    description="DenseNet-121 (growth 32, torchvision layout), ImageNet 1000 classes, 2.9 GMAC/example forward at 224 px",
-))
+register(Entry(name="densenet121", factory=build))

@@ -165,8 +165,4 @@ def build(spec: Real, dtype: str) -> ModelDef:
     return image_classifier(spec, dtype, lambda d: InceptionV3(dtype=d), default_image=299, min_image=75, optimizer="rmsprop", loss=loss)
 
 
-register(Entry(
-    name="inception_v3", factory=build, default_batch=128, default_image=299,
-    description="Inception v3 with auxiliary head (torchvision layout), ImageNet 1000 classes, "
-                "5.7 GMAC/example forward at 299 px",
-))
+register(Entry(name="inception_v3", factory=build))

@@ -58,7 +58,4 @@ def build(spec: Real, dtype: str) -> ModelDef:
     return _build(sequence_length(spec, 35, 1), dtype, 1)
 
 
-register(Entry(
-    name="lstm_lm", factory=build, default_batch=20, default_length=35,
-    description="2-layer LSTM language model, PTB large (hidden 1500, vocabulary 10k), 35-token sequences",
-))
+register(Entry(name="lstm_lm", factory=build))

@@ -47,7 +47,4 @@ def build(spec: Real, dtype: str) -> ModelDef:
     return image_classifier(spec, dtype, lambda d: MobileNetV1(dtype=d), optimizer="rmsprop")
 
 
-register(Entry(
-    name="mobilenet", factory=build, default_batch=128, default_image=224,
-    description="MobileNet v1, width 1.0, ImageNet 1000 classes, 0.57 GMAC/example forward at 224 px",
-))
+register(Entry(name="mobilenet", factory=build))

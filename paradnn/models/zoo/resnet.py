@@ -92,10 +92,5 @@ def build(spec: Real, dtype: str) -> ModelDef:
     return image_classifier(spec, dtype, lambda d: ResNet(*DEPTHS[spec.model], dtype=d), min_image=32)  # 32x downsampling
 
 
-_GMAC = {"resnet18": 1.82, "resnet50": 4.1, "resnet101": 7.8, "resnet152": 11.6}
 for _name, (_block, _blocks) in DEPTHS.items():
-    register(Entry(
-        name=_name, factory=build, default_batch=128, default_image=224,
-        description=f"ResNet-{_name[6:]} v1.5 (torchvision layout), ImageNet 1000 classes, "
-                    f"{_GMAC[_name]} GMAC/example forward at 224 px",
-    ))
+    register(Entry(name=_name, factory=build))

@@ -141,7 +141,4 @@ def build(spec: Real, dtype: str) -> ModelDef:
     )
 
 
-register(Entry(
-    name="retinanet", factory=build, default_batch=8, default_image=640,
-    description="RetinaNet, ResNet-50 FPN (P3-P7), 80 classes, focal loss on synthetic anchor targets",
-))
+register(Entry(name="retinanet", factory=build))

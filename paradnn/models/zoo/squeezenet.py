@@ -58,7 +58,4 @@ def build(spec: Real, dtype: str) -> ModelDef:
     return image_classifier(spec, dtype, lambda d: SqueezeNet(dtype=d), min_image=35)
 
 
-register(Entry(
-    name="squeezenet", factory=build, default_batch=128, default_image=224,
-    description="SqueezeNet 1.0 (torchvision layout), ImageNet 1000 classes, 0.82 GMAC/example forward at 224 px",
-))
+register(Entry(name="squeezenet", factory=build))

@@ -122,8 +122,4 @@ def build(spec: Real, dtype: str) -> ModelDef:
     )
 
 
-register(Entry(
-    name="transformer", factory=build, default_batch=16, default_length=256,
-    description="Transformer base (6+6 layers, d 512, shared 37k vocabulary), translation; "
-                "batch in sentences of `length` tokens (16 x 256 = 4096 tokens)",
-))
+register(Entry(name="transformer", factory=build))

@@ -42,7 +42,4 @@ def build(spec: Real, dtype: str) -> ModelDef:
     return image_classifier(spec, dtype, lambda d: VGG16(dtype=d), min_image=32)  # five 2x2 pools
 
 
-register(Entry(
-    name="vgg16", factory=build, default_batch=64, default_image=224,
-    description="VGG-16 (configuration D, no BN), ImageNet 1000 classes, 15.5 GMAC/example forward at 224 px",
-))
+register(Entry(name="vgg16", factory=build))

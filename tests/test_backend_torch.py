@@ -1,0 +1,401 @@
+"""The PyTorch backend: parameter counts equal to the JAX models', one step lowers the loss,
+the timing protocol runs on its programs, executed FLOPs agree with the analytic counts.
+
+Most checks run eagerly (``torch_compile="eager"``): torch.compile of even a tiny model takes
+tens of seconds on a 2-core CPU; one slow test compiles. Anything importing torchvision runs in
+a subprocess (this module never imports TensorFlow, but other test modules in the same pytest
+process may, and TF + torchvision in one process abort).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch", reason="needs the torch extra: pip install 'paradnn[torch]'")
+
+from paradnn import backends, families  # noqa: E402
+from paradnn.backends import torch_backend as tb  # noqa: E402
+from paradnn.errors import SpecError  # noqa: E402
+from paradnn.measure import time_calls  # noqa: E402
+from paradnn.specs import FC, Workload  # noqa: E402
+
+B = tb.BACKEND
+
+
+def with_mode(settings, mode: str):
+    return settings.replace(torch_compile=mode)
+
+
+def _tiny_cases():
+    for name in families.generated():
+        fam = families.get(name)
+        if "torch" not in fam.builders:
+            continue
+        for t in fam.tiny:
+            fields = {k: v for k, v in t.items() if k != "batch"}
+            yield pytest.param(name, fields, t["batch"], id=f"{name}-" + "-".join(str(v) for v in fields.values()))
+
+
+TINY_CASES = list(_tiny_cases())
+
+
+def _classes(spec) -> int:
+    return spec.vocab if spec.family == "rnn" else spec.output
+
+
+def _compiled(name, fields, batch, tiny_settings, dtype="float32", optimizer=None, mode="eager"):
+    spec = families.get(name).spec(**fields)
+    work = Workload(spec, batch, dtype=dtype, optimizer=optimizer, framework="torch")
+    return spec, B.compile(work, with_mode(tiny_settings, mode))
+
+
+def test_backend_is_registered_and_implements_the_protocol():
+    assert backends.available("torch") is None
+    assert backends.get("torch") is B
+    assert isinstance(B, backends.Backend)
+
+
+@pytest.mark.parametrize("name,fields,batch", TINY_CASES)
+def test_params_equal_the_analytic_count(name, fields, batch, tiny_settings):
+    spec, program = _compiled(name, fields, batch, tiny_settings)
+    assert program.metrics["params"] == families.param_count(spec)
+    assert program.metrics["step_loop_used"] == "host"
+    assert program.metrics["compile_s"] > 0
+    # weights (+ batch-norm statistics) and rmsprop's two float32 slots per parameter
+    assert program.state_bytes >= 3 * 4 * families.param_count(spec)
+
+
+@pytest.mark.parametrize("name,fields,batch", TINY_CASES)
+def test_one_step_lowers_the_loss_from_a_fresh_start(name, fields, batch, tiny_settings):
+    spec, program = _compiled(name, fields, batch, tiny_settings)
+    state, data = B.init(program)
+    state, first = program.call(state, data, 1)
+    state, second = program.call(state, data, 1)
+    first, second = B.loss_value(first), B.loss_value(second)
+    assert second < first
+    # A freshly initialized classifier starts near ln(classes); the JAX models' first losses on
+    # these presets lie in the same band (batch-normalized CNNs at batch 2 spread widely).
+    assert 0.5 * math.log(_classes(spec)) < first < 2.0 * math.log(_classes(spec))
+    # init() restores the initial weights and optimizer state: the same first loss again.
+    state, data = B.init(program)
+    assert B.loss_value(program.call(state, data, 1)[1]) == pytest.approx(first, rel=1e-6)
+
+
+@pytest.mark.parametrize("name", ["fc", "rnn"])
+def test_initial_loss_matches_jax_range(name, tiny_settings):
+    from paradnn import workload as wl
+
+    t = families.get(name).tiny[0]
+    fields = {k: v for k, v in t.items() if k != "batch"}
+    spec, program = _compiled(name, fields, t["batch"], tiny_settings)
+    state, data = B.init(program)
+    torch_loss = B.loss_value(program.call(state, data, 1)[1])
+    prepared = wl.prepare(Workload(spec, t["batch"]))
+    jax_loss = float(prepared.step(prepared.state, prepared.batch)[1])
+    # Different random draws, same initializers: within 25% of ln(classes) of each other.
+    assert abs(torch_loss - jax_loss) < 0.25 * math.log(_classes(spec))
+
+
+@pytest.mark.parametrize("name,fields,batch", TINY_CASES)
+def test_executed_flops_within_10_percent_of_analytic(name, fields, batch, tiny_settings):
+    spec, program = _compiled(name, fields, batch, tiny_settings)
+    costs = B.costs(program)
+    analytic = families.get(name).train_flops_per_example(spec) * batch
+    assert costs["flops_per_step"] == pytest.approx(analytic, rel=0.10)
+    assert costs["bytes_per_step"] is None
+    assert "flop_counter" in costs["flops_source"]
+
+
+def test_grouped_conv_flops_count_each_multiply_once():
+    """torch's own formula counts a grouped convolution's weight gradient ``groups`` times;
+    ours counts forward, input gradient and weight gradient once each."""
+    from torch import nn
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from paradnn.models_torch import TorchModel
+
+    channels, side, batch = 8, 6, 2
+    model = TorchModel(
+        "depthwise",
+        lambda: nn.Sequential(nn.Conv2d(channels, channels, 3, padding=0, groups=channels, bias=False),
+                              nn.Flatten(), nn.Linear(channels * 4 * 4, 3, bias=False)),
+        lambda gen, n, device: {"inputs": torch.ones((n, channels, side, side), device=device, requires_grad=True),
+                                "labels": torch.zeros((n,), dtype=torch.long, device=device)},
+        lambda out, data: nn.functional.cross_entropy(out.float(), data["labels"]))
+    conv = 2 * batch * channels * 9 * 4 * 4  # depthwise: one input channel per output channel
+    dense = 2 * batch * channels * 16 * 3
+    # inputs require grad here, so both the conv's input and weight gradients are computed
+    assert tb.count_flops(model, batch) == 3 * conv + 3 * dense
+    module = model.make_module()
+    data = model.make_batch(None, batch, torch.device("cpu"))
+    with FlopCounterMode(display=False) as counter:
+        model.loss(module(data["inputs"]), data).backward()
+    assert counter.get_total_flops() > 3 * conv + 3 * dense  # the miscount we avoid
+
+
+def test_padding_taps_are_not_counted():
+    # a 3x3 SAME conv on a 1x1 map multiplies one tap per output, not nine
+    assert tb._conv_flops([1, 4, 1, 1], [5, 4, 3, 3], [1, 1], [1, 1], [1, 1], [1, 5, 1, 1]) == 2 * 4 * 5
+
+
+def test_tf1_rmsprop_equals_optax(tiny_settings):
+    import jax.numpy as jnp
+    import optax
+
+    from paradnn.workload import make_optimizer as jax_optimizer
+
+    values = np.array([0.5, -1.0, 2.0], np.float32)
+    grads = [np.array([0.3, -0.2, 1.5], np.float32), np.array([-0.1, 0.4, 0.2], np.float32)]
+    p = torch.nn.Parameter(torch.tensor(values))
+    opt = tb.make_optimizer("rmsprop", [p])
+    tx = jax_optimizer("rmsprop")
+    params = jnp.asarray(values)
+    opt_state = tx.init(params)
+    for g in grads:
+        p.grad = torch.tensor(g)
+        opt.step()
+        updates, opt_state = tx.update(jnp.asarray(g), opt_state, params)
+        params = optax.apply_updates(params, updates)
+    np.testing.assert_allclose(p.detach().numpy(), np.asarray(params), rtol=1e-5)
+
+
+@pytest.mark.parametrize("optimizer", ["rmsprop", "sgd", "momentum", "adam", "adafactor"])
+def test_every_optimizer_trains(optimizer, tiny_settings):
+    t = families.get("fc").tiny[0]
+    fields = {k: v for k, v in t.items() if k != "batch"}
+    _, program = _compiled("fc", fields, t["batch"], tiny_settings, optimizer=optimizer)
+    state, data = B.init(program)
+    state, first = program.call(state, data, 1)
+    state, later = program.call(state, data, 3)
+    assert math.isfinite(B.loss_value(later)) and B.loss_value(later) < B.loss_value(first)
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_mixed_precision_autocast_trains(dtype, tiny_settings):
+    t = families.get("cnn").tiny[0]
+    fields = {k: v for k, v in t.items() if k != "batch"}
+    _, program = _compiled("cnn", fields, t["batch"], tiny_settings, dtype=dtype)
+    state, data = B.init(program)
+    assert all(p.dtype == torch.float32 for p in state["module"].parameters())  # master weights
+    state, first = program.call(state, data, 1)
+    state, second = program.call(state, data, 1)
+    assert B.loss_value(second) < B.loss_value(first)
+
+
+def test_time_calls_on_a_program(tiny_settings):
+    t = families.get("fc").tiny[0]
+    fields = {k: v for k, v in t.items() if k != "batch"}
+    _, program = _compiled("fc", fields, t["batch"], tiny_settings)
+    state, data = B.init(program)
+    timing = time_calls(program.call, state, data, tiny_settings, sync=B.sync)
+    assert math.isfinite(timing.final_loss)
+    assert timing.steps_per_call == tiny_settings.steps_per_call
+    assert len(timing.step_times_s) >= 2 and np.all(timing.step_times_s > 0)
+
+
+def test_bad_settings_and_specs_are_spec_errors(tiny_settings):
+    work = Workload(FC(2, 16, 8, 4), 4, framework="torch")
+    with pytest.raises(SpecError, match="torch_compile"):
+        B.compile(work, with_mode(tiny_settings, "fastest"))  # MeasureSettings validates it
+    with pytest.raises(SpecError, match="devices"):
+        B.compile(Workload(FC(2, 16, 8, 4), 4, devices=2, framework="torch"), with_mode(tiny_settings, "eager"))
+
+
+def test_device_software_oom_and_cache(tmp_path, monkeypatch):
+    info = B.device_info()
+    assert info["device_platform"] in ("cpu", "gpu") and info["device_count"] >= 1 and info["cpu_model"]
+    soft = B.software_info()
+    assert soft["framework_version"] == soft["torch_version"] == torch.__version__
+    assert (B.device_memory_bytes() is None) == (not torch.cuda.is_available())
+    assert B.is_oom(torch.OutOfMemoryError("x")) and B.is_oom(MemoryError())
+    assert not B.is_oom(RuntimeError("CUDA out of memory"))  # classified by type, never by message
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
+    restore = B.configure_cache(str(tmp_path))
+    import os
+
+    assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "torchinductor")
+    restore()
+    assert "TORCHINDUCTOR_CACHE_DIR" not in os.environ
+
+
+def test_memory_breakdown_is_empty_on_cpu_with_a_reason(tiny_settings):
+    if torch.cuda.is_available():
+        pytest.skip("checks the CPU behaviour; on a GPU the allocator reports memory")
+    t = families.get("fc").tiny[0]
+    _, program = _compiled("fc", {k: v for k, v in t.items() if k != "batch"}, t["batch"], tiny_settings)
+    assert B.memory_breakdown(program) == {}
+    assert "CPU" in program.tags["memory_note"]
+
+
+@pytest.mark.slow
+def test_torch_compile_default_mode(tiny_settings, tmp_path):
+    """One real torch.compile (tens of seconds on a 2-core CPU): same losses as eager. Its
+    Inductor cache stays in the test's directory."""
+    restore = B.configure_cache(str(tmp_path))
+    try:
+        _check_compiled_matches_eager(tiny_settings)
+    finally:
+        restore()
+    assert any((tmp_path / "torchinductor").iterdir())  # the cache went where we pointed it
+
+
+def _check_compiled_matches_eager(tiny_settings):
+    t = families.get("fc").tiny[0]
+    fields = {k: v for k, v in t.items() if k != "batch"}
+    _, eager = _compiled("fc", fields, t["batch"], tiny_settings)
+    _, compiled = _compiled("fc", fields, t["batch"], tiny_settings, mode="default")
+    assert compiled.tags["torch_compile"] == "default"
+    losses = []
+    for program in (eager, compiled):
+        state, data = B.init(program)
+        state, first = program.call(state, data, 1)
+        state, third = program.call(state, data, 2)
+        losses.append((B.loss_value(first), B.loss_value(third)))
+    np.testing.assert_allclose(losses[0], losses[1], rtol=1e-4)
+    state, data = B.init(compiled)
+    timing = time_calls(compiled.call, state, data, tiny_settings, sync=B.sync)
+    assert math.isfinite(timing.final_loss)
+
+
+# ------------------------------------------------------------------- torchvision (subprocess)
+
+ZOO = ["resnet18", "resnet50", "resnet101", "resnet152", "densenet121", "vgg16", "inception_v3", "alexnet",
+       "squeezenet"]
+
+_COUNT_SCRIPT = """
+import json, sys, torch
+from paradnn.models_torch.zoo import build
+from paradnn.specs import Real
+counts = {}
+for name in sys.argv[1:]:
+    with torch.device("meta"):  # shapes only: nothing allocated or initialized for real
+        module = build(Real(name), "float32").make_module()
+    counts[name] = sum(p.numel() for p in module.parameters() if p.requires_grad)
+print(json.dumps(counts))
+"""
+
+
+def _run_json(script: str, *args: str) -> dict:
+    proc = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.slow
+def test_zoo_params_equal_the_jax_models():
+    from paradnn.models import param_count
+    from paradnn.specs import Real
+
+    counts = _run_json(_COUNT_SCRIPT, *ZOO)
+    assert counts == {name: param_count(Real(name)) for name in ZOO}
+
+
+_STEP_SCRIPT = """
+import json, sys
+from paradnn.backends.torch_backend import BACKEND as B
+from paradnn.measure import MeasureSettings
+from paradnn.specs import Real, Workload
+out = {}
+for name, image in (("resnet18", 32), ("inception_v3", 75)):
+    program = B.compile(Workload(Real(name, image=image), 2, framework="torch"),
+                        MeasureSettings(torch_compile="eager"))
+    state, data = B.init(program)
+    state, first = program.call(state, data, 1)
+    state, second = program.call(state, data, 1)
+    out[name] = [B.loss_value(first), B.loss_value(second), program.metrics["params"]]
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.slow
+def test_zoo_training_steps_in_torchvision():
+    """resnet18 at 32 px; inception_v3 at its smallest side (75 px: the auxiliary head's
+    small-map path) with its auxiliary loss."""
+    out = _run_json(_STEP_SCRIPT)
+    for name, (first, second, params) in out.items():
+        assert math.isfinite(first) and math.isfinite(second), name
+        assert params > 10**6
+    first, second, _ = out["resnet18"]
+    assert second < first
+    # inception's loss is main + 0.4 aux: about 1.4 ln(1000) at the start
+    assert 0.5 * 1.4 * math.log(1000) < out["inception_v3"][0] < 2 * 1.4 * math.log(1000)
+
+
+def test_zoo_rejects_models_torchvision_lacks_and_small_images():
+    from paradnn.models_torch import zoo
+    from paradnn.specs import Real
+
+    with pytest.raises(SpecError, match="framework"):
+        Workload(Real("mobilenet"), 2, framework="torch")
+    with pytest.raises(SpecError, match="image"):
+        zoo.build(Real("alexnet", image=40), "float32")  # 63 px is its smallest side
+
+
+def _flax_leaves(tree):
+    """(name, array) of a Flax parameter tree in creation order (jax.tree_util sorts keys)."""
+    for key, value in tree.items():
+        if hasattr(value, "items"):
+            yield from _flax_leaves(value)
+        else:
+            yield key, np.asarray(value)
+
+
+@pytest.mark.parametrize("name,fields,batch", [
+    pytest.param(*case.values, marks=[pytest.mark.slow] if case.values[0] == "cnn" else [], id=case.id)
+    for case in TINY_CASES])
+def test_forward_equals_jax_with_the_same_weights(name, fields, batch):
+    """The torch model computes the JAX model's function: the JAX parameters (perturbed, so
+    that no zero-initialized BN scale hides a branch) copied in, the same batch, the same loss.
+    Checks the layouts, SAME padding and pooling, and the TF1 cells."""
+    import jax
+
+    from paradnn.models import build
+
+    spec = families.get(name).spec(**fields)
+    jax_model = build(spec, "float32")
+    data = jax_model.make_batch(jax.random.key(3), batch)
+    # Not jitted: a jitted init returns its tree with sorted keys, and the copy below needs the
+    # creation order (for the CNN this eager init is what makes the test slow).
+    variables = jax_model.module.init(jax.random.key(1), data["inputs"], train=False)
+    rng = np.random.default_rng(0)
+    leaves = [(k, v + 0.3 * rng.standard_normal(v.shape).astype(np.float32))
+              for k, v in _flax_leaves(variables["params"])]
+    # The Flax tree again, with the perturbed leaves, in creation order.
+    it = iter(leaves)
+
+    def rebuild(tree):
+        return {k: rebuild(v) if hasattr(v, "items") else next(it)[1] for k, v in tree.items()}
+
+    jax_params = rebuild(variables["params"])
+    def loss(params, data):
+        out, _ = jax_model.module.apply({**variables, "params": params}, data["inputs"], train=True,
+                                        mutable=["batch_stats"])
+        return jax_model.loss(out, data)
+
+    jax_loss = float(jax.jit(loss)(jax_params, data))
+
+    model = families.builder(spec, "torch")(spec, "float32")
+    module = model.make_module().train()
+    linears = {n for n, m in module.named_modules() if isinstance(m, torch.nn.Linear)}
+    named = list(module.named_parameters())
+    assert len(named) == len(leaves)
+    with torch.no_grad():
+        for (jax_name, value), (torch_name, p) in zip(leaves, named):
+            if value.ndim == 4:  # conv kernel HWIO -> OIHW
+                value = value.transpose(3, 2, 0, 1)
+            elif torch_name.rsplit(".", 1)[0] in linears:  # Dense kernel (in, out) -> (out, in)
+                value = value.T
+            assert tuple(value.shape) == tuple(p.shape), (jax_name, torch_name)
+            p.copy_(torch.from_numpy(np.ascontiguousarray(value)))
+        inputs = torch.from_numpy(np.array(data["inputs"]))
+        if name == "cnn":
+            inputs = inputs.permute(0, 3, 1, 2).contiguous()  # NHWC -> NCHW
+        labels = torch.from_numpy(np.array(data["labels"])).long()
+        torch_loss = float(model.loss(module(inputs), {"inputs": inputs, "labels": labels}))
+    assert torch_loss == pytest.approx(jax_loss, rel=1e-4)
