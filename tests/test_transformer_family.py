@@ -313,3 +313,18 @@ def test_cli_names_a_bad_field_and_exits_2(paradnn_cmd):
         out = subprocess.run([*paradnn_cmd, *base, *extra], capture_output=True, text=True, timeout=120)
         assert out.returncode == 2, out.stderr
         assert param in out.stderr and "Traceback" not in out.stderr
+
+
+def test_plan_sizes_the_sweep_file_and_estimates_memory_within_2x():
+    """``paradnn plan`` sizes Transformer configs from the closed forms, and its memory
+    estimate is within a factor 2 of the compiled program's (as for FC, CNN and RNN)."""
+    from paradnn.plan import compiled_memory, config_table, plan
+
+    p = plan(ROOT / "sweeps" / "transformer.yaml", store=None, memory_limit_bytes="80GB")
+    assert p.summary["configs"] == len(p.table) == 16800
+    w = Workload(Transformer(2, 64, 2, 256, 64, 256), 8)
+    row = config_table([w]).iloc[0]
+    assert row["params"] == tf_family.param_count(w.spec)
+    assert row["model_flops_per_step"] == tf_family.train_flops_per_example(w.spec) * 8
+    compiled, _ = compiled_memory(w)
+    assert compiled / 2 <= row["memory_bytes"] <= compiled * 2, (row["memory_bytes"], compiled)

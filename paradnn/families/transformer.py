@@ -151,6 +151,20 @@ def train_flops_per_example(spec: Transformer) -> float:
     return 3.0 * spec.length * forward_flops_per_token(spec)
 
 
+def activation_elements(spec: Transformer) -> tuple[float, float]:
+    """Estimated activations one example (``length`` tokens) keeps for the backward pass, as
+    (elements in the compute dtype, float32 elements), for ``paradnn plan``. An estimate, not
+    XLA's buffer plan. Per token: the embedding output d; per block its two LayerNorm outputs
+    and residual sums 4d, Q/K/V 3d, the attention output d, the feed-forward input and GELU
+    output 2*d_ff, and ``heads * length`` attention probabilities (XLA's composition and the
+    einsum path materialize them; cuDNN flash attention does not: an overestimate there);
+    then the final LayerNorm d, and float32 logits and their softmax 2*vocab.
+    """
+    d, t = spec.d_model, spec.length
+    per_token = d + spec.layers * (8 * d + 2 * spec.d_ff + spec.heads * t) + d
+    return float(t * per_token), float(t * 2 * spec.vocab)
+
+
 def _tiny(**overrides: Any) -> dict[str, Any]:
     base = {"layers": 1, "d_model": 32, "heads": 2, "d_ff": 64, "length": 8, "vocab": 64, "batch": 2}
     return {**base, **overrides}
