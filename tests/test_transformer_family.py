@@ -328,3 +328,18 @@ def test_plan_sizes_the_sweep_file_and_estimates_memory_within_2x():
     assert row["model_flops_per_step"] == tf_family.train_flops_per_example(w.spec) * 8
     compiled, _ = compiled_memory(w)
     assert compiled / 2 <= row["memory_bytes"] <= compiled * 2, (row["memory_bytes"], compiled)
+
+
+def test_too_big_is_oom_before_anything_is_traced(tiny_settings):
+    """The closed-form parameter count lets the runner refuse a model whose weights and Adam
+    state alone exceed the limit in microseconds (a billion layers would trace for hours)."""
+    import time
+
+    from paradnn import runner
+
+    w = Workload(Transformer(10**9, 1024, "auto", "auto", 1024, 32768), 1)
+    t0 = time.perf_counter()
+    rec = runner.run_workload(w, tiny_settings, memory_limit_bytes=16 * 2**30)
+    assert time.perf_counter() - t0 < 5
+    assert rec.status == "oom" and rec.metrics["oom_predicted"] is True
+    assert rec.metrics["params"] == tf_family.param_count(w.spec)
