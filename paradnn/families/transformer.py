@@ -3,8 +3,8 @@
 A stack of ``layers`` pre-LayerNorm Transformer blocks over ``length`` tokens of a ``vocab``
 token vocabulary: a decoder-only language model (causal self-attention, next-token
 cross-entropy) by default, an encoder-only model (bidirectional self-attention, every position
-predicts its original token of a corrupted sequence) with ``stack="encoder"``. The layout, the same
-in every framework that builds it (``docs/transformer.md``):
+predicts its original token of a corrupted sequence) with ``stack="encoder"``. The layout,
+the same in every framework that builds it (``docs/transformer.md``):
 
 * token embedding ``[vocab, d_model]``, plus learned positions ``[length, d_model]``
   (``positions="learned"``) or fixed sinusoids (``"sinusoidal"``, no parameters);
@@ -51,11 +51,12 @@ class Transformer(_Spec):
     d_model/64, at least 1; must divide d_model) and a feed-forward hidden size ``d_ff``
     (``"auto"``: 4*d_model), over sequences of ``length`` tokens from a ``vocab``-token
     vocabulary. ``stack`` ``decoder`` is a decoder-only LM (causal self-attention, next-token
-    loss); ``encoder`` an encoder-only model (bidirectional self-attention). ``positions`` is ``learned`` or ``sinusoidal``. ``attention`` picks the kernel:
-    ``fused`` (``jax.nn.dot_product_attention``: cuDNN flash attention on NVIDIA GPUs where
-    it applies, XLA elsewhere) or ``einsum`` (plain einsum, softmax, einsum). ``attention_flops``
-    says how :func:`train_flops_per_example` counts the attention products: ``full`` (every
-    score, as the program computes them) or ``half`` (decoder only: the useful causal triangle,
+    loss); ``encoder`` an encoder-only model (bidirectional self-attention). ``positions`` is
+    ``learned`` or ``sinusoidal``. ``attention`` picks the kernel: ``fused``
+    (``jax.nn.dot_product_attention``: cuDNN flash attention on NVIDIA GPUs where it applies,
+    XLA elsewhere) or ``einsum`` (plain einsum, softmax, einsum). ``attention_flops`` says how
+    :func:`train_flops_per_example` counts the attention products: ``full`` (every score, as
+    the program computes them) or ``half`` (decoder only: the useful causal triangle,
     MaxText's convention); it changes no computation.
     """
 
