@@ -393,7 +393,7 @@ def run_infeed(workload: Workload, workers: Sequence[int] = (1, 2, 4), steps: in
 
     from paradnn import workload as wl
     from paradnn import xla_stack
-    from paradnn.runner import _context
+    from paradnn.runner import context
 
     workers = sorted(set(workers))
     for w in workers:
@@ -419,7 +419,7 @@ def run_infeed(workload: Workload, workers: Sequence[int] = (1, 2, 4), steps: in
         P = jax.sharding.PartitionSpec
         sharding = jax.sharding.NamedSharding(prepared.mesh, P("data"))
 
-    platform, software = _context()
+    platform, software = context()
     device_is_host = jax.default_backend() == "cpu"
     settings = {"infeed_steps": int(steps), "infeed_warmup_steps": int(warmup_steps),
                 "xla_preset": xla_stack.DEFAULT_PRESET}
@@ -460,10 +460,10 @@ def run_infeed(workload: Workload, workers: Sequence[int] = (1, 2, 4), steps: in
                 next_batch = feeder.next
             state, wait, total, loss = time_stream(step, state, next_batch, steps, warmup_steps)
         except Exception as exc:  # noqa: BLE001 - a failed feed (bad file, OOM) is a row; the scan goes on
-            from paradnn.runner import is_oom
+            from paradnn.backends.jax_backend import BACKEND
 
             records.append(record(feed, {}, config, f"{type(exc).__name__}: {exc}"[:4000],
-                                  tf_ver if config else None, "oom" if is_oom(exc) else "error"))
+                                  tf_ver if config else None, "oom" if BACKEND.is_oom(exc) else "error"))
             continue
         finally:
             if feeder is not None:

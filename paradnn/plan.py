@@ -234,7 +234,7 @@ def config_table(workloads: Iterable[Workload], known: pd.DataFrame | None = Non
 
 def compiled_memory(workload: Workload, xla_preset: str = "best", step_loop: str = "auto") -> tuple[int, float]:
     """(bytes per device, compile seconds) of ``workload``'s training program, compiled as the
-    runner compiles it, from XLA's memory analysis (``paradnn.runner.peak_bytes``)."""
+    runner compiles it, from the compiled memory analysis (``Backend.compile``)."""
     from paradnn import backends
     from paradnn.measure import MeasureSettings
 
@@ -487,7 +487,6 @@ def plan(
     config). ``calibrate``: time ``calibrate_configs`` configs per family first (in a temporary
     store; minutes) and fit the time model to them instead of the store's records.
     """
-    from paradnn import hardware
     from paradnn.record import Record
     from paradnn.store import load
     from paradnn.sweeper import _plan as sweep_plan, _settings as sweep_settings
@@ -496,8 +495,9 @@ def plan(
     parsed = sweep_plan(grid_or_file)
     measure = sweep_settings(parsed, settings)
     repeat = repeat if repeat is not None else parsed.run.get("repeat", 1)
-    platform = hardware.platform_info()
-    software = hardware.software_info()
+    from paradnn.runner import context
+
+    platform, _ = context("jax")  # the JAX device platform: memory limit and calibration
     frame = pd.DataFrame()
     if store is not None and os.path.exists(store) and os.path.getsize(store) > 0:
         frame = load(store)
@@ -508,12 +508,13 @@ def plan(
         compiled = [compiled_memory(w, measure.xla_preset, measure.step_loop) for w in parsed.workloads]
         table["memory_bytes"] = [b for b, _ in compiled]
         table["measured_compile_s"] = [s for _, s in compiled]
-        table["memory_source"] = "XLA memory analysis (compiled)"
+        table["memory_source"] = "compiled memory analysis"
 
     # Resume: the record key the sweep would give each config here.
     settings_dict = measure.to_dict()
-    keys = [Record(status="ok", workload=w.to_dict(), platform=platform, software=software,
-                   settings=settings_dict).key for w in parsed.workloads]
+    keys = [Record(status="ok", workload=w.to_dict(), platform=context(w.framework)[0],
+                   software=context(w.framework)[1], settings=settings_dict).key
+            for w in parsed.workloads]
     table.insert(0, "key", keys)
     have = frame.groupby("key").size().to_dict() if len(frame) else {}
     table["stored_records"] = [int(have.get(k, 0)) for k in keys]

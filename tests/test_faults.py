@@ -474,7 +474,7 @@ def test_analytic_floor_is_a_lower_bound_of_the_real_state():
     from paradnn import workload as wl
     from paradnn.models import build
     from paradnn.preflight import OPTIMIZER_STATE_SLOTS, floor_bytes
-    from paradnn.runner import state_bytes
+    from paradnn.backends.jax_backend import state_bytes
     from paradnn.specs import CNN, FC, OPTIMIZERS, RNN, Workload
 
     assert set(OPTIMIZER_STATE_SLOTS) == set(OPTIMIZERS)
