@@ -256,6 +256,8 @@ def _cmd_list(args: argparse.Namespace) -> int:
     for r in rows:
         print(f"\n{r['family']}: {r['description']}" + (f"; default batch {r['default_batch']}, paper batch "
                                                          f"{r['paper_batch']}" if 'default_batch' in r else ""))
+        if r.get("frameworks"):
+            print(f"  --framework {'|'.join(r['frameworks'])}")
         for p in r["parameters"]:
             print(f"  --{p['name']:8s} paper values: {p['paper_range']}")
     return 0

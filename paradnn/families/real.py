@@ -59,8 +59,7 @@ ZOO: dict[str, ZooModel] = {
 for _depth, _gmac in (("18", 1.82), ("50", 4.1), ("101", 7.8), ("152", 11.6)):
     ZOO[f"resnet{_depth}"] = ZooModel(
         "resnet", 128, "momentum", f"ResNet-{_depth} v1.5 (torchvision layout), {_IMAGENET}, {_gmac} "
-        "GMAC/example forward at 224 px", default_image=224,
-        frameworks=_TV if _depth == "50" else ("jax", "torch"))
+        "GMAC/example forward at 224 px", default_image=224, frameworks=_TV)
 
 
 def names() -> list[str]:
