@@ -21,6 +21,7 @@ __version__ = "0.1.0"
 # public name -> module that defines it
 _LAZY = {
     "run": "paradnn.runner",
+    "Transformer": "paradnn.families.transformer",
     "MeasureSettings": "paradnn.measure",
     "Record": "paradnn.record",
     "probe": "paradnn.hardware",

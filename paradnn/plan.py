@@ -93,18 +93,17 @@ def _is_nan(value: Any) -> bool:
 def _spec_sizes(spec: FC | CNN | RNN) -> tuple[int, float, int, float, float]:
     """(params, train FLOPs per example, batch-norm statistics, activation elements per example
     in the compute dtype, in float32) of a generated model; cached: grids repeat specs."""
-    if isinstance(spec, FC):
-        from paradnn.models import fc as mod
-    elif isinstance(spec, CNN):
-        from paradnn.models import cnn as mod
-    else:
-        from paradnn.models import rnn as mod
-    params = mod.param_count(spec)
-    flops = float(mod.train_flops_per_example(spec))
+    from paradnn import families
+
+    # The family's closed forms (paradnn.families), the numbers the runner records.
+    params = int(families.param_count(spec))
+    flops = float(families.of(spec).train_flops_per_example(spec))
     bn_stats = 0
     if isinstance(spec, CNN):
         # Every conv is followed by a batch norm with a running mean and variance per channel.
-        bn_stats = sum(2 * cout for _k, _cin, cout, *_ in mod._convs(spec))
+        from paradnn.models import cnn
+
+        bn_stats = sum(2 * cout for _k, _cin, cout, *_ in cnn._convs(spec))
     compute, f32 = activation_elements(spec)
     return params, flops, bn_stats, compute, f32
 
@@ -119,6 +118,8 @@ def activation_elements(spec: FC | CNN | RNN) -> tuple[float, float]:
       batch norm's and the ReLU's: 3 x side^2 x channels), then the float32 logits and softmax.
     * RNN: per time step the embedding and, per layer, the gate pre-activations and the cell and
       hidden states ((gates + 2) x embed), then the float32 logits and softmax (2 x vocab).
+    * Transformer: :func:`paradnn.families.transformer.activation_elements` (per token, the
+      block outputs and the attention probabilities, then float32 logits and softmax).
 
     On the CPU, checked against compiled memory analysis (arguments + temporaries) for FC, CNN
     and RNN configs, the whole memory estimate is within a factor 2 (tests/test_plan.py).
@@ -138,6 +139,10 @@ def activation_elements(spec: FC | CNN | RNN) -> tuple[float, float]:
 
         per_step = spec.embed + spec.layers * (GATES[spec.cell] + 2) * spec.embed
         return float(spec.length * per_step), 2.0 * spec.length * spec.vocab
+    if spec.family == "transformer":
+        from paradnn.families import transformer
+
+        return transformer.activation_elements(spec)
     raise TypeError(f"no activation estimate for {type(spec).__name__}")
 
 
@@ -153,7 +158,7 @@ def _batch_bytes(spec: Any, batch: int, dtype: str) -> int:
         return batch * (spec.input * _ITEMSIZE[dtype] + 4)
     if isinstance(spec, CNN):
         return batch * (3 * spec.image ** 2 * _ITEMSIZE[dtype] + 4)
-    if isinstance(spec, RNN):
+    if isinstance(spec, RNN) or spec.family == "transformer":
         return batch * 2 * spec.length * 4
     return 0
 

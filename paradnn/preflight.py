@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from paradnn.specs import CNN, FC, RNN, Workload
+from paradnn.specs import Workload
 
 #: Full-size float32 optimizer slots per parameter (what ``paradnn.workload.make_optimizer``
 #: builds): rmsprop with momentum keeps the squared-gradient average and the momentum trace;
@@ -31,11 +31,12 @@ def floor_bytes(workload: Workload) -> dict[str, Any] | None:
     ``{"params", "weights_bytes", "optimizer_bytes", "total_bytes"}`` (data parallelism
     replicates the state, so this is per device); None for real models (their parameters are
     known only from shapes, which needs a trace)."""
-    if not isinstance(workload.spec, (FC, CNN, RNN)):
-        return None
-    from paradnn.models import param_count
+    from paradnn import families
 
-    params = int(param_count(workload.spec))
+    count = families.param_count(workload.spec)  # the family's closed form, if it has one
+    if count is None:
+        return None
+    params = int(count)
     weights = params * PARAM_BYTES
     optimizer = weights * OPTIMIZER_STATE_SLOTS[workload.optimizer]
     return {"params": params, "weights_bytes": weights, "optimizer_bytes": optimizer,

@@ -41,7 +41,7 @@ def test_paper_preset_sizes():
     assert len(preset("paper", "cnn")) == 2 * 8 * 3 * 3 * 3 * 5
     assert len(preset("paper", "rnn")) == 3 * 4 * 3 * 3 * 5 * 4
     smoke = preset("smoke")
-    assert {w.family for w in smoke} == {"fc", "cnn", "rnn"}
+    assert {w.family for w in smoke} == {"fc", "cnn", "rnn", "transformer"}
     assert all(param_count(w) < 100_000 for w in smoke)
 
 
@@ -182,7 +182,7 @@ def test_sweep_file_top_level_axes(tmp_path):
     ("family: fc\nlayers: 2\nnodes: 32\ninput: 64\noutput: 10\n", "batch", "required"),
     ("family: fc\nfixed: {layers: 2}\nlayers: 3\nnodes: 32\ninput: 64\noutput: 10\nbatch: 8\n",
      "layers", "already set by 'fixed.layers'"),
-    ("family: transformer\n", "family", "not one of"),
+    ("family: gan\n", "family", "not one of"),
     ("layers: 2\n", "family", "required"),
     ("family: fc\nlayers: 2\nnodes: []\ninput: 64\noutput: 10\nbatch: 8\n", "nodes",
      "empty list"),

@@ -24,7 +24,8 @@ import golden  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 ALL = ["params_range", "heatmap:fc", "sensitivity:fc", "heatmap:cnn", "sensitivity:cnn",
-       "heatmap:rnn", "sensitivity:rnn", "roofline", "speedup:platform", "speedup:dtype",
+       "heatmap:rnn", "sensitivity:rnn", "heatmap:transformer", "sensitivity:transformer",
+       "roofline", "speedup:platform", "speedup:dtype",
        "speedup:software", "utilization", "saturation"]
 # Analyses the golden store predates: its synthetic records have one framework and no memory
 # breakdown, energy or utilization metrics (tests/test_report_extra.py has stores with them).
@@ -75,8 +76,9 @@ def test_tiny_store_lists_what_it_cannot_support(gold):
     sections, missing = report.plan(tiny)
     assert [s.id for s in sections] == ["params_range", "roofline", "utilization", "saturation"]
     needs = {m.id: m.needs for m in missing}
-    assert set(needs) == {"heatmap:fc", "heatmap:cnn", "heatmap:rnn", "sensitivity:fc",
-                          "sensitivity:cnn", "sensitivity:rnn", "oplevel", "speedup:platform",
+    assert set(needs) == {"heatmap:fc", "heatmap:cnn", "heatmap:rnn", "heatmap:transformer",
+                          "sensitivity:fc", "sensitivity:cnn", "sensitivity:rnn",
+                          "sensitivity:transformer", "oplevel", "speedup:platform",
                           "speedup:dtype", "speedup:software", *PREDATES}
     assert "varying two hyperparameters" in needs["heatmap:fc"]
     assert "at least 8 stable ok FC runs of one dtype on one platform" in needs["sensitivity:fc"]
@@ -119,7 +121,8 @@ def test_html_is_self_contained_and_lists_exactly_the_analyses(written, gold):
     path, page = written
     assert path.name == "index.html"
     sections = re.findall(r'<section id="[^"]+" data-analysis="([^"]+)"', page)
-    assert sections == ALL[:8] + ["oplevel"] + ALL[8:]
+    after = ALL.index("roofline") + 1  # the op-level roofline follows the model-level one
+    assert sections == ALL[:after] + ["oplevel"] + ALL[after:]
     missing = re.findall(r'<li data-analysis="([^"]+)"', page)
     assert sorted(missing) == PREDATES  # golden + ops: nothing else missing
     srcs = re.findall(r'<img[^>]*src="([^"]{0,30})', page)

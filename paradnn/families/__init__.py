@@ -26,7 +26,7 @@ from paradnn.errors import SpecError
 FRAMEWORKS: tuple[str, ...] = ("jax", "tensorflow", "torch")
 
 #: Built-in family modules under paradnn.families, imported on first lookup.
-BUILTIN: tuple[str, ...] = ("fc", "cnn", "rnn", "real")
+BUILTIN: tuple[str, ...] = ("fc", "cnn", "rnn", "transformer", "real")
 
 
 @dataclass(frozen=True)
@@ -119,7 +119,10 @@ def _load() -> None:
 def names() -> list[str]:
     """Registered family names, built-ins first in their order, then others by registration."""
     _load()
-    return list(_REGISTRY)
+    # A built-in module imported directly (``from paradnn import Transformer``) registers before
+    # _load runs the others: order by BUILTIN, not by registration (sorted is stable).
+    rank = {name: i for i, name in enumerate(BUILTIN)}
+    return sorted(_REGISTRY, key=lambda name: rank.get(name, len(BUILTIN)))
 
 
 def generated() -> list[str]:

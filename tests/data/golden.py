@@ -2,7 +2,7 @@
 
 The numbers are *synthetic* (a roofline performance model with planted effects, seeded noise),
 not measurements: two made-up accelerators (``synthetic-a``, ``synthetic-b``), FC/CNN/RNN grids
-around the paper's Table 2, two real models, ``oom`` rows where a model exceeds the made-up
+around the paper's Table 2, a Transformer grid, two real models, ``oom`` rows where a model exceeds the made-up
 device memory, a bfloat16 subset and an older software version, so that every analysis of the
 report has data. ``python tests/data/golden.py OUT.db`` writes it as a store (``OUT.csv`` as CSV).
 """
@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from paradnn.record import Record
+from paradnn import families
 from paradnn.specs import CNN, FC, RNN, Workload
 
 PLATFORMS = {
@@ -63,6 +64,13 @@ def _rnn_costs(s: RNN, batch: int) -> tuple[float, float, float, float]:
     return params, flops, 4.0 * (4 * params * s.length + 3 * acts), s.embed * 2
 
 
+def _transformer_costs(s, batch: int) -> tuple[float, float, float, float]:
+    fam = families.get("transformer")  # through the registry: built-in families keep their order
+    params = fam.param_count(s)
+    acts = batch * s.length * (s.layers * (6 * s.d_model + s.d_ff) + s.vocab)
+    return params, fam.train_flops_per_example(s) * batch, 4.0 * (4 * params + 3 * acts), s.d_model
+
+
 def _record(workload: dict, costs, plat: str, dtype_factor: float, software: dict,
             rng: np.random.Generator, kind: str = "generated", slowdown: float = 1.0) -> dict:
     p = PLATFORMS[plat]
@@ -103,6 +111,9 @@ def _specs():
         yield CNN(block="residual", blocks=blocks, filters=filters, image=200, output=1000), batch, _cnn_costs
     for layers, embed, length, batch in itertools.product((1, 5), (100, 500), (10, 50), (16, 64, 256)):
         yield RNN(cell="lstm", layers=layers, embed=embed, length=length, vocab=32), batch, _rnn_costs
+    for layers, d_model, batch in itertools.product((2, 6), (256, 512, 1024), (4, 16, 64)):
+        spec = families.get("transformer").spec(layers, d_model, "auto", 1024, 256, 8192)
+        yield spec, batch, _transformer_costs
 
 
 REAL = {  # model -> (params, FLOPs per example per step, bytes per step at batch 1, width)
