@@ -50,7 +50,7 @@ def _xla_flops(spec, batch):
     state, data = wl.abstract_inputs(workload, model, "rmsprop")
     compiled = wl.jit_multi_step(model, "rmsprop").lower(state, data, wl.STEPS_ARG).compile()
     xla = costs.xla_step_costs(workload, model, "rmsprop", compiled)["flops_per_step"]
-    return xla, costs.model_flops_per_step(workload, model, "rmsprop")
+    return xla, costs.model_flops_per_step(workload)
 
 
 @pytest.mark.parametrize(

@@ -57,6 +57,6 @@ FAMILY = register(Family(
     variant="cell",
     suggested_grid=({"cell": "lstm", "layers": 1, "length": 16, "vocab": 256},
                     {"embed": [32, 64, 128], "batch": [8, 16, 32, 64]}),
-    tiny=tuple({"cell": c, "layers": 1, "embed": 8, "length": 3, "vocab": 16, "batch": 2}
+    tiny=tuple({"cell": c, "layers": 1, "embed": 32, "length": 3, "vocab": 32, "batch": 4}
                for c in RNN_CELLS),
 ))
