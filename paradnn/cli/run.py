@@ -23,7 +23,14 @@ def _spec_field_type(fam: families.Family, name: str, default: Any):
     if any(a.name == name and a.choices for a in fam.axes) or isinstance(default, (str, bool)):
         return str  # the spec validates choices and flags, naming what is allowed
     minimum = 0 if default == 0 else 1  # a real model's image/length: 0 = the model's own
-    return typed(parse_int, name, minimum=minimum)
+    exact = typed(parse_int, name, minimum=minimum)
+
+    def integer_or_word(text: str):
+        # A word ("auto" for a Transformer's heads) goes to the spec, which accepts it or names
+        # what is allowed; anything numeric must be an exact integer in range.
+        return text if text.isalpha() and text.lower() not in ("inf", "nan") else exact(text)
+
+    return integer_or_word
 
 
 def add_spec_subparsers(parser: argparse.ArgumentParser, handler: Callable, settings: bool = True) -> None:
