@@ -19,7 +19,9 @@ def cases(framework: str, dtypes: list[str]) -> list[dict]:
     from paradnn.specs import Workload
 
     backend = backends.get(framework)
-    settings = MeasureSettings(steps_per_call=1)
+    # PyTorch eagerly: torch.compile of each case takes tens of seconds on a CPU and is tested
+    # once in test_backend_torch; the contract is about the model, its counts and its step.
+    settings = MeasureSettings(steps_per_call=1, torch_compile="eager")
     out = []
     for name in families.names():
         fam = families.get(name)
