@@ -144,7 +144,32 @@ def _summary(record) -> str:
         lines.insert(-2, f"memory per device {si(d['memory_peak_bytes'], 'B')} peak (args "
                      f"{si(d['memory_argument_bytes'], 'B')}, temp {si(d['memory_temp_bytes'], 'B')}; "
                      "compiled memory analysis)")
-    return "\n".join(lines)
+    return "\n".join(lines + _meter_lines(d))
+
+
+def _meter_lines(d: dict[str, Any]) -> list[str]:
+    """Memory breakdown, energy and utilization of a measured row, each with its source, or
+    why it is missing (docs/metrics.md)."""
+    from paradnn.memory import MEMORY_PARTS
+
+    lines = []
+    parts = [(name, d.get(name)) for name in MEMORY_PARTS]
+    if all(v is not None for _, v in parts):
+        text = ", ".join(f"{name[len('memory_'):-len('_bytes')]} {si(v, 'B')}" for name, v in parts)
+        lines.append(f"memory breakdown  {text} (per device; shapes, autodiff residuals, compiled total)")
+    if d.get("energy_per_example_j") is not None:
+        lines.append(f"energy            {d['energy_per_example_j']:.4g} J/example, {d['energy_per_step_j']:.4g} "
+                     f"J/step, {d['power_w']:.4g} W average ({d['energy_source']}, measured over "
+                     f"{d['meter_window_s']:.3g} s)")
+    elif d.get("energy_source"):
+        lines.append(f"energy            {d['energy_source']}: {d.get('energy_note') or 'no counter'}")
+    host = d.get("host_cpu_utilization")
+    busy = d.get("device_busy_fraction")
+    lines.append("utilization       host CPU " + (f"{host:.0%} busy (/proc/stat, all cores)" if host is not None
+                                                 else "not measured (window too short for /proc/stat)")
+                 + "; device " + (f"{busy:.0%} busy (profiler trace)" if busy is not None
+                                  else f"busy fraction unknown: {d.get('device_busy_note') or 'not traced'}"))
+    return lines
 
 
 def warning_lines(record) -> list[str]:
