@@ -69,7 +69,7 @@ def _add_settings(p: argparse.ArgumentParser) -> None:
 
 
 def _add_common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--store", default=None, metavar="PATH", help="SQLite store to add the rows to")
+    p.add_argument("--store", default=None, metavar="PATH", help="SQLite store to add the rows to (default: none; the rows are printed, not stored)")
     p.add_argument("--json", action="store_true", help="print exactly one JSON object")
 
 
@@ -292,4 +292,4 @@ def register(sub: argparse._SubParsersAction) -> None:
         fp.add_argument("--simulate-devices", action="store_true",
                         help="on a CPU host: force the largest count of host devices (not a real "
                         "multi-device measurement)")
-        fp.add_argument("--store", default=None, metavar="PATH", help="SQLite store to add the rows to")
+        fp.add_argument("--store", default=None, metavar="PATH", help="SQLite store to add the rows to (default: none; the rows are printed, not stored)")
