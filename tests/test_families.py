@@ -169,8 +169,8 @@ def _contract_rows(framework: str) -> list[dict]:
 def test_contract_table(framework):
     """For every family's tiny presets that ``framework`` builds, in every dtype: it builds and
     compiles; its trainable parameters equal the closed-form (or JAX-shape) count; three steps
-    give finite losses and the first lowers the loss (later ones may overshoot: tiny batches,
-    ParaDnn's learning rates); PyTorch runs eagerly here (torch.compile is tested in
+    give finite losses and lower the loss below the initial one (one step may overshoot: batches
+    of 2-8 examples at ParaDnn's learning rates; a wrong gradient never lowers it); PyTorch runs eagerly here (torch.compile is tested in
     test_backend_torch); executed FLOPs (where the
     framework counts them) are within [0.5, 2] of the analytic count — tiny models spend a
     large share on element-wise work, so the 10% agreement is checked at realistic sizes in
@@ -186,7 +186,7 @@ def test_contract_table(framework):
         assert r["params"] == r["closed_form"], where
         losses = r["losses"]
         assert all(map(lambda x: x == x and abs(x) < 1e6, losses)), where
-        assert losses[1] < losses[0], f"{where}: {losses}"
+        assert min(losses[1:]) < losses[0], f"{where}: {losses}"
         if r["executed"]:
             assert 0.5 <= r["executed"] / r["analytic"] <= 2.0, f"{where}: {r['executed']} vs {r['analytic']}"
 

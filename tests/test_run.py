@@ -185,5 +185,5 @@ def test_cli_list_families(paradnn_cmd):
     proc = subprocess.run(paradnn_cmd + ["list", "--json"], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     families = {row["family"]: row for row in json.loads(proc.stdout)}
-    assert set(families) == {"fc", "cnn", "rnn", "real"}
+    assert set(families) == {"fc", "cnn", "rnn", "transformer", "real"}  # the registry's families
     assert [p["name"] for p in families["rnn"]["parameters"]] == ["cell", "layers", "embed", "length", "vocab"]
