@@ -280,10 +280,10 @@ for name in ("lstm", "cnn"):
 
 attrs = load("profile/ops.json") if (out / "profile" / "ops.json").exists() else None
 if attrs:
-    check("paradnn profile per-operation times", f"backend {attrs.get('backend')}, FLOPs matched "
+    check("paradnn profile per-operation times", f"device platform {attrs.get('device_platform')}, FLOPs matched "
           f"{attrs.get('flops_matched_fraction', float('nan')):.1%}, approximate={attrs.get('approximate')}",
           "device-event times; > 50% of HLO FLOPs matched",
-          (attrs.get("backend") == "gpu" and not attrs.get("approximate")
+          (attrs.get("device_platform") == "gpu" and not attrs.get("approximate")
            and attrs.get("flops_matched_fraction", 0) > 0.5) if gpu else step_ok("profile"))
 else:
     check("paradnn profile per-operation times", steps.get("profile", {}).get("status"), "ops.csv written", False)
