@@ -101,9 +101,9 @@ def _spec_sizes(spec: FC | CNN | RNN) -> tuple[int, float, int, float, float]:
     bn_stats = 0
     if isinstance(spec, CNN):
         # Every conv is followed by a batch norm with a running mean and variance per channel.
-        from paradnn.models import cnn
+        from paradnn.families import cnn
 
-        bn_stats = sum(2 * cout for _k, _cin, cout, *_ in cnn._convs(spec))
+        bn_stats = sum(2 * cout for _k, _cin, cout, *_ in cnn.convs(spec))
     compute, f32 = activation_elements(spec)
     return params, flops, bn_stats, compute, f32
 
@@ -127,15 +127,15 @@ def activation_elements(spec: FC | CNN | RNN) -> tuple[float, float]:
     if isinstance(spec, FC):
         return float(spec.input + 2 * spec.layers * spec.nodes), 2.0 * spec.output
     if isinstance(spec, CNN):
-        from paradnn.models import cnn
+        from paradnn.families import cnn
 
         elements = 3.0 * spec.image ** 2
-        for _k, _cin, cout, side, stride, _stem in cnn._convs(spec):
+        for _k, _cin, cout, side, stride, _stem in cnn.convs(spec):
             out_side = math.ceil(side / stride)
             elements += 3.0 * out_side ** 2 * cout
         return elements, 2.0 * spec.output
     if isinstance(spec, RNN):
-        from paradnn.models.rnn import GATES
+        from paradnn.families.rnn import GATES
 
         per_step = spec.embed + spec.layers * (GATES[spec.cell] + 2) * spec.embed
         return float(spec.length * per_step), 2.0 * spec.length * spec.vocab

@@ -51,7 +51,8 @@ def test_state_bytes_match_the_runners_floor(optimizer):
 
 
 def test_params_and_flops_are_the_models_closed_forms():
-    from paradnn.models import cnn, fc, param_count, rnn
+    from paradnn.families import cnn, fc, rnn
+    from paradnn.models import param_count
 
     workloads = grid("fc", layers=[2, 8], nodes=[32, 4096], input=2000, output=1000, batch=64)
     workloads += [Workload(CNN("bottleneck", 2, 16, 224, 1000), 32),

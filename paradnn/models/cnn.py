@@ -8,19 +8,17 @@ which fails below 193 px) and Dense(output). Convs have no bias; BN momentum 0.9
 
 from __future__ import annotations
 
-import math
 from functools import partial
-from typing import Any, Iterator
+from typing import Any
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from paradnn.families.cnn import GROUP_STRIDE, GROUP_WIDTH, train_flops_per_example
 from paradnn.models.base import ModelDef, softmax_xent
 from paradnn.specs import CNN
 
-GROUP_WIDTH = (1, 2, 4, 8)
-GROUP_STRIDE = (1, 2, 2, 2)
 
 
 class Block(nn.Module):
@@ -67,63 +65,6 @@ class ResNetV1(nn.Module):
                           self.block == "bottleneck", project=(i == 0), dtype=self.dtype)(x, train)
         x = jnp.mean(x, axis=(1, 2))
         return nn.Dense(self.output, dtype=self.dtype)(x)
-
-
-def valid_taps(size: int, kernel: int, stride: int) -> int:
-    """Kernel taps that land inside the input, summed over the output positions of one
-    dimension of a SAME-padded convolution (taps on padding multiply zeros: XLA skips them)."""
-    out = math.ceil(size / stride)
-    pad_lo = max((out - 1) * stride + kernel - size, 0) // 2
-    return sum(
-        min(kernel, size + pad_lo - i * stride) - max(0, pad_lo - i * stride) for i in range(out)
-    )
-
-
-def _convs(spec: CNN) -> Iterator[tuple[int, int, int, int, int, bool]]:
-    """Every conv as (kernel side, in channels, out channels, input side, stride, is_stem)."""
-    yield 7, 3, spec.filters, spec.image, 2, True
-    side = math.ceil(math.ceil(spec.image / 2) / 2)  # stem stride 2, then max-pool stride 2
-    ch = spec.filters
-    for width, stride in zip(GROUP_WIDTH, GROUP_STRIDE):
-        f = spec.filters * width
-        out_ch = 4 * f if spec.block == "bottleneck" else f
-        for i in range(spec.blocks):
-            s = stride if i == 0 else 1
-            out_side = math.ceil(side / s)
-            if i == 0:
-                yield 1, ch, out_ch, side, s, False
-            if spec.block == "bottleneck":
-                yield 1, ch, f, side, 1, False
-                yield 3, f, f, side, s, False
-                yield 1, f, out_ch, out_side, 1, False
-            else:
-                yield 3, ch, f, side, s, False
-                yield 3, f, f, out_side, 1, False
-            ch, side = out_ch, out_side
-
-
-def final_channels(spec: CNN) -> int:
-    return spec.filters * 8 * (4 if spec.block == "bottleneck" else 1)
-
-
-def param_count(spec: CNN) -> int:
-    """Conv kernels + BN scale and offset (2 per channel) + the Dense head's weights and bias."""
-    total = 0
-    for k, cin, cout, *_ in _convs(spec):
-        total += k * k * cin * cout + 2 * cout
-    return total + final_channels(spec) * spec.output + spec.output
-
-
-def train_flops_per_example(spec: CNN) -> float:
-    """Conv and Dense FLOPs of one training step per example: 3x forward less the stem's data
-    gradient. Only kernel taps inside the image count (padding contributes no work)."""
-    fwd = stem = 0.0
-    for k, cin, cout, side, stride, is_stem in _convs(spec):
-        flops = 2.0 * valid_taps(side, k, stride) ** 2 * cin * cout
-        fwd += flops
-        stem += flops if is_stem else 0.0
-    fwd += 2.0 * final_channels(spec) * spec.output
-    return 3.0 * fwd - stem
 
 
 def build(spec: CNN, dtype: str) -> ModelDef:

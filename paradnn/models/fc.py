@@ -9,6 +9,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from paradnn.families.fc import train_flops_per_example
 from paradnn.models.base import ModelDef, softmax_xent
 from paradnn.specs import FC
 
@@ -32,23 +33,6 @@ class FCNet(nn.Module):
         for _ in range(self.layers):
             x = nn.relu(dense(self.nodes)(x))
         return dense(self.output)(x)
-
-
-def param_count(spec: FC) -> int:
-    """Weights + biases: input*nodes + (layers-1)*nodes^2 + nodes*output, plus biases."""
-    weights = spec.input * spec.nodes + (spec.layers - 1) * spec.nodes**2 + spec.nodes * spec.output
-    return weights + spec.layers * spec.nodes + spec.output
-
-
-def train_flops_per_example(spec: FC) -> float:
-    """Matmul FLOPs of one training step per example (2 per multiply-add).
-
-    Forward 2W, weight gradients 2W, input gradients 2W less the first layer's (nobody needs
-    the gradient of the data): 6W - 2*input*nodes, W the weight count. The original ParaDnn used
-    6W; the difference is the data gradient XLA never computes.
-    """
-    w = spec.input * spec.nodes + (spec.layers - 1) * spec.nodes**2 + spec.nodes * spec.output
-    return 6.0 * w - 2.0 * spec.input * spec.nodes
 
 
 def build(spec: FC, dtype: str) -> ModelDef:

@@ -18,10 +18,10 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from paradnn.families.rnn import GATES, train_flops_per_example
 from paradnn.models.base import ModelDef, softmax_xent
 from paradnn.specs import RNN
 
-GATES = {"rnn": 1, "lstm": 4, "gru": 3}
 LSTM_FORGET_BIAS = 1.0
 
 
@@ -86,21 +86,6 @@ class RNNLM(nn.Module):
         for i in range(self.layers):
             x = Recurrent(self.cell, self.embed, self.unroll, self.dtype, name=f"layer_{i}")(x)
         return nn.Dense(self.vocab, dtype=self.dtype)(jnp.swapaxes(x, 0, 1))
-
-
-def param_count(spec: RNN) -> int:
-    """Embedding vocab*E + per layer g*((E+H)*H + H) with H = E + head E*vocab + vocab."""
-    e = spec.embed
-    cells = spec.layers * GATES[spec.cell] * (2 * e * e + e)
-    return spec.vocab * e + cells + e * spec.vocab + spec.vocab
-
-
-def train_flops_per_example(spec: RNN) -> float:
-    """Cell and head matmul FLOPs of one training step per example (3x forward; the first
-    layer's input gradient is needed for the embedding gradient)."""
-    e = spec.embed
-    per_token = spec.layers * GATES[spec.cell] * 2.0 * (2 * e) * e + 2.0 * e * spec.vocab
-    return 3.0 * spec.length * per_token
 
 
 def build(spec: RNN, dtype: str, unroll: int | bool = 1) -> ModelDef:
