@@ -12,6 +12,8 @@ from paradnn.grids import geometric, linear
 from paradnn.specs import RNN, RNN_CELLS
 
 GATES = {"rnn": 1, "lstm": 4, "gru": 3}
+#: Added to the LSTM forget gate's pre-activation, as TF1's LSTMCell does (every framework).
+LSTM_FORGET_BIAS = 1.0
 
 
 def param_count(spec: RNN) -> int:

@@ -18,11 +18,10 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from paradnn.families.rnn import GATES, train_flops_per_example
+from paradnn.families.rnn import GATES, LSTM_FORGET_BIAS, train_flops_per_example
 from paradnn.models.base import ModelDef, softmax_xent
 from paradnn.specs import RNN
 
-LSTM_FORGET_BIAS = 1.0
 
 
 class Recurrent(nn.Module):

@@ -18,13 +18,11 @@ from typing import Any
 import keras
 import tensorflow as tf
 
+from paradnn.families.cnn import GROUP_STRIDE, GROUP_WIDTH
+from paradnn.families.rnn import GATES, LSTM_FORGET_BIAS
 from paradnn.models_tf import TFModel, compute_dtype, policy, softmax_xent
 from paradnn.specs import CNN, FC, RNN
 
-GROUP_WIDTH = (1, 2, 4, 8)
-GROUP_STRIDE = (1, 2, 2, 2)
-GATES = {"rnn": 1, "lstm": 4, "gru": 3}
-LSTM_FORGET_BIAS = 1.0
 
 
 def _classification(tfm_name: str, model: keras.Model, make_batch, **kw: Any) -> TFModel:

@@ -16,11 +16,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from paradnn.families.cnn import GROUP_STRIDE, GROUP_WIDTH
-from paradnn.families.rnn import GATES
+from paradnn.families.rnn import GATES, LSTM_FORGET_BIAS
 from paradnn.models_torch import TorchModel, softmax_xent
 from paradnn.specs import CNN, FC, RNN
 
-LSTM_FORGET_BIAS = 1.0  # added to the forget gate's pre-activation, as TF1's LSTMCell does
 
 
 def same_pads(size: int, kernel: int, stride: int) -> tuple[int, int]:
