@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 import jax
-import numpy as np
 
 from paradnn import costs, hardware, memory, workload as wl
 from paradnn.backends import Program
@@ -25,7 +24,7 @@ def state_bytes(state: Any) -> int:
     """Bytes of a state tree (arrays or shapes). The weights and optimizer state are arguments
     of the step, so this is a true lower bound on its memory. (Gradients are not: XLA fuses
     them into the update without materializing them.)"""
-    return sum(math.prod(x.shape) * np.dtype(x.dtype).itemsize for x in jax.tree_util.tree_leaves(state))
+    return memory.tree_bytes(state)
 
 
 def peak_bytes(mem: Any) -> int:
