@@ -153,8 +153,8 @@ def gemm_layouts(n: int = 4096, reps: int = 3) -> dict[str, float]:
 def init_compile() -> dict[str, float]:
     """Seconds to compile and run the state initialization of a tiny bottleneck CNN with XLA's
     default options and with the cheap CPU options paradnn uses for it."""
-    from paradnn import workload as wl
-    from paradnn.models import build
+    from paradnn.backends.jax import step as wl
+    from paradnn.backends.jax.models import build
 
     model = build(paradnn.CNN("bottleneck", 1, 4, 32, 5))
     key = jax.random.key(wl.SEED)

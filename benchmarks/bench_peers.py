@@ -44,7 +44,7 @@ import jax  # noqa: E402
 import numpy as np  # noqa: E402
 
 import paradnn  # noqa: E402
-from paradnn import workload as wl  # noqa: E402
+from paradnn.backends.jax import step as wl
 from paradnn.specs import Workload  # noqa: E402
 
 CONFIGS = {
@@ -67,7 +67,7 @@ def paradnn_runner(spec, batch: int, preset: str, k: int) -> Runner:
     """The K-step call paradnn.run measures (its step loop chosen as paradnn.run chooses it),
     state donated, with ``preset``."""
     work = Workload(spec, batch, "float32", None, 1)
-    model = paradnn.models.build(spec, "float32")
+    model = paradnn.backends.jax.models.build(spec, "float32")
     opt = model.default_optimizer
     state, data = wl.init_inputs(work, model, opt)
     compiled, loop = wl.compile_measured(model, opt, None, state, data, preset)
@@ -316,14 +316,14 @@ def bench_gemm(rounds: int, batch: int, n: int) -> dict:
     torch.set_num_threads(os.cpu_count() or 1)
     spec = paradnn.FC(layers=4, nodes=4096, input=2000, output=1000)
     work = Workload(spec, batch, "float32", None, 1)
-    model = paradnn.models.build(spec, "float32")
+    model = paradnn.backends.jax.models.build(spec, "float32")
     useful = model.train_flops_per_example * batch  # analytic FLOPs per step
     fc = paradnn_runner(spec, batch, "best", 1)
     del work
     a = np.random.default_rng(0).standard_normal((n, n), dtype=np.float32)
     ja = jax.device_put(a)
     matmul = jax.jit(lambda x, y: x @ y).lower(ja, ja)
-    xla = {preset: matmul.compile(paradnn.xla_stack.compile_options(preset, jax.default_backend()))
+    xla = {preset: matmul.compile(paradnn.backends.jax.xla_stack.compile_options(preset, jax.default_backend()))
            for preset in ("stock", "best")}
     ta = torch.from_numpy(a)
 

@@ -29,7 +29,7 @@ import optax
 
 import paradnn
 from paradnn.measure import MeasureSettings
-from paradnn.models import build
+from paradnn.backends.jax.models import build
 
 
 def hand_written_loop(spec: paradnn.Real, batch: int, dtype: str):

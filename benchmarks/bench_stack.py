@@ -1,4 +1,4 @@
-"""Which XLA:CPU options give the fastest correct training step (paradnn.xla_stack's "best").
+"""Which XLA:CPU options give the fastest correct training step (paradnn.backends.jax.xla_stack's "best").
 
 For each config, every candidate option set compiles paradnn's K-step training call (exactly
 the program ``paradnn.run`` times) through ``Lowered.compile(compiler_options)``; the candidates
@@ -33,8 +33,8 @@ import flax.linen as nn
 import jax
 
 import paradnn
-from paradnn import workload as wl
-from paradnn.models import build
+from paradnn.backends.jax import step as wl
+from paradnn.backends.jax.models import build
 from paradnn.specs import Workload
 
 YNN = "xla_cpu_experimental_ynn_fusion_type"

@@ -21,7 +21,7 @@ import json
 import statistics
 import time
 
-from paradnn.backends import tf_backend
+from paradnn.backends.tensorflow import backend as tf_backend
 from paradnn.measure import MeasureSettings, time_calls
 from paradnn.specs import FC, Workload
 

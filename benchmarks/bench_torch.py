@@ -22,7 +22,7 @@ import time
 import torch
 from torch import nn
 
-from paradnn.backends import torch_backend
+from paradnn.backends.torch import backend as torch_backend
 from paradnn.measure import MeasureSettings, time_calls
 from paradnn.specs import FC, Workload
 

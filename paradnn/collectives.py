@@ -137,7 +137,7 @@ def measure_collective(collective: str, devices: int, size_bytes: int, dtype: st
         compiled, x = _program(collective, devices, per_device_in, dtype)
         timing = time_calls(call, compiled(x), x, settings)
     except Exception as exc:  # noqa: BLE001 - a size that does not fit becomes a row
-        from paradnn.backends.jax_backend import BACKEND
+        from paradnn.backends.jax.backend import BACKEND
 
         return Record(status="oom" if BACKEND.is_oom(exc) else "error", workload=workload,
                       metrics={"simulated_devices": simulated_devices()},

@@ -234,7 +234,7 @@ def param_count(workload: Workload | Any) -> int:
     spec = workload.spec if isinstance(workload, Workload) else workload
     count = families.param_count(spec)
     if count is None:
-        from paradnn.models import param_count as shape_count
+        from paradnn.backends.jax.models import param_count as shape_count
 
         count = shape_count(spec)
     return int(count)

@@ -24,7 +24,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from paradnn import xla_stack
+from paradnn.backends.jax import xla_stack as xla_stack
 from paradnn.errors import ParadnnError
 
 T = 1e12

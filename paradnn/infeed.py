@@ -1,7 +1,7 @@
 """Host infeed: one model trained from synthetic device-resident batches and from a real host
 input pipeline, and how long the device waits for input (ParaDnn's Figure 5).
 
-Two feeds of the same jitted training step (:func:`paradnn.workload.prepare`, the state donated):
+Two feeds of the same jitted training step (:func:`paradnn.backends.jax.step.prepare`, the state donated):
 
 * ``synthetic``: the batch made on the device from a fixed seed (the path of ``paradnn run``);
   no data preparation at all, the throughput the device alone allows.
@@ -365,7 +365,7 @@ def image_batch_layout(batch: dict[str, Any]) -> tuple[int, int]:
 
 def _classes(spec: Any) -> int:
     """Classes of the model's output: a generated CNN's ``output``, else ImageNet's 1000."""
-    from paradnn.models.zoo.layers import IMAGENET_CLASSES
+    from paradnn.backends.jax.models.zoo.layers import IMAGENET_CLASSES
 
     return int(getattr(spec, "output", 0) or IMAGENET_CLASSES)
 
@@ -391,8 +391,8 @@ def run_infeed(workload: Workload, workers: Sequence[int] = (1, 2, 4), steps: in
     (default :func:`default_data_dir`) once. ``delay_ms`` adds host time per image on purpose."""
     import jax
 
-    from paradnn import workload as wl
-    from paradnn import xla_stack
+    from paradnn.backends.jax import step as wl
+    from paradnn.backends.jax import xla_stack as xla_stack
     from paradnn.runner import context
 
     workers = sorted(set(workers))
@@ -460,7 +460,7 @@ def run_infeed(workload: Workload, workers: Sequence[int] = (1, 2, 4), steps: in
                 next_batch = feeder.next
             state, wait, total, loss = time_stream(step, state, next_batch, steps, warmup_steps)
         except Exception as exc:  # noqa: BLE001 - a failed feed (bad file, OOM) is a row; the scan goes on
-            from paradnn.backends.jax_backend import BACKEND
+            from paradnn.backends.jax.backend import BACKEND
 
             records.append(record(feed, {}, config, f"{type(exc).__name__}: {exc}"[:4000],
                                   tf_ver if config else None, "oom" if BACKEND.is_oom(exc) else "error"))

@@ -34,7 +34,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from paradnn import xla_stack
+from paradnn.backends.jax import xla_stack as xla_stack
 from paradnn.errors import SpecError
 from paradnn.units import parse_int, parse_number
 
@@ -52,7 +52,7 @@ def _steps(value: Any, parameter: str) -> int | None:
     return parse_int(value, parameter, 1, MAX_STEPS_PER_CALL)
 
 
-#: How a timed call runs its K steps (paradnn.workload.compile_measured): ``device`` (a loop
+#: How a timed call runs its K steps (paradnn.backends.jax.step.compile_measured): ``device`` (a loop
 #: inside the compiled program: dispatch costs nothing), ``host`` (a one-step program with the
 #: state donated, called K times without waiting: JAX dispatches asynchronously), ``auto``
 #: (device, except host where the device loop is known to be slower: convolutions on XLA:CPU).

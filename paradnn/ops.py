@@ -214,7 +214,7 @@ def measure_op(shape: OpShape, dtype: str = "float32", settings: MeasureSettings
 
         timing = time_calls(call, compiled(a, b), (a, b), settings)
     except Exception as exc:  # noqa: BLE001 - a failed op becomes a row, the scan goes on
-        from paradnn.backends.jax_backend import BACKEND
+        from paradnn.backends.jax.backend import BACKEND
 
         status = "oom" if BACKEND.is_oom(exc) else "error"
         return Record(status=status, workload=workload, metrics=metrics,

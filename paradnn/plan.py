@@ -7,7 +7,7 @@
 
 Per config, cheaply (closed forms, no compilation, no tracing of generated models):
 
-* ``params``: trainable parameters (``paradnn.models.param_count``'s closed forms).
+* ``params``: trainable parameters (``paradnn.backends.jax.models.param_count``'s closed forms).
 * ``model_flops_per_step``: analytic matmul and convolution FLOPs of one training step
   (``train_flops_per_example`` of the model times the batch; the same count the records carry).
 * ``memory_bytes``: predicted bytes per device, the sum of
@@ -168,8 +168,8 @@ def _real_sizes(spec: Real) -> tuple[int, float]:
     """(params, train FLOPs per example) of a real model, by tracing it once (no compile).
     Neither depends on the dtype or the optimizer (no matmuls in an update), so one float32
     trace with the model's default optimizer serves every variant."""
-    from paradnn import costs
-    from paradnn.models import build, count_from_shapes
+    from paradnn.backends.jax import costs as costs
+    from paradnn.backends.jax.models import build, count_from_shapes
 
     model = build(spec, "float32")
     flops = costs.model_flops_per_step(Workload(spec, 1, "float32"))

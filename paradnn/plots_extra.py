@@ -27,7 +27,7 @@ from paradnn.plots import PAGE_WIDTH_IN, STYLE, PlotFigure, _log_axis, _styled, 
 __all__ = ["memory_breakdown", "energy", "utilization", "MEMORY_PARTS", "ENERGY_METRICS",
            "UTILIZATION_METRICS"]
 
-# The breakdown's metrics bottom to top, as paradnn.memory.MEMORY_PARTS orders them (a test
+# The breakdown's metrics bottom to top, as paradnn.backends.jax.memory.MEMORY_PARTS orders them (a test
 # holds the two equal; named here so that drawing a store's figures does not import JAX).
 _PART_NAMES = {
     "memory_weights_bytes": "weights", "memory_gradients_bytes": "weight gradients",

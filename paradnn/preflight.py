@@ -2,7 +2,7 @@
 
 A model whose weights and optimizer state alone exceed the memory limit cannot run, and finding
 that out by tracing it can take minutes or never end (``--layers 1000000000``). For the generated
-families the parameter count has a closed form (:func:`paradnn.models.param_count`), so the
+families the parameter count has a closed form (:func:`paradnn.backends.jax.models.param_count`), so the
 check costs microseconds. It is a lower bound, so it never refuses a model that would fit:
 parameters are float32 master weights (4 B each) and the optimizer keeps
 ``OPTIMIZER_STATE_SLOTS`` float32 copies of them. The batch is left to the compiled memory
@@ -16,7 +16,7 @@ from typing import Any
 
 from paradnn.specs import Workload
 
-#: Full-size float32 optimizer slots per parameter (what ``paradnn.workload.make_optimizer``
+#: Full-size float32 optimizer slots per parameter (what ``paradnn.backends.jax.step.make_optimizer``
 #: builds): rmsprop with momentum keeps the squared-gradient average and the momentum trace;
 #: adam its two moments; momentum its trace; sgd nothing; adafactor factored second moments,
 #: far smaller than the parameters, so it counts 0 here (a lower bound stays a lower bound).

@@ -376,7 +376,7 @@ def capture_step(
 
 
 def capture(workload, steps: int = 5, warmup: int = 2) -> pd.DataFrame:
-    """:func:`capture_step` of a workload's compiled training step (``paradnn.workload.prepare``),
+    """:func:`capture_step` of a workload's compiled training step (``paradnn.backends.jax.step.prepare``),
     with ``attrs["workload"]`` (its dict) and, when known, the device's peaks
     (``peak_flops`` FLOP/s, ``peak_bytes_per_sec`` B/s, ``peak_source``).
 
@@ -384,7 +384,7 @@ def capture(workload, steps: int = 5, warmup: int = 2) -> pd.DataFrame:
     >>> analysis.op_roofline(ops, ops.attrs["peak_flops"], ops.attrs["peak_bytes_per_sec"])
     ... # doctest: +SKIP
     """
-    from paradnn.workload import prepare
+    from paradnn.backends.jax.step import prepare
 
     prepared = prepare(workload)
     ops = capture_step(prepared.step, prepared.state, prepared.batch, steps=steps, warmup=warmup)

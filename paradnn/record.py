@@ -64,7 +64,7 @@ METRICS: dict[str, tuple[str, str]] = {
                       "optimizer state, or the compiled memory analysis, against the memory limit"),
     "peak_method": ("", "how peak_flops was obtained: the vendor table entry, or the probe's methods "
                     "and which one was best"),
-    # Memory breakdown of the step (paradnn.memory; TBD's categories), B per device. The five
+    # Memory breakdown of the step (paradnn.backends.jax.memory; TBD's categories), B per device. The five
     # parts sum to the compiled total argument + output + temp - alias.
     "memory_weights_bytes": ("B", "shapes: parameters + model state (batch-norm statistics) + the "
                              "compute-dtype weight copies the backward pass keeps, per device"),

@@ -14,7 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from paradnn import backends, costs, families, hardware, meters
+from paradnn import backends, families, hardware, meters
+from paradnn.backends.jax import costs as costs
 from paradnn.errors import InfrastructureError, ParadnnError, SpecError
 from paradnn.measure import MeasureSettings, time_calls
 from paradnn.record import Record, physics_warnings

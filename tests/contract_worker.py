@@ -13,9 +13,10 @@ import sys
 
 
 def cases(framework: str, dtypes: list[str]) -> list[dict]:
-    from paradnn import backends, costs, families
+    from paradnn import backends, families
+    from paradnn.backends.jax import costs as costs
     from paradnn.measure import MeasureSettings
-    from paradnn.models import param_count
+    from paradnn.backends.jax.models import param_count
     from paradnn.specs import Workload
 
     backend = backends.get(framework)

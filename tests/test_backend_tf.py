@@ -32,7 +32,7 @@ ZOO_TF = ("resnet18", "resnet50", "resnet101", "resnet152", "densenet121", "mobi
 _PRELUDE = """
 import json, math, sys
 from paradnn import families
-from paradnn.backends import tf_backend as tb
+from paradnn.backends.tensorflow import backend as tb
 from paradnn.measure import MeasureSettings, time_calls
 from paradnn.specs import Workload, Real
 TINY = MeasureSettings(steps_per_call=2, warmup_calls=1, warmup_s=0.0, min_calls=2, max_calls=3,
@@ -89,9 +89,9 @@ def _tiny(family: str):
 
 def _jax_flops(spec, batch: int, optimizer: str) -> float:
     """Executed FLOPs of one step from the JAX program (XLA cost analysis, the K-step loop)."""
-    from paradnn import costs
-    from paradnn import workload as wl
-    from paradnn.models import build
+    from paradnn.backends.jax import costs as costs
+    from paradnn.backends.jax import step as wl
+    from paradnn.backends.jax.models import build
     from paradnn.specs import Workload
 
     w = Workload(spec, batch, "float32", optimizer)
@@ -112,7 +112,7 @@ def _check_step(r: dict, classes: int) -> None:
 
 def test_generated_params_equal_closed_forms_in_every_dtype():
     out = _tf_run("""
-        from paradnn.models_tf import trainable_params
+        from paradnn.backends.tensorflow.models import trainable_params
         res = []
         for fam in ("fc", "cnn", "rnn"):
             for spec, batch in tiny(fam):
@@ -262,11 +262,11 @@ def test_cnn_blocks_train_and_flops():
 
 @pytest.mark.slow
 def test_zoo_params_equal_jax():
-    from paradnn.models import param_count
+    from paradnn.backends.jax.models import param_count
     from paradnn.specs import Real
 
     out = _tf_run(f"""
-        from paradnn.models_tf import trainable_params
+        from paradnn.backends.tensorflow.models import trainable_params
         from paradnn.errors import SpecError
         res = {{}}
         for name in {ZOO_TF!r}:
@@ -275,7 +275,7 @@ def test_zoo_params_equal_jax():
         # PyTorch-style padding as the conv's own padding equals zero padding + a VALID conv,
         # forward and gradient
         import numpy as np
-        from paradnn.models_tf.zoo import PaddedConv2D
+        from paradnn.backends.tensorflow.models.zoo import PaddedConv2D
         tf = tb._tf()
         import keras
         x = tf.random.stateless_normal((2, 9, 9, 3), (0, 1))
@@ -342,7 +342,7 @@ def test_optimizers_follow_optax():
     import numpy as np
     import optax
 
-    from paradnn.workload import make_optimizer
+    from paradnn.backends.jax.step import make_optimizer
 
     for name, tf_params in out["tf"].items():
         params = [jnp.asarray(p, jnp.float32) for p in out["params"]]

@@ -20,7 +20,7 @@ import pytest
 torch = pytest.importorskip("torch", reason="needs the torch extra: pip install 'paradnn[torch]'")
 
 from paradnn import backends, families  # noqa: E402
-from paradnn.backends import torch_backend as tb  # noqa: E402
+from paradnn.backends.torch import backend as tb
 from paradnn.errors import SpecError  # noqa: E402
 from paradnn.measure import time_calls  # noqa: E402
 from paradnn.specs import FC, Workload  # noqa: E402
@@ -89,7 +89,7 @@ def test_one_step_lowers_the_loss_from_a_fresh_start(name, fields, batch, tiny_s
 
 @pytest.mark.parametrize("name", ["fc", "rnn"])
 def test_initial_loss_matches_jax_range(name, tiny_settings):
-    from paradnn import workload as wl
+    from paradnn.backends.jax import step as wl
 
     t = families.get(name).tiny[0]
     fields = {k: v for k, v in t.items() if k != "batch"}
@@ -118,7 +118,7 @@ def test_grouped_conv_flops_count_each_multiply_once():
     from torch import nn
     from torch.utils.flop_counter import FlopCounterMode
 
-    from paradnn.models_torch import TorchModel
+    from paradnn.backends.torch.models import TorchModel
 
     channels, side, batch = 8, 6, 2
     model = TorchModel(
@@ -148,7 +148,7 @@ def test_tf1_rmsprop_equals_optax(tiny_settings):
     import jax.numpy as jnp
     import optax
 
-    from paradnn.workload import make_optimizer as jax_optimizer
+    from paradnn.backends.jax.step import make_optimizer as jax_optimizer
 
     values = np.array([0.5, -1.0, 2.0], np.float32)
     grads = [np.array([0.3, -0.2, 1.5], np.float32), np.array([-0.1, 0.4, 0.2], np.float32)]
@@ -270,7 +270,7 @@ ZOO = ["resnet18", "resnet50", "resnet101", "resnet152", "densenet121", "vgg16",
 
 _COUNT_SCRIPT = """
 import json, sys, torch
-from paradnn.models_torch.zoo import build
+from paradnn.backends.torch.models.zoo import build
 from paradnn.specs import Real
 counts = {}
 for name in sys.argv[1:]:
@@ -289,7 +289,7 @@ def _run_json(script: str, *args: str) -> dict:
 
 @pytest.mark.slow
 def test_zoo_params_equal_the_jax_models():
-    from paradnn.models import param_count
+    from paradnn.backends.jax.models import param_count
     from paradnn.specs import Real
 
     counts = _run_json(_COUNT_SCRIPT, *ZOO)
@@ -298,7 +298,7 @@ def test_zoo_params_equal_the_jax_models():
 
 _STEP_SCRIPT = """
 import json, sys
-from paradnn.backends.torch_backend import BACKEND as B
+from paradnn.backends.torch.backend import BACKEND as B
 from paradnn.measure import MeasureSettings
 from paradnn.specs import Real, Workload
 out = {}
@@ -328,7 +328,7 @@ def test_zoo_training_steps_in_torchvision():
 
 
 def test_zoo_rejects_models_torchvision_lacks_and_small_images():
-    from paradnn.models_torch import zoo
+    from paradnn.backends.torch.models import zoo
     from paradnn.specs import Real
 
     with pytest.raises(SpecError, match="framework"):
@@ -355,7 +355,7 @@ def test_forward_equals_jax_with_the_same_weights(name, fields, batch):
     Checks the layouts, SAME padding and pooling, and the TF1 cells."""
     import jax
 
-    from paradnn.models import build
+    from paradnn.backends.jax.models import build
 
     spec = families.get(name).spec(**fields)
     jax_model = build(spec, "float32")

@@ -48,7 +48,7 @@ def test_every_family_has_its_facts_in_one_entry():
             assert fam.default_batch(spec) > 0
             assert fam.default_optimizer(spec) in paradnn.specs.OPTIMIZERS
             if fam.param_count is not None:  # the closed form equals the JAX model's shapes
-                from paradnn.models import build, count_from_shapes
+                from paradnn.backends.jax.models import build, count_from_shapes
 
                 assert fam.param_count(spec) == count_from_shapes(build(spec))
 
@@ -90,7 +90,7 @@ def toy_flops(spec: Toy) -> float:
 
 def build_toy(spec: Toy, dtype: str):
     """The toy's JAX model: reuses the FC module (one hidden layer) on TOY_INPUT features."""
-    from paradnn.models import fc
+    from paradnn.backends.jax.models import fc
 
     model = fc.build(FC(1, spec.hidden, TOY_INPUT, spec.classes), dtype)
     return type(model)(**{**model.__dict__, "name": "toy", "train_flops_per_example": toy_flops(spec)})

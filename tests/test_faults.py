@@ -471,10 +471,10 @@ def test_default_limit_on_a_cpu_is_the_host_memory():
 def test_analytic_floor_is_a_lower_bound_of_the_real_state():
     """The pre-trace check must never refuse a model that fits: its optimizer slots and
     parameter count may not exceed what the real optax state holds."""
-    from paradnn import workload as wl
-    from paradnn.models import build
+    from paradnn.backends.jax import step as wl
+    from paradnn.backends.jax.models import build
     from paradnn.preflight import OPTIMIZER_STATE_SLOTS, floor_bytes
-    from paradnn.backends.jax_backend import state_bytes
+    from paradnn.backends.jax.backend import state_bytes
     from paradnn.specs import CNN, FC, OPTIMIZERS, RNN, Workload
 
     assert set(OPTIMIZER_STATE_SLOTS) == set(OPTIMIZERS)

@@ -189,7 +189,7 @@ def test_speedup_by_config_figure(stored):
 
 
 def test_memory_bars_keep_frameworks_apart(stored):
-    from paradnn import memory
+    from paradnn.backends.jax import memory as memory
 
     assert PX.MEMORY_PARTS == memory.MEMORY_PARTS  # the figure's copy of the order
     fig = PX.memory_breakdown(stored)

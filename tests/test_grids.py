@@ -97,7 +97,7 @@ def test_param_count_and_filter():
     kept = max_params(g, 10_000)
     assert all(param_count(w) <= 10_000 for w in kept)
     assert len(kept) == 3 and len(g) == 6
-    # Other families count through paradnn.models.param_count.
+    # Other families count through paradnn.backends.jax.models.param_count.
     rnn = grid("rnn", cell="lstm", layers=1, embed=16, length=4, vocab=32, batch=4)[0]
     assert param_count(rnn) > 16 * 32
 

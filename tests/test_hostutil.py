@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 import paradnn
-from paradnn import meters, workload as wl
+from paradnn import meters
+from paradnn.backends.jax import step as wl
 from paradnn.hostutil import HostWindow, device_busy_fraction, read_proc_stat
 from paradnn.record import METRICS
 from paradnn.specs import Workload
@@ -115,7 +116,7 @@ def test_window_around_a_compiled_step_gives_registered_metrics(tmp_path, tiny_s
     (zone / "energy_uj").write_text("1000")
     (zone / "max_energy_range_uj").write_text("262143328850")
     w_ = Workload(paradnn.FC(layers=2, nodes=64, input=100, output=10), 32, "float32", None, 1)
-    model = paradnn.models.build(w_.spec)
+    model = paradnn.backends.jax.models.build(w_.spec)
     opt = model.default_optimizer
     state_shapes, batch_shapes = wl.abstract_inputs(w_, model, opt)
     compiled, _ = wl.compile_measured(model, opt, None, state_shapes, batch_shapes, loop="device")

@@ -4,7 +4,7 @@ import jax
 import jax.numpy as jnp
 import pytest
 
-from paradnn.jaxpr_flops import count_matmul_flops
+from paradnn.backends.jax.jaxpr_flops import count_matmul_flops
 
 A = jax.ShapeDtypeStruct((8, 16), jnp.float32)
 B = jax.ShapeDtypeStruct((16, 32), jnp.float32)

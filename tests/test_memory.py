@@ -5,9 +5,9 @@ import io
 import pytest
 
 import paradnn
-from paradnn import workload as wl
-from paradnn.memory import MEMORY_PARTS, memory_breakdown, residual_bytes, split_residuals, tree_bytes
-from paradnn.models import build
+from paradnn.backends.jax import step as wl
+from paradnn.backends.jax.memory import MEMORY_PARTS, memory_breakdown, residual_bytes, split_residuals, tree_bytes
+from paradnn.backends.jax.models import build
 from paradnn.specs import Workload
 
 

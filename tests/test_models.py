@@ -3,10 +3,10 @@
 import pytest
 
 from paradnn import CNN, FC, RNN, Workload
-from paradnn import costs
-from paradnn import workload as wl
-from paradnn.jaxpr_flops import count_matmul_flops
-from paradnn.models import build, count_from_shapes, param_count
+from paradnn.backends.jax import costs as costs
+from paradnn.backends.jax import step as wl
+from paradnn.backends.jax.jaxpr_flops import count_matmul_flops
+from paradnn.backends.jax.models import build, count_from_shapes, param_count
 
 SPECS = [
     FC(1, 32, 64, 10),

@@ -37,9 +37,9 @@ def test_state_bytes_match_the_runners_floor(optimizer):
     """The closed-form state (weights + optimizer slots + BN statistics) is what the runner's
     out-of-memory floor counts from ``jax.eval_shape`` (adam and adafactor keep a few scalars
     more: a step count, factored sizes)."""
-    from paradnn import workload as wl
-    from paradnn.models import build
-    from paradnn.backends.jax_backend import state_bytes
+    from paradnn.backends.jax import step as wl
+    from paradnn.backends.jax.models import build
+    from paradnn.backends.jax.backend import state_bytes
 
     specs = [FC(2, 64, 100, 10), CNN("residual", 1, 4, 32, 10), RNN("lstm", 2, 16, 4, 32)]
     workloads = [Workload(s, 8, "float32", optimizer) for s in specs]
@@ -52,7 +52,7 @@ def test_state_bytes_match_the_runners_floor(optimizer):
 
 def test_params_and_flops_are_the_models_closed_forms():
     from paradnn.families import cnn, fc, rnn
-    from paradnn.models import param_count
+    from paradnn.backends.jax.models import param_count
 
     workloads = grid("fc", layers=[2, 8], nodes=[32, 4096], input=2000, output=1000, batch=64)
     workloads += [Workload(CNN("bottleneck", 2, 16, 224, 1000), 32),

@@ -107,7 +107,7 @@ def test_bad_hlo_and_arguments():
 
 
 def test_capture_of_a_workload():
-    pytest.importorskip("paradnn.workload")
+    pytest.importorskip("paradnn.backends.jax.step")
     from paradnn.specs import FC, Workload
 
     ops = profile.capture(Workload(FC(layers=2, nodes=64, input=32, output=10), batch=16),

@@ -14,8 +14,8 @@ import pytest
 
 from paradnn import SpecError, Transformer, families
 from paradnn.families import transformer as tf_family
-from paradnn.models import count_from_shapes
-from paradnn.models.transformer_lm import build, fused_implementation
+from paradnn.backends.jax.models import count_from_shapes
+from paradnn.backends.jax.models.transformer_lm import build, fused_implementation
 from paradnn.specs import Workload, spec_from_dict
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -114,8 +114,8 @@ def test_train_flops_formula_by_hand():
 
 
 def _xla_flops(s: Transformer, batch: int) -> float:
-    """XLA's count of one compiled training step (paradnn.costs, as the runner records it)."""
-    from paradnn import costs
+    """XLA's count of one compiled training step (paradnn.backends.jax.costs, as the runner records it)."""
+    from paradnn.backends.jax import costs as costs
 
     w = Workload(s, batch)
     model = build(s, w.dtype)
@@ -145,9 +145,9 @@ def _logits(s: Transformer, params, inputs):
 
 
 def _params_and_batch(s: Transformer, batch: int):
-    """Initialized parameters and a batch, as the runner makes them (paradnn.workload: one
+    """Initialized parameters and a batch, as the runner makes them (paradnn.backends.jax.step: one
     cheaply compiled program; eager initialization takes seconds per model)."""
-    from paradnn import workload as wl
+    from paradnn.backends.jax import step as wl
 
     state, data = wl.init_inputs(Workload(s, batch), build(s, "float32"), "sgd")
     return state["params"], data
@@ -204,7 +204,7 @@ def test_fused_implementation_rule():
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_training_steps_lower_the_loss(dtype):
-    from paradnn import workload as wl
+    from paradnn.backends.jax import step as wl
 
     w = Workload(spec(), batch=4, dtype=dtype, optimizer="adam")
     prepared = wl.prepare(w, build(w.spec, w.dtype))

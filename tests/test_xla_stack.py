@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 import paradnn
-from paradnn import workload as wl
-from paradnn import xla_stack
-from paradnn.models import build
+from paradnn.backends.jax import step as wl
+from paradnn.backends.jax import xla_stack as xla_stack
+from paradnn.backends.jax.models import build
 from paradnn.specs import FC, Workload
 
 SPEC = FC(layers=2, nodes=64, input=100, output=10)

@@ -15,10 +15,10 @@ import pytest
 from paradnn import Real, SpecError, Workload
 from paradnn.families.real import ZOO
 from paradnn.grids import load_sweep_file
-from paradnn.jaxpr_flops import count_matmul_flops
-from paradnn.models import build, registry
-from paradnn.models.zoo import bert, retinanet
-from paradnn.models.zoo.catalog import catalog
+from paradnn.backends.jax.jaxpr_flops import count_matmul_flops
+from paradnn.backends.jax.models import build, registry
+from paradnn.backends.jax.models.zoo import bert, retinanet
+from paradnn.backends.jax.models.zoo.catalog import catalog
 from paradnn.runner import run_workload
 
 ALL = {

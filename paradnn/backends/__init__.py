@@ -22,9 +22,9 @@ from paradnn.families import FRAMEWORKS
 
 # framework -> module implementing it (imported on first use: `import paradnn` imports none).
 _MODULES: dict[str, str] = {
-    "jax": "paradnn.backends.jax_backend",
-    "tensorflow": "paradnn.backends.tf_backend",
-    "torch": "paradnn.backends.torch_backend",
+    "jax": "paradnn.backends.jax.backend",
+    "tensorflow": "paradnn.backends.tensorflow.backend",
+    "torch": "paradnn.backends.torch.backend",
 }
 #: pip extra that installs each framework (the message of an unavailable backend names it).
 EXTRAS: dict[str, str] = {"jax": "", "tensorflow": "tf", "torch": "torch"}

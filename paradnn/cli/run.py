@@ -150,7 +150,7 @@ def _summary(record) -> str:
 def _meter_lines(d: dict[str, Any]) -> list[str]:
     """Memory breakdown, energy and utilization of a measured row, each with its source, or
     why it is missing (docs/metrics.md)."""
-    from paradnn.memory import MEMORY_PARTS
+    from paradnn.backends.jax.memory import MEMORY_PARTS
 
     lines = []
     parts = [(name, d.get(name)) for name in MEMORY_PARTS]
@@ -265,7 +265,7 @@ def _jsonable(value: Any) -> Any:
 
 def _cmd_list(args: argparse.Namespace) -> int:
     if args.what == "models":
-        from paradnn.models.zoo.catalog import catalog
+        from paradnn.backends.jax.models.zoo.catalog import catalog
 
         rows = catalog()
         if args.json:

@@ -44,7 +44,7 @@ class Family:
     """Everything paradnn knows about one model family.
 
     ``builders`` maps a framework to ``"module:function"``; ``function(spec, dtype)`` returns
-    that backend's model description (a :class:`paradnn.models.ModelDef` for jax). ``frameworks``
+    that backend's model description (a :class:`paradnn.backends.jax.models.ModelDef` for jax). ``frameworks``
     (spec -> names) narrows them per spec (a zoo model Keras lacks). ``param_count`` and
     ``train_flops_per_example`` are closed forms (None: counted from the JAX model's shapes and
     jaxpr, which every install has). ``paper`` holds the paper's ranges (axis -> values, batch

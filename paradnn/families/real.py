@@ -2,7 +2,7 @@
 
 The facts here are framework-neutral (no JAX import): default batch (examples), default image
 (pixels) or sequence length (tokens), default optimizer (the one its reference training uses),
-and which frameworks build it. The JAX definitions live in ``paradnn.models.zoo`` (the layouts
+and which frameworks build it. The JAX definitions live in ``paradnn.backends.jax.models.zoo`` (the layouts
 follow torchvision where torchvision has the model, so PyTorch's builds have the same
 parameters); Keras builds mirror the same layouts.
 """
@@ -17,7 +17,7 @@ from paradnn.specs import Real
 
 @dataclass(frozen=True)
 class ZooModel:
-    module: str  # the JAX definition: paradnn.models.zoo.<module>
+    module: str  # the JAX definition: paradnn.backends.jax.models.zoo.<module>
     default_batch: int
     default_optimizer: str
     description: str
@@ -77,8 +77,8 @@ FAMILY = register(Family(
         Axis("image", "pixels", "side of the square input image in pixels (0: the model's own)"),
         Axis("length", "tokens", "sequence length in tokens or frames (0: the model's own)"),
     ),
-    builders={"jax": "paradnn.models:build_real", "tensorflow": "paradnn.models_tf.zoo:build",
-              "torch": "paradnn.models_torch.zoo:build"},
+    builders={"jax": "paradnn.backends.jax.models:build_real", "tensorflow": "paradnn.backends.tensorflow.models.zoo:build",
+              "torch": "paradnn.backends.torch.models.zoo:build"},
     # Counted from the JAX model's shapes and jaxpr (every install has JAX): shared by backends.
     param_count=None,
     train_flops_per_example=None,

@@ -191,7 +191,7 @@ FAMILY = register(Family(
         Axis("attention_flops", "", "analytic count of the attention products: full, or half "
              "(causal triangle only)", choices=ATTENTION_FLOPS),
     ),
-    builders={"jax": "paradnn.models.transformer_lm:build"},
+    builders={"jax": "paradnn.backends.jax.models.transformer_lm:build"},
     param_count=param_count,
     train_flops_per_example=train_flops_per_example,
     default_batch=lambda spec: 16,  # sequences: 16 x 1024 tokens = 16k tokens per step

@@ -1,0 +1,91 @@
+"""FLOPs and bytes of one training step: XLA cost analysis (with loops handled) and analytic counts.
+
+XLA's cost analysis counts a loop body once (docs/metrics.md, "Loops"): a K-step call reports one
+step, and an RNN scanned over T steps reports about 1/T of its work. So:
+
+* models without inner loops take the cost of the measured program: the K-step call, whose trip
+  count is a run-time argument, so XLA keeps it a while loop and counts one step (tested), or
+  the one-step program of the host loop;
+* models with a ``lax.scan`` of ``loop_length`` iterations compile their fully unrolled 1- and
+  2-iteration variants; every cost of such a step is affine in the loop length, so
+  ``cost(T) = cost(1) + (T - 1) * (cost(2) - cost(1))``.
+
+Sharded programs report per-device costs; totals here are per step over all devices.
+"""
+
+from __future__ import annotations
+
+import jax
+
+from paradnn.backends.jax.models import ModelDef
+from paradnn.specs import Workload
+
+
+def _cost_dict(compiled: jax.stages.Compiled) -> dict[str, float]:
+    cost = compiled.cost_analysis()
+    if isinstance(cost, (list, tuple)):  # older jaxlibs return one dict per program
+        cost = cost[0] if cost else {}
+    return {"flops": float(cost.get("flops", 0.0)), "bytes": float(cost.get("bytes accessed", 0.0))}
+
+
+def has_while_loop(compiled: jax.stages.Compiled) -> bool:
+    """Whether the optimized HLO still contains a while loop."""
+    return " while(" in compiled.as_text()
+
+
+def lower_single_step(workload: Workload, model: ModelDef, optimizer_name: str) -> jax.stages.Lowered:
+    """Lower one training step of ``model`` on abstract inputs (nothing allocated)."""
+    from paradnn.backends.jax import step as wl
+
+    mesh = wl.device_mesh(workload.devices)
+    state, batch = wl.abstract_inputs(workload, model, optimizer_name, mesh)
+    return wl.jit_step(model, optimizer_name, mesh).lower(state, batch)
+
+
+def xla_step_costs(
+    workload: Workload,
+    model: ModelDef,
+    optimizer_name: str,
+    multi_step_compiled: jax.stages.Compiled,
+) -> dict[str, float]:
+    """``flops_per_step`` and ``bytes_per_step`` (FLOP, B; all devices) from XLA cost analysis."""
+    if model.loop_length and model.unrolled is not None:
+        c1, c2 = (
+            _cost_dict(lower_single_step(workload, model.unrolled(n), optimizer_name).compile())
+            for n in (1, 2)
+        )
+        per_device = {k: c1[k] + (model.loop_length - 1) * (c2[k] - c1[k]) for k in c1}
+    else:
+        # The measured program is one step: a while loop over a run-time K (its body counted
+        # once) or the one-step program of the host loop.
+        per_device = _cost_dict(multi_step_compiled)
+    return {
+        "flops_per_step": per_device["flops"] * workload.devices,
+        "bytes_per_step": per_device["bytes"] * workload.devices,
+    }
+
+
+def model_flops_per_step(workload: Workload) -> float:
+    """Analytic FLOPs of one training step over the global batch (matmuls and convolutions),
+    the same for every framework.
+
+    From the family's closed form (:mod:`paradnn.families`) where it has one, else from a walk
+    over the JAX step's jaxpr (dot_general and conv_general_dilated, scan bodies multiplied by
+    their length): still analytic, no compiler optimization involved.
+    """
+    from paradnn import families
+
+    closed_form = families.of(workload.spec).train_flops_per_example
+    if closed_form is not None:
+        return float(closed_form(workload.spec)) * workload.batch
+    from paradnn.backends.jax.jaxpr_flops import count_matmul_flops
+    from paradnn.backends.jax.models import build
+
+    from paradnn.backends.jax import step as wl
+
+    model = build(workload.spec, workload.dtype)
+    if model.train_flops_per_example is not None:
+        return float(model.train_flops_per_example) * workload.batch
+    single = Workload(workload.spec, workload.batch, workload.dtype, workload.optimizer, devices=1)
+    state, batch = wl.abstract_inputs(single, model, workload.optimizer)
+    return count_matmul_flops(wl._step_fn(model, workload.optimizer), state, batch)

@@ -1,0 +1,226 @@
+"""Workload -> initialized state, synthetic batch on the device, and a jitted training step.
+
+The step is forward, float32 loss, gradients and optimizer update. Parameters stay float32
+(master weights); modules compute in the workload's dtype. With ``devices > 1`` the global batch
+is split over a 1-D ``data`` mesh, the state is replicated, and XLA's SPMD partitioner inserts
+the gradient all-reduce (and cross-device batch-norm statistics).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import partial
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from paradnn.backends.jax import xla_stack as xla_stack
+from paradnn.errors import SpecError
+from paradnn.measure import STEP_LOOPS
+from paradnn.backends.jax.models import ModelDef, build
+from paradnn.specs import Workload
+
+SEED = 0
+
+
+def make_optimizer(name: str) -> optax.GradientTransformation:
+    """The optimizers a workload may name. rmsprop is ParaDnn's: lr 0.1, decay 0.9, momentum
+    0.9, epsilon 1.0 inside the square root (TF1 semantics)."""
+    if name == "rmsprop":
+        return optax.rmsprop(0.1, decay=0.9, eps=1.0, momentum=0.9, eps_in_sqrt=True)
+    if name == "sgd":
+        return optax.sgd(0.1)
+    if name == "momentum":
+        return optax.sgd(0.1, momentum=0.9)
+    if name == "adam":
+        return optax.adam(1e-3)
+    if name == "adafactor":
+        return optax.adafactor(1e-3)
+    raise SpecError("optimizer", name, "one of rmsprop, sgd, momentum, adam, adafactor")
+
+
+@dataclass
+class Prepared:
+    """Everything needed to run and measure a workload on the device."""
+
+    workload: Workload
+    model: ModelDef
+    optimizer_name: str
+    state: dict[str, Any]  # {"params", "extra" (e.g. batch_stats), "opt_state"}
+    batch: dict[str, jax.Array]
+    step: Callable  # jitted (state, batch) -> (state, loss)
+    mesh: jax.sharding.Mesh | None
+
+
+def _step_fn(model: ModelDef, optimizer_name: str) -> Callable:
+    tx = make_optimizer(optimizer_name)
+
+    def step(state, batch):
+        def loss_fn(params):
+            variables = {"params": params, **state["extra"]}
+            outputs, updates = model.module.apply(
+                variables, batch["inputs"], train=True, mutable=list(state["extra"])
+            )
+            return model.loss(outputs, batch), updates
+
+        (loss, extra), grads = jax.value_and_grad(loss_fn, has_aux=True)(state["params"])
+        updates, opt_state = tx.update(grads, state["opt_state"], state["params"])
+        params = optax.apply_updates(state["params"], updates)
+        return {"params": params, "extra": dict(extra), "opt_state": opt_state}, loss
+
+    return step
+
+
+def _repeat_k(step: Callable, state, batch, k):
+    def body(_, carry):
+        return step(carry[0], batch)
+
+    return jax.lax.fori_loop(0, k, body, (state, jnp.zeros((), jnp.float32)))
+
+
+#: The abstract steps-per-call argument of :func:`jit_multi_step`: an int32 scalar.
+STEPS_ARG = jax.ShapeDtypeStruct((), jnp.int32)
+
+
+def _shardings(mesh: jax.sharding.Mesh | None):
+    """(replicated, batch-split) shardings over ``mesh``; (None, None) on one device."""
+    if mesh is None:
+        return None, None
+    P = jax.sharding.PartitionSpec
+    return jax.sharding.NamedSharding(mesh, P()), jax.sharding.NamedSharding(mesh, P("data"))
+
+
+def device_mesh(devices: int) -> jax.sharding.Mesh | None:
+    """A 1-D ``data`` mesh over the first ``devices`` devices of the default backend."""
+    available = jax.devices()
+    if devices > len(available):
+        raise SpecError("devices", devices, f"at most {len(available)} on backend {available[0].platform}")
+    if devices == 1:
+        return None
+    return jax.sharding.Mesh(np.array(available[:devices]), ("data",))
+
+
+def _init_fn(model: ModelDef, optimizer_name: str) -> Callable:
+    tx = make_optimizer(optimizer_name)
+
+    def init(key):
+        inputs = model.make_batch(key, 1)["inputs"]
+        variables = model.module.init(key, inputs, train=False)
+        params = variables["params"]
+        extra = {k: v for k, v in variables.items() if k != "params"}
+        return {"params": params, "extra": extra, "opt_state": tx.init(params)}
+
+    return init
+
+
+def abstract_inputs(workload: Workload, model: ModelDef, optimizer_name: str, mesh=None):
+    """(state, batch) as ``jax.ShapeDtypeStruct`` trees with their shardings: nothing allocated."""
+    replicated, split = _shardings(mesh)
+    key = jax.random.key(SEED)
+    state = jax.eval_shape(_init_fn(model, optimizer_name), key)
+    batch = jax.eval_shape(lambda k: model.make_batch(k, workload.batch), key)
+    if mesh is not None:
+        state = jax.tree_util.tree_map(lambda s: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=replicated), state)
+        batch = jax.tree_util.tree_map(lambda s: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=split), batch)
+    return state, batch
+
+
+def jit_multi_step(model: ModelDef, optimizer_name: str, mesh=None) -> Callable:
+    """The jitted ``(state, batch, k) -> (state, loss)`` running ``k`` training steps, ``k`` an
+    int32 scalar chosen at run time (one compiled program for every K), the state donated.
+    XLA keeps the dynamic loop as a while loop, whose cost analysis counts one step."""
+    replicated, split = _shardings(mesh)
+    kwargs: dict[str, Any] = {"donate_argnums": (0,)}
+    if replicated is not None:
+        kwargs.update(in_shardings=(replicated, split, replicated), out_shardings=(replicated, replicated))
+    return jax.jit(partial(_repeat_k, _step_fn(model, optimizer_name)), **kwargs)
+
+
+def jit_step(model: ModelDef, optimizer_name: str, mesh=None, donate: bool = False) -> Callable:
+    """The jitted single training step ``(state, batch) -> (state, loss)`` (costs, profiles;
+    with ``donate`` the state is donated, as the measured host loop needs)."""
+    replicated, split = _shardings(mesh)
+    kwargs: dict[str, Any] = {"donate_argnums": (0,)} if donate else {}
+    if replicated is not None:
+        kwargs.update(in_shardings=(replicated, split), out_shardings=(replicated, replicated))
+    return jax.jit(_step_fn(model, optimizer_name), **kwargs)
+
+
+def compile_step(call: Callable, *args: Any, preset: str = xla_stack.DEFAULT_PRESET) -> jax.stages.Compiled:
+    """Compile the jitted ``call`` ahead of time for ``args`` (arrays or ``jax.ShapeDtypeStruct``
+    trees) with the XLA options of ``preset`` on the default backend."""
+    return call.lower(*args).compile(xla_stack.compile_options(preset, jax.default_backend()))
+
+
+def _slow_in_loop(lowered: jax.stages.Lowered) -> bool:
+    """Whether the K-step while loop would run slower than K calls of one step. XLA:CPU emits
+    a convolution's weight gradient inside a while-loop body with a naive emitter (an open XLA
+    issue, jax-ml/jax#12868): measured with jax 0.10.2 on a 2-core x86 host, a residual CNN
+    (filters 16, image 64, batch 32) took 0.44-0.66 s per step in the loop and 0.06 s as a
+    one-step program called 4 times, while the loop won for FC (host calls 1.17x slower), LSTM
+    (1.37x) and tiny models (1.9x). Read from the program's own operations, not guessed."""
+    return jax.default_backend() == "cpu" and "stablehlo.convolution" in lowered.as_text()
+
+
+def compile_measured(model: ModelDef, optimizer_name: str, mesh, state, batch,
+                     preset: str = xla_stack.DEFAULT_PRESET, loop: str = "auto"
+                     ) -> tuple[jax.stages.Compiled, str]:
+    """The measured program, compiled ahead of time for abstract ``state``/``batch`` with the XLA
+    options of ``preset``, and the step loop it uses (``STEP_LOOPS``: "device" or "host"). The
+    runner, ``maxbatch`` and ``plan`` all compile it here, so what fits is what runs."""
+    if loop not in STEP_LOOPS:
+        raise SpecError("step_loop", loop, "one of " + ", ".join(STEP_LOOPS))
+    options = xla_stack.compile_options(preset, jax.default_backend())
+    if loop != "host":
+        lowered = jit_multi_step(model, optimizer_name, mesh).lower(state, batch, STEPS_ARG)
+        if loop == "device" or not _slow_in_loop(lowered):
+            return lowered.compile(options), "device"
+    return jit_step(model, optimizer_name, mesh, donate=True).lower(state, batch).compile(options), "host"
+
+
+def k_step_call(compiled: jax.stages.Compiled, loop: str) -> Callable:
+    """``call(state, batch, k) -> (state, loss)`` running k steps of a program from
+    :func:`compile_measured` (the timing protocol's interface)."""
+    if loop == "device":
+        return lambda state, batch, k: compiled(state, batch, np.int32(k))
+
+    def call(state, batch, k):
+        loss = None
+        for _ in range(k):  # no synchronization in between: the calls queue on the device
+            state, loss = compiled(state, batch)
+        return state, loss
+
+    return call
+
+
+# Initialization runs once and is never timed, yet XLA:CPU spends most of a small model's
+# set-up optimizing it (threefry kernels for every parameter: 16.6 s -> 2.5 s for a tiny
+# bottleneck CNN at level 0). The measured training step is compiled by ``compile_step``.
+_CHEAP_CPU_COMPILE = {"xla_backend_optimization_level": 0, "xla_llvm_disable_expensive_passes": True}
+
+
+def _run_once(fn: Callable, out_shardings, *args):
+    lowered = jax.jit(fn, out_shardings=out_shardings).lower(*args)
+    options = _CHEAP_CPU_COMPILE if jax.default_backend() == "cpu" else None
+    return lowered.compile(options)(*args)
+
+
+def init_inputs(workload: Workload, model: ModelDef, optimizer_name: str, mesh=None):
+    """Initialized state and synthetic batch, created on the device(s) from a fixed seed."""
+    replicated, split = _shardings(mesh)
+    key_init, key_data = jax.random.split(jax.random.key(SEED))
+    state = _run_once(_init_fn(model, optimizer_name), replicated, key_init)
+    batch = _run_once(lambda k: model.make_batch(k, workload.batch), split, key_data)
+    return state, batch
+
+
+def prepare(workload: Workload, model: ModelDef | None = None) -> Prepared:
+    """Build the model, initialize the state and batch on the device(s), jit one step."""
+    model = model or build(workload.spec, workload.dtype)
+    optimizer_name = workload.optimizer or model.default_optimizer
+    mesh = device_mesh(workload.devices)
+    state, batch = init_inputs(workload, model, optimizer_name, mesh)
+    return Prepared(workload, model, optimizer_name, state, batch, jit_step(model, optimizer_name, mesh), mesh)

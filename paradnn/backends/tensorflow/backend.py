@@ -1,0 +1,539 @@
+"""The TensorFlow backend: Keras 3 models on TensorFlow, the training step compiled by XLA.
+
+A workload becomes a Keras model (``paradnn.backends.tensorflow.models``), paradnn's optimizer written in
+TensorFlow (the same update rules and hyperparameters as ``paradnn.backends.jax.step.make_optimizer``,
+whose optax definitions they follow term by term), and one ``tf.function(jit_compile=True)``
+that runs K training steps in a ``tf.while_loop`` over a run-time K: one XLA program for every
+K, the loop inside it ("device" step loop), as the JAX backend does. Keras and TensorFlow
+variables are stateful, so the "state" passed through ``Program.call`` is a handle to them:
+they are updated in place (TensorFlow's equivalent of donation).
+
+Ahead of time: TensorFlow has no public ahead-of-time compile for a ``tf.function``, so
+``compile`` traces the function (``get_concrete_function``) and runs it once with K = 0, which
+makes XLA compile the whole program (the loop body included) without changing a variable;
+``compile_s`` is the wall time of both. The model's variables and the synthetic batch exist
+from then on: Keras creates variables when it builds a model, and tracing needs them.
+
+Threads: TensorFlow sizes its intra-op pool (where XLA:CPU's compiled code runs) and inter-op
+pool to every core of the machine by default. This backend sets both explicitly, before
+TensorFlow starts, to the CPUs this process may run on (``os.sched_getaffinity``), or to
+``$PARADNN_TF_INTRA_OP_THREADS`` / ``$PARADNN_TF_INTER_OP_THREADS``, and records the values
+in ``software_info`` (``tf_intra_op_threads``, ``tf_inter_op_threads``).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import os
+import socket
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from paradnn.backends import Program
+from paradnn.errors import ParadnnError, SpecError
+
+#: Seed of the model's initial values and of the synthetic batch.
+SEED = 0
+#: ``flops_source`` of executed FLOPs: XLA's own HLO cost analysis, run on TensorFlow's HLO.
+FLOPS_SOURCE = ("xla-cost-analysis: XLA's HloCostAnalysis (through jaxlib) of the XLA program "
+                "TensorFlow compiles for the step (tf.function.experimental_get_compiler_ir); "
+                "the K-step loop body counted once, RNN time loops from unrolled 1- and 2-step variants")
+
+_THREAD_ENV = {"intra": "PARADNN_TF_INTRA_OP_THREADS", "inter": "PARADNN_TF_INTER_OP_THREADS"}
+_threads: dict[str, int] = {}
+
+
+def check() -> None:
+    """Raise ImportError if TensorFlow or Keras 3 is missing."""
+    for module in ("tensorflow", "keras"):
+        if importlib.util.find_spec(module) is None:
+            raise ImportError(f"no module named {module!r}")
+
+
+def _usable_cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def _thread_setting(kind: str) -> int:
+    text = os.environ.get(_THREAD_ENV[kind], "").strip()
+    if not text:
+        return _usable_cpus()
+    if not text.isdigit() or int(text) < 1:
+        raise SpecError(_THREAD_ENV[kind], text, "a positive integer (threads)")
+    return int(text)
+
+
+def _tf():
+    """TensorFlow, imported with Keras on TensorFlow and the thread pools sized (once)."""
+    os.environ["KERAS_BACKEND"] = "tensorflow"
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TF's start-up INFO lines are noise here
+    import keras
+    import tensorflow as tf
+
+    if keras.backend.backend() != "tensorflow":
+        raise ParadnnError(f"Keras was imported with the {keras.backend.backend()} backend before paradnn's "
+                           "TensorFlow backend; set KERAS_BACKEND=tensorflow (Keras reads it once per process)")
+    if not _threads:
+        intra, inter = _thread_setting("intra"), _thread_setting("inter")
+        try:
+            tf.config.threading.set_intra_op_parallelism_threads(intra)
+            tf.config.threading.set_inter_op_parallelism_threads(inter)
+        except RuntimeError:
+            pass  # TensorFlow already started in this process: record what it runs with
+        _threads["intra"] = tf.config.threading.get_intra_op_parallelism_threads()
+        _threads["inter"] = tf.config.threading.get_inter_op_parallelism_threads()
+    return tf
+
+
+# --------------------------------------------------------------------------------------------
+# Optimizers: paradnn.backends.jax.step.make_optimizer's optax chains, in TensorFlow.
+# --------------------------------------------------------------------------------------------
+
+class Optimizer:
+    """Slots created by :meth:`build` (tf.Variables, float32 like the parameters); :meth:`apply`
+    updates the parameters in place inside the compiled step."""
+
+    def __init__(self) -> None:
+        self.slots: list[Any] = []
+
+    def _slot(self, shape, name: str, dtype: str = "float32"):
+        tf = _tf()
+        v = tf.Variable(tf.zeros(shape, dtype), trainable=False, name=name)
+        self.slots.append(v)
+        return v
+
+    def build(self, params: list) -> None:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def apply(self, grads: list, params: list) -> None:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+
+class SGD(Optimizer):
+    """optax.sgd(lr, momentum): with momentum m = g + momentum * m; p -= lr * m."""
+
+    def __init__(self, lr: float, momentum: float | None = None) -> None:
+        super().__init__()
+        self.lr, self.momentum = lr, momentum
+
+    def build(self, params):
+        self.m = [self._slot(p.shape, "momentum") for p in params] if self.momentum else []
+
+    def apply(self, grads, params):
+        for i, (g, p) in enumerate(zip(grads, params)):
+            if self.momentum:
+                g = self.m[i].assign(g + self.momentum * self.m[i])
+            p.assign_sub(self.lr * g)
+
+
+class RMSprop(Optimizer):
+    """optax.rmsprop(lr, decay, eps, momentum, eps_in_sqrt=True): nu = decay*nu + (1-decay)*g^2;
+    u = g / sqrt(nu + eps) (epsilon INSIDE the square root, TF1's RMSProp; Keras 3's RMSprop
+    adds it outside, so it is not used); m = u + momentum * m; p -= lr * m."""
+
+    def __init__(self, lr: float, decay: float, eps: float, momentum: float) -> None:
+        super().__init__()
+        self.lr, self.decay, self.eps, self.momentum = lr, decay, eps, momentum
+
+    def build(self, params):
+        self.nu = [self._slot(p.shape, "nu") for p in params]
+        self.m = [self._slot(p.shape, "momentum") for p in params]
+
+    def apply(self, grads, params):
+        tf = _tf()
+        for g, p, nu, m in zip(grads, params, self.nu, self.m):
+            n = nu.assign(self.decay * nu + (1.0 - self.decay) * tf.square(g))
+            u = g * tf.math.rsqrt(n + self.eps)
+            p.assign_sub(self.lr * m.assign(u + self.momentum * m))
+
+
+class Adam(Optimizer):
+    """optax.adam(lr): b1 0.9, b2 0.999, eps 1e-8 outside the root, bias-corrected moments."""
+
+    def __init__(self, lr: float, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8) -> None:
+        super().__init__()
+        self.lr, self.b1, self.b2, self.eps = lr, b1, b2, eps
+
+    def build(self, params):
+        self.count = self._slot((), "count", "int32")
+        self.mu = [self._slot(p.shape, "mu") for p in params]
+        self.nu = [self._slot(p.shape, "nu") for p in params]
+
+    def apply(self, grads, params):
+        tf = _tf()
+        t = tf.cast(self.count.assign_add(1), tf.float32)
+        c1, c2 = 1.0 - tf.pow(self.b1, t), 1.0 - tf.pow(self.b2, t)
+        for g, p, mu, nu in zip(grads, params, self.mu, self.nu):
+            m = mu.assign(self.b1 * mu + (1.0 - self.b1) * g)
+            v = nu.assign(self.b2 * nu + (1.0 - self.b2) * tf.square(g))
+            p.assign_sub(self.lr * (m / c1) / (tf.sqrt(v / c2) + self.eps))
+
+
+class Adafactor(Optimizer):
+    """optax.adafactor(lr) with its defaults: factored second moments for parameters whose two
+    largest dimensions are >= 128 (decay 1 - (t+1)^-0.8, epsilon 1e-30 added to g^2), update
+    clipped to block RMS 1, scaled by lr and by max(RMS(param), 1e-3), no momentum. Keras's
+    Adafactor differs (relative step sizes, other factoring rule), so it is not used."""
+
+    MIN_DIM_TO_FACTOR, DECAY, EPS, CLIP, MIN_SCALE = 128, 0.8, 1e-30, 1.0, 1e-3
+
+    def __init__(self, lr: float) -> None:
+        super().__init__()
+        self.lr = lr
+
+    @classmethod
+    def factored_dims(cls, shape) -> tuple[int, int] | None:
+        """(second largest, largest) axes of a factored parameter, as optax sorts them."""
+        shape = tuple(int(d) for d in shape)
+        if len(shape) < 2:
+            return None
+        order = sorted(range(len(shape)), key=lambda i: shape[i])  # stable, like numpy argsort
+        if shape[order[-2]] < cls.MIN_DIM_TO_FACTOR:
+            return None
+        return order[-2], order[-1]
+
+    def build(self, params):
+        self.count = self._slot((), "count", "int32")
+        self.stats = []
+        for p in params:
+            shape = tuple(int(d) for d in p.shape)
+            dims = self.factored_dims(shape)
+            if dims is None:
+                self.stats.append((None, self._slot(shape, "v")))
+            else:
+                d1, d0 = dims
+                row = tuple(s for i, s in enumerate(shape) if i != d0)
+                col = tuple(s for i, s in enumerate(shape) if i != d1)
+                self.stats.append((dims, (self._slot(row, "v_row"), self._slot(col, "v_col"))))
+
+    def apply(self, grads, params):
+        tf = _tf()
+        t = tf.cast(self.count + 1, tf.float32)  # optax: decay from the count before the step
+        decay = 1.0 - tf.pow(t, -self.DECAY)
+        self.count.assign_add(1)
+        for g, p, (dims, v) in zip(grads, params, self.stats):
+            g2 = tf.square(g) + self.EPS
+            if dims is None:
+                nv = v.assign(decay * v + (1.0 - decay) * g2)
+                u = g * tf.math.rsqrt(nv)
+            else:
+                d1, d0 = dims
+                v_row, v_col = v
+                row = v_row.assign(decay * v_row + (1.0 - decay) * tf.reduce_mean(g2, axis=d0))
+                col = v_col.assign(decay * v_col + (1.0 - decay) * tf.reduce_mean(g2, axis=d1))
+                reduced_d1 = d1 - 1 if d1 > d0 else d1
+                row_factor = tf.math.rsqrt(row / tf.reduce_mean(row, axis=reduced_d1, keepdims=True))
+                u = g * tf.expand_dims(row_factor, d0) * tf.expand_dims(tf.math.rsqrt(col), d1)
+            u = u / tf.maximum(1.0, tf.sqrt(tf.reduce_mean(tf.square(u))) / self.CLIP)
+            scale = tf.maximum(tf.sqrt(tf.reduce_mean(tf.square(p))), self.MIN_SCALE)
+            p.assign_sub(self.lr * u * scale)
+
+
+def make_optimizer(name: str) -> Optimizer:
+    """The optimizers a workload may name, with paradnn.backends.jax.step.make_optimizer's settings."""
+    if name == "rmsprop":
+        return RMSprop(0.1, decay=0.9, eps=1.0, momentum=0.9)
+    if name == "sgd":
+        return SGD(0.1)
+    if name == "momentum":
+        return SGD(0.1, momentum=0.9)
+    if name == "adam":
+        return Adam(1e-3)
+    if name == "adafactor":
+        return Adafactor(1e-3)
+    raise SpecError("optimizer", name, "one of rmsprop, sgd, momentum, adam, adafactor")
+
+
+# --------------------------------------------------------------------------------------------
+# The backend
+# --------------------------------------------------------------------------------------------
+
+@dataclass
+class _Handle:
+    """What a TensorFlow Program keeps: the model, optimizer, batch and compiled functions."""
+
+    tfm: Any  # paradnn.backends.tensorflow.models.TFModel
+    optimizer: Optimizer
+    batch: dict[str, Any]
+    function: Any  # the tf.function(jit_compile=True) of the measured call
+    step_loop: str
+    stepped: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _nbytes(variables) -> int:
+    tf = _tf()
+    return int(sum(math.prod(v.shape) * tf.as_dtype(v.dtype).size for v in variables))
+
+
+def _step_fn(tfm, optimizer: Optimizer) -> Callable:
+    """One training step (x, y) -> float32 loss, updating the variables in place."""
+    tf = _tf()
+    params = tfm.model.trainable_variables
+
+    def step(x, y):
+        with tf.GradientTape() as tape:
+            outputs = tfm.model(x, training=True)
+            loss = tfm.loss(outputs, {"inputs": x, "labels": y})
+        optimizer.apply(tape.gradient(loss, params), params)
+        return loss
+
+    return step
+
+
+def _signature(batch: dict[str, Any]) -> list:
+    tf = _tf()
+    return [tf.TensorSpec(batch["inputs"].shape, batch["inputs"].dtype),
+            tf.TensorSpec(batch["labels"].shape, batch["labels"].dtype)]
+
+
+def _multi_step_function(step: Callable, batch: dict[str, Any]):
+    """tf.function(jit_compile=True) (x, y, k) -> loss of the k-th step: a while loop over a
+    run-time int32 k, so one compiled program serves every K."""
+    tf = _tf()
+
+    @tf.function(jit_compile=True, autograph=False,
+                 input_signature=[*_signature(batch), tf.TensorSpec((), tf.int32)])
+    def multi_step(x, y, k):
+        def body(i, _loss):
+            return i + 1, step(x, y)
+
+        _, loss = tf.while_loop(lambda i, _loss: i < k, body, (tf.constant(0), tf.constant(0.0, tf.float32)))
+        return loss
+
+    return multi_step
+
+
+def _one_step_function(step: Callable, batch: dict[str, Any]):
+    tf = _tf()
+    return tf.function(step, jit_compile=True, autograph=False, input_signature=_signature(batch))
+
+
+def _build(workload, tfm=None) -> tuple[Any, Optimizer, dict[str, Any]]:
+    """The Keras model (from the fixed seed), its optimizer's slots and the synthetic batch."""
+    from paradnn import families
+
+    _tf()
+    import keras
+
+    keras.utils.set_random_seed(SEED)
+    if tfm is None:
+        tfm = families.builder(workload.spec, "tensorflow")(workload.spec, workload.dtype)
+    optimizer = make_optimizer(workload.optimizer)
+    optimizer.build(tfm.model.trainable_variables)
+    batch = tfm.make_batch(SEED, workload.batch)
+    return tfm, optimizer, batch
+
+
+class TensorFlowBackend:
+    """paradnn.backends.Backend for TensorFlow 2 + Keras 3 with XLA (jit_compile=True)."""
+
+    name = "tensorflow"
+
+    def device_info(self) -> dict[str, Any]:
+        """``device_platform`` (gpu where TensorFlow sees one, else cpu), ``device_kind`` (the
+        GPU's name; "cpu" on a CPU, as JAX names it), ``device_count``, ``host``, ``cpu_model``."""
+        tf = _tf()
+        from paradnn.hardware import cpu_model
+
+        gpus = tf.config.list_physical_devices("GPU")
+        tpus = tf.config.list_logical_devices("TPU")
+        if gpus:
+            details = tf.config.experimental.get_device_details(gpus[0])
+            platform, kind, count = "gpu", details.get("device_name", "gpu"), len(gpus)
+        elif tpus:
+            platform, kind, count = "tpu", "tpu", len(tpus)
+        else:
+            platform, kind, count = "cpu", "cpu", 1
+        return {"device_platform": platform, "device_kind": kind, "device_count": count,
+                "host": socket.gethostname(), "cpu_model": cpu_model()}
+
+    def software_info(self) -> dict[str, Any]:
+        """Versions (``framework_version`` = ``tf_version``, ``keras_version``), the XLA flag
+        variables TensorFlow read at start-up (``tf_xla_flags``, ``xla_flags``) and the thread
+        pools (``tf_intra_op_threads``, ``tf_inter_op_threads``: threads)."""
+        tf = _tf()
+        import keras
+
+        return {"framework_version": tf.__version__, "tf_version": tf.__version__,
+                "keras_version": keras.__version__, "keras_backend": keras.backend.backend(),
+                "tf_xla_flags": os.environ.get("TF_XLA_FLAGS", ""),
+                "xla_flags": os.environ.get("XLA_FLAGS", ""),
+                "tf_intra_op_threads": _threads["intra"], "tf_inter_op_threads": _threads["inter"]}
+
+    def device_memory_bytes(self) -> int | None:
+        """One GPU's memory (B) from paradnn's vendor table by its name; on a CPU the host's
+        memory (cgroup-aware); None where neither is known."""
+        from paradnn import hardware
+
+        info = self.device_info()
+        if info["device_platform"] == "cpu":
+            return hardware.host_memory_bytes()
+        entry = hardware.spec_peak(info["device_kind"])
+        return int(entry["mem"]) if entry else None
+
+    def compile(self, workload: Any, settings: Any) -> Program:
+        """Build the Keras model, optimizer and batch, trace the K-step function and compile it
+        (run once with K = 0). ``settings.step_loop`` host compiles a one-step function called
+        K times instead; ``xla_preset`` is JAX's and is not applied (TensorFlow reads its XLA
+        flags from ``TF_XLA_FLAGS`` at start-up)."""
+        if workload.devices != 1:
+            raise SpecError("devices", workload.devices, "1 with framework tensorflow (data "
+                            "parallelism over several devices is implemented for jax only)")
+        loop = getattr(settings, "step_loop", "auto")
+        loop = "host" if loop == "host" else "device"
+        tf = _tf()
+        from paradnn.backends.tensorflow.models import trainable_params
+
+        tfm, optimizer, batch = _build(workload)
+        step = _step_fn(tfm, optimizer)
+        t0 = time.perf_counter()
+        if loop == "device":
+            function = _multi_step_function(step, batch)
+            function.get_concrete_function()
+            function(batch["inputs"], batch["labels"], tf.constant(0, tf.int32)).numpy()
+        else:
+            function = _one_step_function(step, batch)
+            function.get_concrete_function()
+            # No K = 0 here: the one-step program changes the variables, so it is compiled by
+            # XLA at its first (warm-up) call; compile_s holds the trace only.
+        compile_s = time.perf_counter() - t0
+        handle = _Handle(tfm, optimizer, batch, function, loop)
+
+        def call(state, batch, k):
+            handle.stepped = handle.stepped or k > 0
+            if loop == "device":
+                return state, function(batch["inputs"], batch["labels"], tf.constant(k, tf.int32))
+            loss = None
+            for _ in range(k):  # no synchronization in between: the calls queue on the device
+                loss = function(batch["inputs"], batch["labels"])
+            return state, loss
+
+        variables = list(tfm.model.variables) + optimizer.slots
+        return Program(
+            workload=workload, call=call, state_bytes=_nbytes(variables),
+            metrics={"params": trainable_params(tfm.model), "compile_s": compile_s, "step_loop_used": loop},
+            tags={"framework": "tensorflow", "keras_model": tfm.model.name}, handle=handle,
+        )
+
+    def init(self, program: Program) -> tuple[Any, Any]:
+        """(state, batch): the model's variables (created from the fixed seed when ``compile``
+        built the model; the state is a handle to them) and the synthetic batch on the device.
+        TensorFlow variables are updated in place, so a program whose steps ran cannot hand out
+        its initial state again: ParadnnError then (compile a new program)."""
+        handle: _Handle = program.handle
+        if handle.stepped:
+            raise ParadnnError("init: this TensorFlow program's variables were already trained in "
+                               "place; compile the workload again for a fresh state")
+        return handle, handle.batch
+
+    def sync(self, value: Any) -> Any:
+        """Wait until every device has finished its queued work (covers ``value``)."""
+        tf = _tf()
+        tf.test.experimental.sync_devices()
+        return value
+
+    def loss_value(self, loss: Any) -> float:
+        """The loss as a Python float (waits for it)."""
+        return float(loss.numpy() if hasattr(loss, "numpy") else loss)
+
+    def costs(self, program: Program) -> dict[str, Any]:
+        """Executed FLOPs and bytes of one step (all devices): XLA's HloCostAnalysis of the
+        program TensorFlow compiled for the step (see :func:`hlo_costs`); RNNs from unrolled 1-
+        and 2-step variants (XLA counts a loop body once), as the JAX backend does."""
+        handle: _Handle = program.handle
+        tf = _tf()
+        if importlib.util.find_spec("jaxlib") is None:
+            return {"flops_per_step": None, "bytes_per_step": None,
+                    "flops_source": "unavailable: XLA's cost analysis is reached through jaxlib, not installed"}
+        if handle.tfm.loop_length and handle.tfm.unrolled is not None:
+            cost = step_costs(program.workload, handle.tfm)
+        else:  # the measured program itself: its K-step loop body is one step
+            args = [*_signature(handle.batch)]
+            if handle.step_loop == "device":
+                args.append(tf.TensorSpec((), tf.int32))
+            cost = hlo_costs(handle.function.experimental_get_compiler_ir(*args))
+        source = cost["source"]
+        n = program.workload.devices
+        return {"flops_per_step": cost["flops"] * n,
+                "bytes_per_step": None if cost["bytes"] is None else cost["bytes"] * n,
+                "flops_source": source}
+
+    def memory_breakdown(self, program: Program) -> dict[str, Any]:
+        """{}: TensorFlow exposes no memory analysis of a compiled XLA cluster (the sizes of
+        its arguments, outputs and temporaries) before it runs."""
+        return {}
+
+    def is_oom(self, exc: BaseException) -> bool:
+        """TensorFlow reports an allocation failure as ``tf.errors.ResourceExhaustedError``."""
+        tf = _tf()
+        return isinstance(exc, tf.errors.ResourceExhaustedError)
+
+    def configure_cache(self, path: str | None) -> Callable[[], None]:
+        """A no-op (returns a no-op restore): TensorFlow's persistent XLA cache is the
+        ``--tf_xla_persistent_cache_directory`` flag of ``TF_XLA_FLAGS``, read once when
+        TensorFlow starts, so it cannot be pointed elsewhere per run."""
+        return lambda: None
+
+
+def _cost_analysis(serialized_hlo: bytes) -> dict[str, float]:
+    """XLA's HloCostAnalysis (CPU cost model, through jaxlib) of a serialized HloModuleProto."""
+    import jax
+    from jax._src.lib import _jax
+    from jaxlib import _hlo
+
+    module = _hlo.HloModule.from_serialized_hlo_module_proto(serialized_hlo)
+    return _jax.hlo_module_cost_analysis(jax.devices("cpu")[0].client, module)
+
+
+def hlo_costs(compiler_ir: Callable[..., Any]) -> dict[str, Any]:
+    """``{"flops", "bytes", "source"}`` of one step from a ``tf.function``'s
+    ``experimental_get_compiler_ir(...)`` (FLOP and B of one device).
+
+    The optimized HLO (after XLA's passes, as JAX's cost analysis sees it) is counted unless it
+    holds custom calls (cuBLAS/cuDNN GEMMs and convolutions on a GPU, library calls), whose work
+    the cost model cannot see: then the HLO before optimization, where every dot and
+    convolution is still one, gives the FLOPs, and bytes are unknown (unfused HLO counts every
+    intermediate's traffic)."""
+    text = compiler_ir(stage="optimized_hlo")
+    if "custom-call(" not in text:
+        cost = _cost_analysis(compiler_ir(stage="optimized_hlo_serialized"))
+        return {"flops": float(cost.get("flops", 0.0)), "bytes": float(cost.get("bytes accessed", 0.0)),
+                "source": FLOPS_SOURCE + "; optimized HLO"}
+    cost = _cost_analysis(compiler_ir(stage="hlo_serialized"))
+    return {"flops": float(cost.get("flops", 0.0)), "bytes": None,
+            "source": FLOPS_SOURCE + "; HLO before optimization (the optimized program has custom calls)"}
+
+
+def _one_step_costs(workload: Any, tfm: Any) -> dict[str, Any]:
+    tfm, optimizer, batch = _build(workload, tfm)
+    function = _one_step_function(_step_fn(tfm, optimizer), batch)
+    return hlo_costs(function.experimental_get_compiler_ir(*_signature(batch)))
+
+
+def step_costs(workload: Any, tfm: Any = None) -> dict[str, Any]:
+    """:func:`hlo_costs` of one training step of ``workload`` (or of the built ``tfm``), built
+    and traced afresh: XLA optimizes the HLO but generates no code. A model with a time loop
+    (``loop_length`` T) is counted from its unrolled 1- and 2-step variants, every cost being
+    affine in T: ``cost(T) = cost(1) + (T - 1) * (cost(2) - cost(1))``."""
+    if tfm is None:
+        from paradnn import families
+
+        _tf()
+        tfm = families.builder(workload.spec, "tensorflow")(workload.spec, workload.dtype)
+    if not (tfm.loop_length and tfm.unrolled is not None):
+        return _one_step_costs(workload, tfm)
+    c1, c2 = (_one_step_costs(workload, tfm.unrolled(n)) for n in (1, 2))
+    t = tfm.loop_length
+    return {k: (None if c1[k] is None or c2[k] is None else c1[k] + (t - 1) * (c2[k] - c1[k]))
+            for k in ("flops", "bytes")} | {"source": c1["source"]}
+
+
+BACKEND = TensorFlowBackend()
+
+__all__ = ["BACKEND", "FLOPS_SOURCE", "SEED", "TensorFlowBackend", "check", "hlo_costs", "make_optimizer", "step_costs"]

@@ -1,0 +1,1 @@
+"""The torch backend: everything paradnn runs in torch (imported only when that framework is used)."""

@@ -1,0 +1,380 @@
+"""The PyTorch backend: ``torch.compile`` of the training step (eager as a setting).
+
+A workload becomes a module (float32 master weights), an optimizer and a synthetic batch on
+the device from a fixed seed. One training step zeroes the gradients, runs the forward under
+``torch.autocast`` in the compute dtype, takes the float32 loss, its backward and the
+optimizer update. The setting ``torch_compile`` (``COMPILE_MODES``) picks eager execution or a
+``torch.compile`` mode; compiled, the forward+loss (with the backward AOTAutograd derives from
+it) and the optimizer update are the two compiled regions.
+
+torch compiles lazily, so :meth:`TorchBackend.compile` builds everything and runs two warm
+steps (the first compiles; the second recompiles once where the optimizer created its state
+on the first); ``compile_s`` is their wall time. ``init`` then restores the initial weights and
+zeroes the optimizer state in place (the same tensors, so the compiled code stays valid): the
+timed run starts from the freshly initialized model. K steps per call are K calls of the step
+(``step_loop_used`` "host"); they queue on a GPU without synchronization.
+
+Dtype policy: bfloat16/float16 run the forward under ``torch.autocast`` (weights, gradients
+and optimizer state float32). float16 on a GPU scales the loss with ``torch.amp.GradScaler``
+(its overflow check costs a host synchronization per step, as in any AMP training loop); on a
+CPU float16 runs without loss scaling, as the JAX backend does everywhere.
+
+Optimizers follow ``paradnn.backends.jax.step.make_optimizer``: rmsprop is TF1's (epsilon 1.0 inside the
+square root, which ``torch.optim.RMSprop`` cannot express: :class:`TF1RMSprop`); sgd, momentum
+and adam are torch's with optax's hyperparameters (the same updates); adafactor is
+``torch.optim.Adafactor(lr=1e-3)``, torch's variant (relative step capped at lr, scaled by the
+parameter RMS; it factors every matrix, optax only dimensions >= 128).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from typing import Any, Callable
+
+from paradnn.backends import Program
+from paradnn.errors import SpecError
+from paradnn.measure import TORCH_COMPILE_MODES
+
+#: Values of the setting ``torch_compile`` (defined with the other settings in paradnn.measure).
+COMPILE_MODES: tuple[str, ...] = TORCH_COMPILE_MODES
+WARM_STEPS = 2  # see the module doc: compile, then the recompile after optimizer state appears
+
+
+def check() -> None:
+    """Raises ImportError if PyTorch is not installed."""
+    import torch  # noqa: F401
+
+
+def compile_mode(settings: Any) -> str:
+    """The ``torch_compile`` setting of ``settings`` (validated by MeasureSettings)."""
+    return settings.torch_compile
+
+
+# ------------------------------------------------------------------------------- optimizers
+
+
+def _tf1_rmsprop_class():
+    import torch
+
+    class TF1RMSprop(torch.optim.Optimizer):
+        """TF1's RMSProp with momentum, as optax.rmsprop(eps_in_sqrt=True):
+        ``ms = decay*ms + (1-decay)*g^2; mom = momentum*mom + lr*g/sqrt(ms + eps); p -= mom``.
+        ``torch.optim.RMSprop`` adds eps outside the square root, which with eps = 1.0 is a
+        different optimizer. State is created here (zeros, as optax), not on the first step."""
+
+        def __init__(self, params: Any, lr: float = 0.1, decay: float = 0.9, momentum: float = 0.9,
+                     eps: float = 1.0) -> None:
+            super().__init__(params, {"lr": lr, "decay": decay, "momentum": momentum, "eps": eps})
+            for group in self.param_groups:
+                for p in group["params"]:
+                    self.state[p] = {"ms": torch.zeros_like(p), "mom": torch.zeros_like(p)}
+
+        @torch.no_grad()
+        def step(self, closure: Any = None) -> None:
+            for group in self.param_groups:
+                params = [p for p in group["params"] if p.grad is not None]
+                if not params:
+                    continue
+                grads = [p.grad for p in params]
+                ms = [self.state[p]["ms"] for p in params]
+                mom = [self.state[p]["mom"] for p in params]
+                torch._foreach_mul_(ms, group["decay"])
+                torch._foreach_addcmul_(ms, grads, grads, value=1.0 - group["decay"])
+                denom = torch._foreach_add(ms, group["eps"])
+                torch._foreach_sqrt_(denom)
+                torch._foreach_mul_(mom, group["momentum"])
+                torch._foreach_addcdiv_(mom, grads, denom, value=group["lr"])
+                torch._foreach_sub_(params, mom)
+
+    return TF1RMSprop
+
+
+def make_optimizer(name: str, params: Any) -> Any:
+    """The torch optimizer for a workload's optimizer name (hyperparameters of
+    ``paradnn.backends.jax.step.make_optimizer``)."""
+    import torch
+
+    params = list(params)
+    if name == "rmsprop":
+        return _tf1_rmsprop_class()(params, lr=0.1, decay=0.9, momentum=0.9, eps=1.0)
+    if name == "sgd":
+        return torch.optim.SGD(params, lr=0.1)
+    if name == "momentum":
+        return torch.optim.SGD(params, lr=0.1, momentum=0.9)
+    if name == "adam":
+        return torch.optim.Adam(params, lr=1e-3)
+    if name == "adafactor":
+        return torch.optim.Adafactor(params, lr=1e-3)
+    raise SpecError("optimizer", name, "one of rmsprop, sgd, momentum, adam, adafactor")
+
+
+# ------------------------------------------------------------------------------ FLOP counts
+
+
+def _valid_taps(size: int, kernel: int, stride: int, pad: int, dilation: int, out: int) -> int:
+    """Kernel taps that land inside the input (not on padding), summed over the ``out``
+    output positions of one dimension."""
+    return sum(1 for o in range(out) for t in range(kernel)
+               if 0 <= o * stride - pad + t * dilation < size)
+
+
+def _conv_flops(x_shape: Any, w_shape: Any, stride: Any, padding: Any, dilation: Any,
+                out_shape: Any) -> int:
+    """FLOPs (2 per multiply-add) of a convolution, counting only taps inside the input as
+    XLA's cost analysis does; ``w_shape`` is [out, in/groups, k...], so groups count right."""
+    cout, cin_per_group, *kernel = w_shape
+    taps = 1
+    for d, k in enumerate(kernel):
+        taps *= _valid_taps(x_shape[2 + d], k, stride[d], padding[d], dilation[d], out_shape[2 + d])
+    return 2 * x_shape[0] * cout * cin_per_group * taps
+
+
+def _conv_formula(x_shape, w_shape, _bias, stride, padding, dilation, transposed, *args,
+                  out_shape=None, **kwargs) -> int:
+    if transposed:
+        from torch.utils.flop_counter import conv_flop_count
+
+        return conv_flop_count(x_shape, w_shape, out_shape, transposed=True)
+    return _conv_flops(x_shape, w_shape, stride, padding, dilation, out_shape)
+
+
+def _conv_backward_formula(grad_out_shape, x_shape, w_shape, _bias, stride, padding, dilation,
+                           transposed, _output_padding, _groups, output_mask, out_shape=None,
+                           **kwargs) -> int:
+    # The input gradient and the weight gradient each make every multiply of the forward once.
+    # (torch's own formula counts the weight gradient of a grouped convolution groups times.)
+    if transposed:
+        from torch.utils.flop_counter import conv_backward_flop
+
+        return conv_backward_flop(grad_out_shape, x_shape, w_shape, _bias, stride, padding, dilation,
+                                  transposed, _output_padding, _groups, output_mask, out_shape)
+    forward = _conv_flops(x_shape, w_shape, stride, padding, dilation, grad_out_shape)
+    return forward * (int(bool(output_mask[0])) + int(bool(output_mask[1])))
+
+
+# Counted over one eager forward+backward on the meta device: matmuls and convolutions, with
+# convolution taps on padding not counted (as XLA does); docs/frameworks-torch.md.
+FLOPS_SOURCE = "torch.utils.flop_counter (matmuls, convolutions; no bytes)"
+
+
+def count_flops(model: Any, batch: int) -> int:
+    """Executed FLOPs of one training step of ``model`` (a TorchModel) at ``batch`` examples:
+    forward and backward matmuls and convolutions, counted by ``FlopCounterMode`` on meta
+    tensors (shapes only, nothing allocated); the optimizer update has none."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    aten = torch.ops.aten
+    mapping = {aten.convolution: _conv_formula, aten._convolution: _conv_formula,
+               aten.convolution_backward: _conv_backward_formula}
+    with torch.device("meta"):
+        module = model.make_module()
+    module.train()
+    data = model.make_batch(None, batch, torch.device("meta"))
+    with FlopCounterMode(display=False, custom_mapping=mapping) as counter:
+        model.loss(module(data["inputs"]), data).backward()
+    return int(counter.get_total_flops())
+
+
+# ---------------------------------------------------------------------------------- backend
+
+
+def _tensor_bytes(tensors: Any) -> int:
+    return sum(t.numel() * t.element_size() for t in tensors)
+
+
+def _optimizer_tensors(opt: Any) -> list[Any]:
+    import torch
+
+    return [v for s in opt.state.values() for v in s.values() if isinstance(v, torch.Tensor)]
+
+
+class TorchBackend:
+    """:class:`paradnn.backends.Backend` for PyTorch: one device (the first CUDA GPU, else the CPU)."""
+
+    name = "torch"
+
+    def _device(self) -> Any:
+        import torch
+
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+    def device_info(self) -> dict[str, Any]:
+        import torch
+
+        from paradnn.hardware import cpu_model
+
+        gpu = torch.cuda.is_available()
+        return {
+            "device_platform": "gpu" if gpu else "cpu",
+            "device_kind": torch.cuda.get_device_name(0) if gpu else "cpu",
+            "device_count": torch.cuda.device_count() if gpu else 1,
+            "host": socket.gethostname(),
+            "cpu_model": cpu_model(),
+        }
+
+    def software_info(self) -> dict[str, Any]:
+        import torch
+
+        return {
+            "framework_version": torch.__version__,
+            "torch_version": torch.__version__,
+            "torch_cuda_version": torch.version.cuda,
+            "torch_threads": torch.get_num_threads(),
+        }
+
+    def device_memory_bytes(self) -> int | None:
+        import torch
+
+        if not torch.cuda.is_available():
+            return None
+        return int(torch.cuda.get_device_properties(0).total_memory)
+
+    def compile(self, workload: Any, settings: Any) -> Program:
+        """Build ``workload`` in torch and run WARM_STEPS steps (torch compiles on the first
+        call): Program.call runs K steps as K calls. ``compile_s`` (s) is the warm steps'
+        wall time; on a GPU ``memory_peak_bytes`` is the allocator's peak over them."""
+        import torch
+
+        from paradnn import families
+        from paradnn.backends.torch.models import SEED
+
+        if workload.devices != 1:
+            raise SpecError("devices", workload.devices, "1 for framework torch (one device per run)")
+        mode = compile_mode(settings)
+        device = self._device()
+        model = families.builder(workload.spec, "torch")(workload.spec, workload.dtype)
+        torch.manual_seed(SEED)
+        with device:
+            module = model.make_module()
+        module.train()
+        opt = make_optimizer(workload.optimizer, module.parameters())
+        gen = torch.Generator(device=device).manual_seed(SEED + 1)
+        batch = model.make_batch(gen, workload.batch, device)
+        # The initial weights (host copy), restored by init() after the warm steps.
+        initial = {k: v.detach().to("cpu", copy=True) for k, v in module.state_dict().items()}
+
+        amp = {"float32": None, "bfloat16": torch.bfloat16, "float16": torch.float16}[workload.dtype]
+        scaler = (torch.amp.GradScaler("cuda") if amp is torch.float16 and device.type == "cuda" else None)
+
+        def forward_loss(batch: dict[str, Any]) -> Any:
+            with torch.autocast(device.type, dtype=amp or torch.float32, enabled=amp is not None):
+                outputs = module(batch["inputs"])
+            return model.loss(outputs, batch)  # float32: the loss casts the logits
+
+        update = opt.step
+        if mode != "eager":
+            # Two compiled regions, the forward (whose backward AOTAutograd compiles with it) and
+            # the optimizer update: the graph breaks torch.compile of the whole step makes anyway
+            # (at zero_grad and backward), made explicit.
+            options = {"mode": None if mode == "default" else mode}
+            forward_loss = torch.compile(forward_loss, **options)
+            update = torch.compile(opt.step, **options)
+
+        def fn(batch: dict[str, Any]) -> Any:
+            opt.zero_grad(set_to_none=True)
+            loss = forward_loss(batch)
+            if scaler is None:
+                loss.backward()
+                update()
+            else:  # GPU float16: loss scaling; the scaler checks for overflow, then steps eagerly
+                scaler.scale(loss).backward()
+                scaler.step(opt)
+                scaler.update()
+            return loss.detach()
+
+        scaler_state = scaler.state_dict() if scaler is not None else None
+        if device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(device)
+        t0 = time.perf_counter()
+        for _ in range(WARM_STEPS):
+            loss = fn(batch)
+        self.sync(loss)
+        compile_s = time.perf_counter() - t0
+
+        def call(state: Any, batch: Any, k: int) -> tuple[Any, Any]:
+            loss = None
+            for _ in range(k):  # no synchronization in between: the steps queue on a GPU
+                loss = fn(batch)
+            return state, loss
+
+        weights = _tensor_bytes(module.state_dict().values())
+        optimizer = _tensor_bytes(_optimizer_tensors(opt))
+        metrics: dict[str, Any] = {
+            "params": sum(p.numel() for p in module.parameters() if p.requires_grad),
+            "compile_s": compile_s,
+            "step_loop_used": "host",
+        }
+        memory: dict[str, Any] = {}
+        if device.type == "cuda":
+            memory = {"memory_peak_bytes": int(torch.cuda.max_memory_allocated(device)),
+                      "memory_weights_bytes": weights, "memory_optimizer_bytes": optimizer}
+            metrics.update(memory)
+        handle = {"model": model, "module": module, "optimizer": opt, "batch": batch, "initial": initial,
+                  "device": device, "memory": memory, "scaler": scaler,
+                  "scaler_state": scaler_state}
+        tags = {"torch_compile": mode, **model.tags}
+        if device.type != "cuda":
+            tags["memory_note"] = "no allocator statistics on the CPU (torch reports device memory on CUDA only)"
+        return Program(workload, call, weights + optimizer, metrics, tags, handle)
+
+    def init(self, program: Program) -> tuple[Any, Any]:
+        """Restore the initial weights and zero the optimizer state (in place: the compiled step
+        keeps its tensors); the state is ``{"module", "optimizer"}``, updated in place by calls."""
+        import torch
+
+        h = program.handle
+        with torch.no_grad():
+            for name, value in h["module"].state_dict().items():
+                value.copy_(h["initial"][name])
+            for t in _optimizer_tensors(h["optimizer"]):
+                t.zero_()  # a zero moment/step is what a fresh optimizer's first step starts from
+        if h["scaler"] is not None:  # the loss scale and its growth counter back to their start
+            h["scaler"].load_state_dict(h["scaler_state"])
+        return {"module": h["module"], "optimizer": h["optimizer"]}, h["batch"]
+
+    def sync(self, value: Any) -> Any:
+        import torch
+
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+        return value  # CPU kernels run synchronously in the calling thread
+
+    def loss_value(self, loss: Any) -> float:
+        return float(loss)
+
+    def costs(self, program: Program) -> dict[str, Any]:
+        flops = count_flops(program.handle["model"], program.workload.batch)
+        return {"flops_per_step": float(flops), "bytes_per_step": None,
+                "flops_source": FLOPS_SOURCE}
+
+    def memory_breakdown(self, program: Program) -> dict[str, Any]:
+        return dict(program.handle["memory"])
+
+    def is_oom(self, exc: BaseException) -> bool:
+        import torch
+
+        return isinstance(exc, (torch.OutOfMemoryError, MemoryError))
+
+    def configure_cache(self, path: str | None) -> Callable[[], None]:
+        """Point Inductor's cache (TORCHINDUCTOR_CACHE_DIR) at ``path``/torchinductor."""
+        key = "TORCHINDUCTOR_CACHE_DIR"
+        previous = os.environ.get(key)
+        if path is not None:
+            os.environ[key] = os.path.join(path, "torchinductor")
+
+        def restore() -> None:
+            if previous is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = previous
+
+        return restore
+
+
+BACKEND = TorchBackend()
+
+__all__ = ["BACKEND", "COMPILE_MODES", "FLOPS_SOURCE", "TorchBackend", "check", "compile_mode", "count_flops",
+           "make_optimizer"]

@@ -1,0 +1,229 @@
+"""The ParaDnn generated families (FC, CNN, RNN) in PyTorch, layer for layer as the JAX models.
+
+Same layouts, parameter counts and initializers as ``paradnn/backends/jax/models/{fc,cnn,rnn}.py`` (Flax's
+defaults mirrored: Glorot-uniform FC and RNN kernels, LeCun-normal conv and head kernels, zero
+biases). Convolutions and pools use TensorFlow/XLA "SAME" padding (asymmetric where the total
+is odd, the extra row at the end), so the feature-map sides equal the JAX model's.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from paradnn.families.cnn import GROUP_STRIDE, GROUP_WIDTH
+from paradnn.families.rnn import GATES, LSTM_FORGET_BIAS
+from paradnn.backends.torch.models import TorchModel, softmax_xent
+from paradnn.specs import CNN, FC, RNN
+
+
+
+def same_pads(size: int, kernel: int, stride: int) -> tuple[int, int]:
+    """(low, high) padding of a SAME convolution or pool along one dimension of ``size``."""
+    out = math.ceil(size / stride)
+    total = max((out - 1) * stride + kernel - size, 0)
+    return total // 2, total - total // 2
+
+
+def _lecun_normal_(w: torch.Tensor, fan_in: int) -> torch.Tensor:
+    # Flax's lecun_normal: a normal truncated at 2 std, rescaled to variance 1/fan_in.
+    std = math.sqrt(1.0 / fan_in) / 0.87962566103423978
+    return nn.init.trunc_normal_(w, std=std, a=-2 * std, b=2 * std)
+
+
+class SameConv2d(nn.Conv2d):
+    """Conv2d without bias, SAME padding: the symmetric part in the convolution, the extra
+    row/column of an odd total (at the high end, as XLA) by an explicit pad."""
+
+    def __init__(self, cin: int, cout: int, kernel: int, stride: int = 1) -> None:
+        super().__init__(cin, cout, kernel, stride, bias=False)
+        _lecun_normal_(self.weight, cin * kernel * kernel)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        k, s = self.kernel_size[0], self.stride[0]
+        lo_h, hi_h = same_pads(x.shape[-2], k, s)
+        lo_w, hi_w = same_pads(x.shape[-1], k, s)
+        if hi_h != lo_h or hi_w != lo_w:
+            x = F.pad(x, (0, hi_w - lo_w, 0, hi_h - lo_h))
+        return F.conv2d(x, self.weight, None, self.stride, (lo_h, lo_w))
+
+
+def _max_pool_same(x: torch.Tensor, kernel: int, stride: int) -> torch.Tensor:
+    lo_h, hi_h = same_pads(x.shape[-2], kernel, stride)
+    lo_w, hi_w = same_pads(x.shape[-1], kernel, stride)
+    x = F.pad(x, (lo_w, hi_w, lo_h, hi_h), value=float("-inf"))
+    return F.max_pool2d(x, kernel, stride)
+
+
+def _bn(channels: int, zero_scale: bool = False) -> nn.BatchNorm2d:
+    # Flax momentum 0.9 keeps 90% of the running statistics: torch's momentum 0.1.
+    bn = nn.BatchNorm2d(channels, eps=1e-5, momentum=0.1)
+    if zero_scale:
+        nn.init.zeros_(bn.weight)
+    return bn
+
+
+def _dense(fan_in: int, out: int) -> nn.Linear:
+    layer = nn.Linear(fan_in, out)
+    _lecun_normal_(layer.weight, fan_in)
+    nn.init.zeros_(layer.bias)
+    return layer
+
+
+# ---------------------------------------------------------------------------------------- FC
+
+
+class FCNet(nn.Module):
+    """``layers`` x Linear(nodes) + ReLU, then Linear(output); Glorot-uniform weights, zero biases."""
+
+    def __init__(self, spec: FC) -> None:
+        super().__init__()
+        sizes = [spec.input] + [spec.nodes] * spec.layers
+        self.hidden = nn.ModuleList(nn.Linear(a, b) for a, b in zip(sizes[:-1], sizes[1:]))
+        self.out = nn.Linear(spec.nodes, spec.output)
+        for layer in [*self.hidden, self.out]:
+            nn.init.xavier_uniform_(layer.weight)
+            nn.init.zeros_(layer.bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for layer in self.hidden:
+            x = F.relu(layer(x))
+        return self.out(x)
+
+
+def build_fc(spec: FC, dtype: str) -> TorchModel:
+    def make_batch(gen: torch.Generator, batch: int, device: Any) -> dict[str, torch.Tensor]:
+        x = torch.rand((batch, spec.input), generator=gen, device=device) - 0.5
+        y = torch.randint(0, spec.output, (batch,), generator=gen, device=device)
+        return {"inputs": x, "labels": y}
+
+    return TorchModel("fc", lambda: FCNet(spec), make_batch,
+                      lambda out, batch: softmax_xent(out, batch["labels"]), tags={"kind": "generated"})
+
+
+# --------------------------------------------------------------------------------------- CNN
+
+
+class Block(nn.Module):
+    """ResNet v1 block (post-activation); the last BN's scale starts at 0."""
+
+    def __init__(self, cin: int, filters: int, stride: int, bottleneck: bool, project: bool) -> None:
+        super().__init__()
+        out_ch = filters * 4 if bottleneck else filters
+        self.project = nn.Sequential(SameConv2d(cin, out_ch, 1, stride), _bn(out_ch)) if project else None
+        if bottleneck:
+            self.body = nn.Sequential(
+                SameConv2d(cin, filters, 1), _bn(filters), nn.ReLU(),
+                SameConv2d(filters, filters, 3, stride), _bn(filters), nn.ReLU(),
+                SameConv2d(filters, out_ch, 1), _bn(out_ch, zero_scale=True))
+        else:
+            self.body = nn.Sequential(
+                SameConv2d(cin, filters, 3, stride), _bn(filters), nn.ReLU(),
+                SameConv2d(filters, filters, 3), _bn(filters, zero_scale=True))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        shortcut = x if self.project is None else self.project(x)
+        return F.relu(self.body(x) + shortcut)
+
+
+class ResNetV1(nn.Module):
+    def __init__(self, spec: CNN) -> None:
+        super().__init__()
+        self.stem = nn.Sequential(SameConv2d(3, spec.filters, 7, 2), _bn(spec.filters), nn.ReLU())
+        blocks, ch = [], spec.filters
+        bottleneck = spec.block == "bottleneck"
+        for width, stride in zip(GROUP_WIDTH, GROUP_STRIDE):
+            f = spec.filters * width
+            for i in range(spec.blocks):
+                blocks.append(Block(ch, f, stride if i == 0 else 1, bottleneck, project=(i == 0)))
+                ch = f * 4 if bottleneck else f
+        self.blocks = nn.Sequential(*blocks)
+        self.head = _dense(ch, spec.output)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = _max_pool_same(self.stem(x), 3, 2)
+        x = self.blocks(x)
+        return self.head(x.mean(dim=(2, 3)))
+
+
+def build_cnn(spec: CNN, dtype: str) -> TorchModel:
+    def make_batch(gen: torch.Generator, batch: int, device: Any) -> dict[str, torch.Tensor]:
+        x = torch.rand((batch, 3, spec.image, spec.image), generator=gen, device=device)
+        y = torch.randint(0, spec.output, (batch,), generator=gen, device=device)
+        return {"inputs": x, "labels": y}
+
+    return TorchModel("cnn", lambda: ResNetV1(spec), make_batch,
+                      lambda out, batch: softmax_xent(out, batch["labels"]), tags={"kind": "generated"})
+
+
+# --------------------------------------------------------------------------------------- RNN
+
+
+class Recurrent(nn.Module):
+    """One TF1-style recurrent layer over a time-major sequence ``[length, batch, features]``:
+    one fused kernel over ``[x, h]`` (GRU: a 2-gate kernel and a candidate kernel). The loop
+    over time is Python; ``torch.compile`` unrolls it."""
+
+    def __init__(self, cell: str, in_dim: int, hidden: int) -> None:
+        super().__init__()
+        self.cell, self.hidden = cell, hidden
+        glorot = nn.init.xavier_uniform_
+        if cell == "gru":
+            # Stored (in, out) as Flax's kernels; xavier's fans are symmetric, so the law is the same.
+            self.gates_kernel = nn.Parameter(glorot(torch.empty(in_dim + hidden, 2 * hidden)))
+            self.gates_bias = nn.Parameter(torch.ones(2 * hidden))
+            self.candidate_kernel = nn.Parameter(glorot(torch.empty(in_dim + hidden, hidden)))
+            self.candidate_bias = nn.Parameter(torch.zeros(hidden))
+        else:
+            g = GATES[cell]
+            self.kernel = nn.Parameter(glorot(torch.empty(in_dim + hidden, g * hidden)))
+            self.bias = nn.Parameter(torch.zeros(g * hidden))
+
+    def forward(self, xs: torch.Tensor) -> torch.Tensor:
+        h = xs.new_zeros((xs.shape[1], self.hidden))
+        c = h
+        ys = []
+        for x in xs.unbind(0):
+            if self.cell == "rnn":
+                h = torch.tanh(torch.cat([x, h], -1) @ self.kernel + self.bias)
+            elif self.cell == "lstm":
+                i, j, f, o = (torch.cat([x, h], -1) @ self.kernel + self.bias).chunk(4, -1)
+                c = c * torch.sigmoid(f + LSTM_FORGET_BIAS) + torch.sigmoid(i) * torch.tanh(j)
+                h = torch.tanh(c) * torch.sigmoid(o)
+            else:
+                r, u = torch.sigmoid(torch.cat([x, h], -1) @ self.gates_kernel + self.gates_bias).chunk(2, -1)
+                cand = torch.tanh(torch.cat([x, r * h], -1) @ self.candidate_kernel + self.candidate_bias)
+                h = u * h + (1 - u) * cand
+            ys.append(h)
+        return torch.stack(ys)
+
+
+class RNNLM(nn.Module):
+    def __init__(self, spec: RNN) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(spec.vocab, spec.embed)
+        nn.init.normal_(self.embed.weight, std=1.0 / math.sqrt(spec.embed))  # Flax Embed's default
+        self.layers = nn.ModuleList(Recurrent(spec.cell, spec.embed, spec.embed) for _ in range(spec.layers))
+        self.head = _dense(spec.embed, spec.vocab)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        x = self.embed(tokens).transpose(0, 1)  # time-major
+        for layer in self.layers:
+            x = layer(x)
+        return self.head(x.transpose(0, 1))
+
+
+def build_rnn(spec: RNN, dtype: str) -> TorchModel:
+    def make_batch(gen: torch.Generator, batch: int, device: Any) -> dict[str, torch.Tensor]:
+        ids = torch.randint(0, spec.vocab, (batch, spec.length + 1), generator=gen, device=device)
+        return {"inputs": ids[:, :-1].contiguous(), "labels": ids[:, 1:].contiguous()}
+
+    return TorchModel("rnn", lambda: RNNLM(spec), make_batch,
+                      lambda out, batch: softmax_xent(out, batch["labels"]), tags={"kind": "generated"})
+
+
+__all__ = ["build_cnn", "build_fc", "build_rnn", "same_pads"]
