@@ -107,6 +107,16 @@ def _finite(value: object) -> bool:
         return False
 
 
+def _significant(v: float, digits: int) -> str:
+    """``v`` to ``digits`` significant digits in plain decimal notation (120, not 1.2e+02),
+    without trailing zeros."""
+    places = digits - 1 - math.floor(math.log10(abs(v)))
+    if places < 0:  # digits left of the point: 123.4 to 2 digits is 120
+        v, places = round(v, places), 0
+    text = f"{v:.{places}f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
 def compact(value: float | None, digits: int = 3) -> str:
     """A number in one short format: ``digits`` significant digits with an SI suffix (k, M, G,
     T, P) from 1000 up: 0.423, 510, 3.81k, 12.3M; no exponent from 0.001 up; "" for None, NaN
@@ -119,12 +129,12 @@ def compact(value: float | None, digits: int = 3) -> str:
     edge = 1 - 0.5 * 10.0 ** -digits
     for div, suffix in _SI_PREFIXES:
         if a >= div * edge:
-            return f"{v / div:.{digits}g}{suffix}"
+            return _significant(v / div, digits) + suffix
     if a == 0:
         return "0"
     if a < 0.001:
         return f"{v:.1g}" if a >= 1e-9 else "0"
-    return f"{v:.{digits}g}"
+    return _significant(v, digits)
 
 
 def si(value: float | None, unit: str, digits: int = 3) -> str:
