@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from paradnn.analysis._common import drop_unstable, ok_rows, require_columns, unit
+from paradnn.analysis.columns import drop_unstable, ok_rows, require_columns, unit
 
 # A family is split by its structural choice, as in the paper's Fig 11 and 12.
 _VARIANT = {"cnn": "block", "rnn": "cell"}

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from paradnn.analysis._common import (
+from paradnn.analysis.columns import (
     group_columns, ok_rows, platform_label, require_columns, software_label, unstable_mask,
     workload_label,
 )
