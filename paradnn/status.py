@@ -14,6 +14,7 @@ signal).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 from collections.abc import Sequence
@@ -22,6 +23,8 @@ from typing import Any, Union
 import pandas as pd
 
 from paradnn import families
+from paradnn.plan import short_name
+from paradnn.store import load
 
 __all__ = ["failures", "reason", "rerun_command", "FAILURE_COLUMNS"]
 
@@ -69,8 +72,6 @@ def rerun_command(row: dict[str, Any], memory_limit_bytes: Any = None) -> str:
     family = row.get("family")
     if family not in families.names():
         return ""
-    import dataclasses
-
     parts = ["paradnn", "maxbatch" if row.get("status") == "oom" else "run", family]
     for f in dataclasses.fields(families.get(family).spec):
         v = row.get(f.name)
@@ -96,14 +97,7 @@ def failures(paths: PathLike | Sequence[PathLike] | pd.DataFrame) -> pd.DataFram
     reproduces it or, for oom, finds the batch that fits) and ``advice`` (what to do). Empty
     (with these columns) when nothing failed.
     """
-    from paradnn.plan import short_name
-
-    if isinstance(paths, pd.DataFrame):
-        df = paths
-    else:
-        from paradnn.store import load
-
-        df = load(paths)
+    df = paths if isinstance(paths, pd.DataFrame) else load(paths)
     failed = df[df["status"] != "ok"] if len(df) else df
     if not len(failed):
         return pd.DataFrame(columns=list(FAILURE_COLUMNS))
