@@ -132,17 +132,28 @@ def _store_error(path: Path, exc: sqlite3.Error, doing: str, opening: bool = Fal
                             "(a sweep resumes where it stopped)",
               _SQLITE_READONLY: "; read it with status/report/export, or copy it somewhere "
                                 "writable to add to it"}.get(code, "")
-    if code in _DAMAGE_CODES:
-        found = _damage(path)
-        if found is not None or opening:
-            cause = found or cause
-            advice = (f"; restore it from a copy (SQLite's `sqlite3 {path} .recover` may "
-                      "salvage rows into a new file)")
-        else:
-            # The damage is in a page: the rest reads (the scan steps over damaged pages).
-            advice = (f"; `paradnn merge {path} -o NEW.db` copies every row that can be read "
-                      "into a new store")
+    # A damaged header explains any failure (SQLite calls some of them read-only or a plain
+    # error), so it is looked for first; a sound file gives None.
+    found = _damage(path)
+    if found is not None:
+        cause = found
+    if opening and (found is not None or code in _DAMAGE_CODES):
+        advice = (f"; restore it from a copy (SQLite's `sqlite3 {path} .recover` may salvage "
+                  "rows into a new file)")
+    elif found is not None or code in _DAMAGE_CODES:
+        # The file opens: every row that can be read still loads (the scan steps over
+        # damaged pages).
+        advice = (f"; `paradnn merge {path} -o NEW.db` copies every row that can be read into "
+                  "a new store")
     return StoreError(f"store {path}: cannot {doing}: {cause}{advice}")
+
+
+def _page_size(head: bytes) -> int:
+    """The page size in B that an SQLite header (its first 100 bytes) gives; 0 if too short."""
+    if len(head) < 18:
+        return 0
+    raw = int.from_bytes(head[16:18], "big")
+    return 65536 if raw == 1 else raw  # the file format stores 65536 as 1
 
 
 def _damage(path: Path) -> str | None:
@@ -158,8 +169,7 @@ def _damage(path: Path) -> str | None:
         return None
     if len(head) < _HEADER_BYTES:
         return f"truncated: the file is {size} B, shorter than SQLite's {_HEADER_BYTES}-byte header"
-    raw = int.from_bytes(head[16:18], "big")
-    page = 65536 if raw == 1 else raw  # the file format stores 65536 as 1
+    raw, page = int.from_bytes(head[16:18], "big"), _page_size(head)
     if not 512 <= page <= 65536 or page & (page - 1):
         return (f"its header is damaged: the page size (bytes 16-17) reads {raw}, not a power "
                 "of two from 512 to 65536 B")
@@ -432,21 +442,33 @@ def _scan(con: sqlite3.Connection, path: Path) -> tuple[list[tuple[int, dict[str
     return rows, lost
 
 
-def _quick_check(con: sqlite3.Connection) -> list[str]:
-    """SQLite's ``PRAGMA quick_check``: the problems it finds in the file's structure (pages,
-    b-trees, free list; not index content, which :func:`_scan` compares with the table), at
-    most QUICK_CHECK_MESSAGES; empty when the file is sound. It reads every page once."""
+def _quick_check(con: sqlite3.Connection, path: Path) -> list[str]:
+    """The problems found in a store file that opens: a file cut short inside its last page
+    (SQLite opens it, reading the missing bytes as zeros), then what SQLite's ``PRAGMA
+    quick_check`` finds in its structure (pages, b-trees, free list; not index content, which
+    :func:`_scan` compares with the table), at most QUICK_CHECK_MESSAGES of them; empty when the
+    file is sound. quick_check reads every page once."""
+    found = []
     try:
-        found = [str(m) for (m,) in con.execute(f"PRAGMA quick_check({QUICK_CHECK_MESSAGES})")]
+        with open(path, "rb") as f:
+            page = _page_size(f.read(_HEADER_BYTES))
+        size = path.stat().st_size
+    except OSError:
+        page = size = 0
+    if page and size % page:
+        found.append(f"truncated: the file is {size} B, not a whole number of {page}-byte pages "
+                     "(its last page is cut short)")
+    try:
+        checked = [str(m) for (m,) in con.execute(f"PRAGMA quick_check({QUICK_CHECK_MESSAGES})")]
     except sqlite3.DatabaseError as exc:
         if not _damaged(exc):
             raise
-        return [f"quick_check itself stopped: {exc}"]
-    if found == ["ok"]:
-        return []
+        return found + [f"quick_check itself stopped: {exc}"]
+    if checked == ["ok"]:
+        return found
     # One problem per line; SQLite prefixes the first with the database's name.
-    return [line for m in found for line in m.splitlines()
-            if line.strip() and not line.startswith("*** in database")]
+    return found + [line for m in checked for line in m.splitlines()
+                    if line.strip() and not line.startswith("*** in database")]
 
 
 def damage_message(path: PathLike, lost: Sequence[Unreadable], problems: Sequence[str]) -> str:
@@ -569,6 +591,9 @@ class Store:
                                  f"{exc.strerror or exc}") from None
         self._owner: str | None = None
         self._problems: list[str] = []
+        # Row ids the last read found unreadable: claim's write transaction never reads them,
+        # because a damaged page met inside a write transaction fails the rest of it.
+        self._lost: set[int] = set()
         try:
             self._con = sqlite3.connect(str(self.path), timeout=BUSY_TIMEOUT_S,
                                         isolation_level=None, check_same_thread=False)
@@ -588,12 +613,15 @@ class Store:
                     self._migrate(con)
             # Damage is found before anything is added: the warning names the rows that cannot
             # be read, which count as not measured (counts_by_key, claim).
-            self._problems = _quick_check(self._con)
+            self._problems = _quick_check(self._con, self.path)
             if self._problems:
-                _warn_damage(self.path, _scan(self._con, self.path)[1], self._problems)
+                self._read()
         except sqlite3.Error as exc:
             self._con.close()
             raise _store_error(self.path, exc, "be opened for writing") from None
+        except StoreError:
+            self._con.close()
+            raise
 
     def _init_schema(self) -> None:
         with self._transaction():
@@ -721,7 +749,8 @@ class Store:
         ``stale_after_s`` seconds. Returns the claim id, or None when nothing is left to do.
         """
         with self._write("claim a config"), self._transaction() as con:
-            rows = sum(_counts(row, unstable) for row in _rows_of_key(con, self.path, key))
+            rows = sum(_counts(row, unstable)
+                       for row in _rows_of_key(con, self.path, key, self._lost))
             live = 0
             now = time.time()
             for cid, owner, host, pid, when in con.execute(
@@ -764,6 +793,7 @@ class Store:
         """The rows that read back intact; a warning names the others."""
         with self._write("be read"):
             rows, lost = _scan(self._con, self.path)
+        self._lost = {u.rowid for u in lost if u.rowid is not None and u.cause != "unreachable"}
         _warn_damage(self.path, lost, self._problems)
         return [row for _, row in rows]
 
@@ -790,18 +820,14 @@ def _counts(row: dict[str, Any], unstable: bool) -> bool:
                             and stable == 0)
 
 
-def _rows_of_key(con: sqlite3.Connection, path: Path, key: str) -> list[dict[str, Any]]:
-    """The rows of one record key that read back intact (found through the key's index, then
-    read one by one, so a damaged page costs only its own rows)."""
+def _rows_of_key(con: sqlite3.Connection, path: Path, key: str, lost: set[int]) -> list[dict[str, Any]]:
+    """The rows of one record key that read back intact: found through the key's index, read one
+    by one, except the row ids in ``lost`` (known unreadable: not read again)."""
     out = []
     for (rowid,) in con.execute("SELECT id FROM records WHERE key = ?", (key,)).fetchall():
-        try:
-            raw = con.execute(f"SELECT {_ROW_COLUMNS} FROM records WHERE id = ?",
-                              (rowid,)).fetchone()
-        except sqlite3.DatabaseError as exc:
-            if not _damaged(exc):
-                raise
+        if rowid in lost:
             continue
+        raw = con.execute(f"SELECT {_ROW_COLUMNS} FROM records WHERE id = ?", (rowid,)).fetchone()
         row = _decode(path, raw)[0] if raw is not None else None
         if row is not None:
             out.append(row)
@@ -892,7 +918,7 @@ def _raw(path: Path) -> tuple[list[dict[str, Any]], list[Unreadable], list[str]]
     con = _open_ro(path)
     try:
         with _Guard(path, "be read"):
-            problems = _quick_check(con)
+            problems = _quick_check(con, path)
             rows, lost = _scan(con, path)
     finally:
         con.close()
