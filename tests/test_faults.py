@@ -930,3 +930,30 @@ def test_damaged_page_is_reported_by_status_and_a_resumed_sweep_measures_it_agai
     assert set(df["key"]) == set(keys) and len(df) == len(keys)  # each config once, intact
     again = cli("sweep", f, "--store", store, "--quiet", "--executor", "inprocess")
     assert again.returncode == 0 and "0 measured now" in again.stdout, again.stdout
+
+
+def test_structure_damage_without_lost_rows_is_a_status_group(tmp_path):
+    """A damaged free-list count (header bytes 36-39) loses no row but breaks the next page
+    allocation: quick_check finds it, status shows it (count 0), and a write fails with one
+    StoreError that names the way out, leaving every row."""
+    from paradnn.errors import ParadnnWarning, StoreError
+    from paradnn.status import failures
+
+    store = make_store(tmp_path / "r.db", n=12)
+    data = bytearray(store.read_bytes())
+    data[39] ^= 0xFF
+    store.write_bytes(bytes(data))
+    with pytest.warns(ParadnnWarning, match="quick_check found 1 problem"):
+        table = failures(store)
+    (group,) = table.to_dict("records")
+    assert group["status"] == "damaged" and group["count"] == 0 and "freelist" in group["error"]
+    assert group["next_command"] == f"paradnn merge {store} -o NEW.db"
+    with pytest.warns(ParadnnWarning), pytest.raises(StoreError, match="paradnn merge"):
+        with Store(store) as s:
+            s.add_rows([row(99 + i, time_utc=f"2027-01-01T00:00:{i:02d}+00:00") for i in range(40)])
+    merged = tmp_path / "new.db"
+    with pytest.warns(ParadnnWarning):
+        from paradnn.store import merge
+
+        assert merge([store], merged) == (12, 0)
+    assert len(load(merged)) == 12
