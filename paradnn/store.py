@@ -12,11 +12,15 @@ merging stores never duplicates a row and never drops a repeated measurement.
 A file that is not a paradnn store, or one written by a newer paradnn, raises
 :class:`~paradnn.errors.ParadnnError` before anything is written to it.
 
-Faults degrade gracefully (docs/reliability.md): a row whose content cannot be decoded is
-skipped with a :class:`~paradnn.errors.ParadnnWarning` naming it; a store on read-only media is
-read in SQLite's immutable mode; an SQLite failure (read-only file, full disk, corrupt file, a
+Faults degrade gracefully (docs/reliability.md): a store on read-only media is read in SQLite's
+immutable mode; an SQLite failure (read-only file, full disk, a file that cannot be opened, a
 lock held too long) becomes one :class:`~paradnn.errors.StoreError`, classified by SQLite's
-error code, after which every row committed before is still in the file.
+error code and, for a damaged file, by its header and length, after which every row committed
+before is still in the file. A store with damaged pages still loads: rows that do not read back
+intact (:class:`Unreadable`) are left out, counted and named in one
+:class:`~paradnn.errors.ParadnnWarning` per store, and count as not measured, so a sweep
+measures them again; ``PRAGMA quick_check`` runs on every load and when a store is opened for
+writing.
 """
 
 from __future__ import annotations
