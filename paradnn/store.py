@@ -136,9 +136,10 @@ def _store_error(path: Path, exc: sqlite3.Error, doing: str, opening: bool = Fal
                             "(a sweep resumes where it stopped)",
               _SQLITE_READONLY: "; read it with status/report/export, or copy it somewhere "
                                 "writable to add to it"}.get(code, "")
-    # A damaged header explains any failure (SQLite calls some of them read-only or a plain
-    # error), so it is looked for first; a sound file gives None.
-    found = _damage(path)
+    # A damaged header or length explains a file SQLite cannot open, calls corrupt, or takes as
+    # read-only (a file format version above 2); never a full disk, which leaves a file short of
+    # the pages its header already counts.
+    found = _damage(path) if opening or code in (*_DAMAGE_CODES, _SQLITE_READONLY) else None
     if found is not None:
         cause = found
     if opening and (found is not None or code in _DAMAGE_CODES):
