@@ -153,6 +153,33 @@ def _store_error(path: Path, exc: sqlite3.Error, doing: str, opening: bool = Fal
     return StoreError(f"store {path}: cannot {doing}: {cause}{advice}")
 
 
+# Store files this process has open for writing, by (device, inode), with how many Stores hold
+# each. SQLite locks a file with POSIX advisory locks, which belong to the process: closing ANY
+# descriptor of the file drops them all, and a writer in another process may then checkpoint and
+# delete the -wal file this process is still committing to, losing those commits
+# (https://www.sqlite.org/howtocorrupt.html, "Posix advisory locks canceled by a separate thread
+# doing close()"). So paradnn never opens such a file itself (_head), and reads page sizes
+# through SQLite (PRAGMA page_size) while a connection is open.
+_HELD: dict[tuple[int, int], int] = {}
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def _head(path: Path, size: int) -> bytes | None:
+    """The first ``size`` bytes of the file; None when a Store of this process holds it open
+    (reading it would drop that Store's locks, see _HELD), then it is a paradnn store anyway."""
+    if _HELD.get(_identity(path) or (-1, -1)):
+        return None
+    with open(path, "rb") as f:
+        return f.read(size)
+
+
 def _page_size(head: bytes) -> int:
     """The page size in B that an SQLite header (its first 100 bytes) gives; 0 if too short."""
     if len(head) < 18:
@@ -168,9 +195,10 @@ def _damage(path: Path) -> str | None:
     a file SQLite accepts."""
     try:
         size = path.stat().st_size
-        with open(path, "rb") as f:
-            head = f.read(_HEADER_BYTES)
+        head = _head(path, _HEADER_BYTES)
     except OSError:
+        return None
+    if head is None:
         return None
     if len(head) < _HEADER_BYTES:
         return f"truncated: the file is {size} B, shorter than SQLite's {_HEADER_BYTES}-byte header"
@@ -218,10 +246,11 @@ def _check_file(path: Path) -> str:
             # /dev/null, a FIFO, a socket: SQLite would "open" some of them and lose every row.
             raise ParadnnError(f"store {path}: is not a regular file, not a paradnn store "
                                "(an SQLite file); choose a file path")
-        with open(path, "rb") as f:
-            head = f.read(16)
+        head = _head(path, len(_SQLITE_MAGIC))
     except OSError as exc:
         raise StoreError(f"store {path}: cannot be read: {exc.strerror or exc}") from None
+    if head is None:
+        return "sqlite"  # a Store of this process has it open
     if not head:
         return "new"
     if head != _SQLITE_MAGIC and _SQLITE_MAGIC.startswith(head):
@@ -280,19 +309,25 @@ def _open_ro(path: Path) -> sqlite3.Connection:
     read-only media (or in a read-only folder) that file cannot be created, so the store is then
     opened immutable, with a warning: SQLite reads the main file as it is and assumes nobody
     writes it meanwhile (rows only in an uncheckpointed -wal file are not seen)."""
+    con = None
     try:
         con = sqlite3.connect(_uri(path, "mode=ro"), uri=True, timeout=BUSY_TIMEOUT_S)
         con.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
         return con
     except sqlite3.Error as exc:
+        if con is not None:
+            con.close()  # before _store_error reads the file's header (see _HELD)
         # A damaged or truncated file is a DatabaseError, not an OperationalError: both end here.
         code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
         if code not in (_SQLITE_READONLY, 14, 10):  # read-only, cannot open -shm, I/O
             raise _store_error(path, exc, "be read", opening=True) from None
+    con = None
     try:
         con = sqlite3.connect(_uri(path, "immutable=1"), uri=True, timeout=BUSY_TIMEOUT_S)
         con.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
     except sqlite3.Error as exc:
+        if con is not None:
+            con.close()
         raise _store_error(path, exc, "be read", opening=True) from None
     warnings.warn(f"store {path}: its folder or medium is read-only, so it was opened immutable "
                   "(rows still only in a -wal file are not seen)", ParadnnWarning, stacklevel=3)
@@ -455,10 +490,10 @@ def _quick_check(con: sqlite3.Connection, path: Path) -> list[str]:
     file is sound. quick_check reads every page once."""
     found = []
     try:
-        with open(path, "rb") as f:
-            page = _page_size(f.read(_HEADER_BYTES))
+        # From SQLite, not the file: this connection is open (see _HELD).
+        (page,) = con.execute("PRAGMA page_size").fetchone()
         size = path.stat().st_size
-    except OSError:
+    except (OSError, sqlite3.Error):
         page = size = 0
     if page and size % page:
         found.append(f"truncated: the file is {size} B, not a whole number of {page}-byte pages "
@@ -599,6 +634,7 @@ class Store:
         # Row ids the last read found unreadable: claim's write transaction never reads them,
         # because a damaged page met inside a write transaction fails the rest of it.
         self._lost: set[int] = set()
+        self._held: tuple[int, int] | None = None
         try:
             self._con = sqlite3.connect(str(self.path), timeout=BUSY_TIMEOUT_S,
                                         isolation_level=None, check_same_thread=False)
@@ -608,6 +644,9 @@ class Store:
             self._con.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
             # WAL: readers never block the writer and a killed writer leaves a consistent file.
             self._con.execute("PRAGMA journal_mode = WAL")
+            self._held = _identity(self.path)  # the file exists now
+            if self._held is not None:
+                _HELD[self._held] = _HELD.get(self._held, 0) + 1
             self._con.execute("PRAGMA synchronous = NORMAL")
             if kind in ("new", "empty"):
                 self._init_schema()
@@ -622,10 +661,10 @@ class Store:
             if self._problems:
                 self._read()
         except sqlite3.Error as exc:
-            self._con.close()
+            self.close()
             raise _store_error(self.path, exc, "be opened for writing") from None
         except StoreError:
-            self._con.close()
+            self.close()
             raise
 
     def _init_schema(self) -> None:
@@ -679,6 +718,11 @@ class Store:
         return _Guard(self.path, doing)
 
     def close(self) -> None:
+        if self._held is not None:
+            _HELD[self._held] -= 1
+            if not _HELD[self._held]:
+                del _HELD[self._held]
+            self._held = None
         self._con.close()
 
     def __enter__(self) -> "Store":

@@ -180,6 +180,38 @@ def test_concurrent_writers_lose_nothing(tmp_path):
     con.close()
 
 
+def test_reading_a_store_this_process_writes_keeps_its_locks(tmp_path):
+    """SQLite's locks belong to the process, and closing any descriptor of the file drops them:
+    if load() opened the file that an open Store holds, another process closing its connection
+    would take itself for the last one, checkpoint and delete the -wal file, and the Store's
+    next commit would go to the deleted file, unseen by every other process. load() and a
+    second Store in the same process must leave the first Store's locks alone."""
+    db = tmp_path / "r.db"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    add = textwrap.dedent("""
+        import sys
+        sys.path.insert(0, sys.argv[2])
+        from paradnn.store import Store
+        from test_store import record
+        with Store(sys.argv[1]) as s:
+            s.add(record(40))
+    """)
+    nodes = "import sys; from paradnn.store import load; print(sorted(load(sys.argv[1])['nodes']))"
+    with Store(db) as s:
+        s.add(record(32))
+        assert len(load(db)) == 1
+        with Store(db) as s2:
+            assert len(s2.rows()) == 1
+        done = subprocess.run([sys.executable, "-c", add, str(db), str(ROOT / "tests")], env=env,
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        s.add(record(33))
+        seen = subprocess.run([sys.executable, "-c", nodes, str(db)], env=env,
+                              capture_output=True, text=True, timeout=120)
+        assert seen.stdout.strip() == "[32, 33, 40]", seen.stderr
+    assert sorted(load(db)["nodes"]) == [32, 33, 40]
+
+
 def test_claims_split_work_and_dead_claims_expire(tmp_path):
     db = tmp_path / "c.db"
     with Store(db) as s1, Store(db) as s2:
