@@ -938,6 +938,7 @@ def test_structure_damage_without_lost_rows_is_a_status_group(tmp_path):
     StoreError that names the way out, leaving every row."""
     from paradnn.errors import ParadnnWarning, StoreError
     from paradnn.status import failures
+    from paradnn.store import merge
 
     store = make_store(tmp_path / "r.db", n=12)
     data = bytearray(store.read_bytes())
@@ -953,7 +954,5 @@ def test_structure_damage_without_lost_rows_is_a_status_group(tmp_path):
             s.add_rows([row(99 + i, time_utc=f"2027-01-01T00:00:{i:02d}+00:00") for i in range(40)])
     merged = tmp_path / "new.db"
     with pytest.warns(ParadnnWarning):
-        from paradnn.store import merge
-
         assert merge([store], merged) == (12, 0)
     assert len(load(merged)) == 12
