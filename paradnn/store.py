@@ -131,7 +131,8 @@ def _store_error(path: Path, exc: sqlite3.Error, doing: str, opening: bool = Fal
     ``opening``: the file could not even be opened, so no paradnn command can read it."""
     code = getattr(exc, "sqlite_errorcode", None)
     code = code & 0xFF if isinstance(code, int) else -1
-    cause = _SQLITE_CAUSES.get(code, f"SQLite error {getattr(exc, 'sqlite_errorname', type(exc).__name__)}")
+    name = getattr(exc, "sqlite_errorname", type(exc).__name__)
+    cause = _SQLITE_CAUSES.get(code, f"SQLite error {name}")
     advice = {_SQLITE_FULL: "; every row committed before is kept: free space and run again "
                             "(a sweep resumes where it stopped)",
               _SQLITE_READONLY: "; read it with status/report/export, or copy it somewhere "
@@ -382,7 +383,8 @@ def _text(value: Any) -> Any:
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
 
 
-def _decode(path: Path, raw: tuple[Any, Any, Any, Any]) -> tuple[dict[str, Any] | None, Unreadable | None]:
+def _decode(path: Path, raw: tuple[Any, Any, Any, Any]
+            ) -> tuple[dict[str, Any] | None, Unreadable | None]:
     """A stored row's dict (migrated to the current schema), or why it is unreadable."""
     rowid, key, t, text = raw
     key, t = _text(key), _text(t)
@@ -418,7 +420,8 @@ def _listed(con: sqlite3.Connection) -> dict[int, str | None]:
     return listed
 
 
-def _scan(con: sqlite3.Connection, path: Path) -> tuple[list[tuple[int, dict[str, Any]]], list[Unreadable]]:
+def _scan(con: sqlite3.Connection, path: Path
+          ) -> tuple[list[tuple[int, dict[str, Any]]], list[Unreadable]]:
     """(row id, row) of every row that reads back intact, in insertion order, and every row that
     does not. The table is read in row-id order; where SQLite cannot read on (a damaged page), the
     read resumes after the next row id the indexes list, so one damaged page costs only its own
@@ -869,7 +872,8 @@ def _counts(row: dict[str, Any], unstable: bool) -> bool:
                             and stable == 0)
 
 
-def _rows_of_key(con: sqlite3.Connection, path: Path, key: str, lost: set[int]) -> list[dict[str, Any]]:
+def _rows_of_key(con: sqlite3.Connection, path: Path, key: str,
+                 lost: set[int]) -> list[dict[str, Any]]:
     """The rows of one record key that read back intact: found through the key's index, read one
     by one, except the row ids in ``lost`` (known unreadable: not read again)."""
     out = []
