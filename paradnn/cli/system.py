@@ -17,6 +17,7 @@ import sys
 from typing import Any, Callable
 
 from paradnn.errors import SpecError
+from paradnn.store import check_store
 from paradnn.units import parse_int, si
 
 _FORCE_FLAG = "--xla_force_host_platform_device_count"
@@ -69,7 +70,11 @@ def _add_settings(p: argparse.ArgumentParser) -> None:
 
 
 def _add_common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--store", default=None, metavar="PATH", help="SQLite store to add the rows to (default: none; the rows are printed, not stored)")
+    from paradnn.cli import typed
+
+    # Checked while parsing (paradnn.store.check_store), so a damaged or foreign store is one
+    # line before the measurement, not after it.
+    p.add_argument("--store", default=None, metavar="PATH", type=typed(check_store), help="SQLite store to add the rows to (default: none; the rows are printed, not stored)")
     p.add_argument("--json", action="store_true", help="print exactly one JSON object")
 
 
