@@ -181,8 +181,10 @@ def differing_axes(base: pd.DataFrame, new: pd.DataFrame) -> dict[str, tuple[str
 def workload_join(df_a: pd.DataFrame, df_b: pd.DataFrame) -> list[str]:
     """The columns that say "the same workload" in A and in B, for a speedup of A over B: the
     workload fields both hold, without a workload axis (``dtype``, ``framework``) along which A
-    and B differ (:func:`differing_axes`). Two stores of TensorFlow and PyTorch runs join on
-    everything but ``framework``; float32 and bfloat16 rows on everything but ``dtype``."""
+    and B differ (:func:`differing_axes`'s rule). Two stores of TensorFlow and PyTorch runs join
+    on everything but ``framework``; float32 and bfloat16 rows on everything but ``dtype``.
+    When A and B differ in neither and both have ``workload_key`` (the hash of every workload
+    field), that one column."""
     both = set(_filled(df_a)) & set(_filled(df_b))
     on = [c for c in WORKLOAD_FIELDS if c in both]
     drop: set[str] = set()
@@ -190,6 +192,8 @@ def workload_join(df_a: pd.DataFrame, df_b: pd.DataFrame) -> list[str]:
         cols = [c for c in _FIXED_AXIS_COLUMNS[name] if c in on]
         if cols and not set(config_keys(df_a, cols)) & set(config_keys(df_b, cols)):
             drop.update(cols)
+    if not drop and "workload_key" in df_a.columns and "workload_key" in df_b.columns:
+        return ["workload_key"]
     return [c for c in on if c not in drop]
 
 
