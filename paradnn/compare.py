@@ -27,11 +27,11 @@ from typing import Any, Mapping, Sequence, Union
 import numpy as np
 import pandas as pd
 
-from paradnn.analysis._common import fmt, workload_label
+from paradnn.analysis._common import fmt
 from paradnn.analysis.compare import (
     AXES, DEFAULT_ALPHA, DEFAULT_THRESHOLD, LEVEL, VERDICTS, CompareResult, axis_columns,
-    benjamini_hochberg, change_points, compare_frames, config_columns, config_keys, parse_axes,
-    side_of,
+    benjamini_hochberg, change_points, compare_frames, config_columns, config_keys, config_label,
+    parse_axes, side_of,
     verdict,
 )
 from paradnn.errors import ParadnnError
@@ -172,6 +172,66 @@ def _short(revision: Any) -> str:
     return text
 
 
+def _measured(df: pd.DataFrame, what: str) -> pd.DataFrame:
+    rows = df[(df["status"] == "ok") & (pd.to_numeric(df["step_time_s"], errors="coerce") > 0)] \
+        if "status" in df.columns and "step_time_s" in df.columns else df.iloc[0:0]
+    if rows.empty:
+        raise ParadnnError(f"{what}: no ok rows with a step time; allowed: a store with measured "
+                           "records")
+    return rows
+
+
+@dataclass(frozen=True)
+class Versions:
+    """The versions of a set of rows, oldest first: ``columns`` that make a version, one
+    ``labels`` entry per version (short revision and the software values that change),
+    ``revisions``, ``first_utc`` (ISO time of its first record) and, per row, ``index`` (its
+    version's position)."""
+
+    columns: list[str]
+    labels: list[str]
+    revisions: list[Any]
+    first_utc: list[str | None]
+    index: list[int]
+
+
+def versions_of(rows: pd.DataFrame, axes: Sequence[str] = HISTORY_AXES) -> Versions:
+    """Split ``rows`` into versions: one per combination of the values of the ``axes``
+    columns (:data:`paradnn.analysis.compare.AXES`), ordered by the time of its first record."""
+    cols_of = axis_columns([c for c in rows.columns if rows[c].notna().any()])
+    vcols = [c for a in axes for c in cols_of[a]]
+    if not vcols:
+        raise ParadnnError(f"compare --history: the rows have no {', '.join(axes)} columns; "
+                           "allowed: records that carry paradnn_revision or software versions")
+    vkeys = config_keys(rows, vcols)
+    times = pd.to_datetime(rows["time_utc"], utc=True, format="ISO8601", errors="coerce") \
+        if "time_utc" in rows.columns else pd.Series(pd.NaT, index=rows.index)
+    first: dict[tuple, Any] = {}
+    for k, t in zip(vkeys, times):
+        if k not in first or (pd.notna(t) and (pd.isna(first[k]) or t < first[k])):
+            first[k] = t
+    order = sorted(first, key=lambda k: (pd.isna(first[k]),
+                                         first[k] if pd.notna(first[k]) else 0, str(k)))
+    position = {k: i for i, k in enumerate(order)}
+    varying = [c for j, c in enumerate(vcols) if len({k[j] for k in order}) > 1]
+
+    def label(k: tuple) -> str:
+        parts = []
+        for c in varying:
+            v = k[vcols.index(c)]
+            if c == "paradnn_revision":
+                parts.insert(0, _short(v))
+            elif v is not None and c != "paradnn_version":
+                parts.append(f"{c.replace('_version', '')} {fmt(v)}")
+        return ", ".join(parts) or "the only version"
+
+    rev = vcols.index("paradnn_revision") if "paradnn_revision" in vcols else None
+    return Versions(vcols, [label(k) for k in order],
+                    [k[rev] if rev is not None else None for k in order],
+                    [first[k].isoformat() if pd.notna(first[k]) else None for k in order],
+                    [position[k] for k in vkeys])
+
+
 def history(source: Source, *, where: Where = None, axes: str | Sequence[str] = HISTORY_AXES,
             threshold: float = DEFAULT_THRESHOLD, alpha: float = DEFAULT_ALPHA,
             level: float = LEVEL) -> History:
@@ -187,51 +247,19 @@ def history(source: Source, *, where: Where = None, axes: str | Sequence[str] = 
     :func:`paradnn.analysis.compare.verdict` (``threshold``, ``alpha``).
     """
     chosen = parse_axes(axes) or HISTORY_AXES
-    df = select(_frame(source, "the store"), where, "where")
-    rows = df[(df["status"] == "ok") & (pd.to_numeric(df["step_time_s"], errors="coerce") > 0)] \
-        if "status" in df.columns else df
-    if rows.empty:
-        raise ParadnnError("compare --history: no ok rows with a step time; allowed: a store with "
-                           "measured records")
-    filled = [c for c in rows.columns if rows[c].notna().any()]
-    cols_of = axis_columns(filled)
-    vcols = [c for a in chosen for c in cols_of[a]]
-    if not vcols:
-        raise ParadnnError(f"compare --history: the rows have no {', '.join(chosen)} columns; "
-                           "allowed: records that carry paradnn_revision or software versions")
-    ccols = [c for c in config_columns(filled) if c not in vcols]
-    vkeys = config_keys(rows, vcols)
+    rows = _measured(select(_frame(source, "the store"), where, "where"), "compare --history")
+    v = versions_of(rows, chosen)
+    ccols = [c for c in config_columns([c for c in rows.columns if rows[c].notna().any()])
+             if c not in v.columns]
     ckeys = config_keys(rows, ccols)
-    times = pd.to_datetime(rows["time_utc"], utc=True, format="ISO8601", errors="coerce") \
-        if "time_utc" in rows.columns else pd.Series(pd.NaT, index=rows.index)
-    first: dict[tuple, pd.Timestamp] = {}
-    for k, t in zip(vkeys, times):
-        if k not in first or (pd.notna(t) and (pd.isna(first[k]) or t < first[k])):
-            first[k] = t
-    order = sorted(first, key=lambda k: (pd.isna(first[k]), first[k] if pd.notna(first[k]) else 0, str(k)))
-    index = {k: i for i, k in enumerate(order)}
-    varying = [c for j, c in enumerate(vcols) if len({k[j] for k in order}) > 1]
-
-    def label(k: tuple) -> str:
-        parts = []
-        for c in varying:
-            v = k[vcols.index(c)]
-            if c == "paradnn_revision":
-                parts.insert(0, _short(v))
-            elif v is not None:
-                parts.append(f"{c.replace('_version', '')} {fmt(v)}")
-        return ", ".join(parts) or "the only version"
-
+    index, order = v.index, v.labels
     by_config: dict[tuple, dict[int, list[int]]] = {}
-    for pos, (ck, vk) in enumerate(zip(ckeys, vkeys)):
-        by_config.setdefault(ck, {}).setdefault(index[vk], []).append(pos)
+    for pos, (ck, vi) in enumerate(zip(ckeys, index)):
+        by_config.setdefault(ck, {}).setdefault(vi, []).append(pos)
     versions = pd.DataFrame({
-        "version": [label(k) for k in order],
-        "revision": [k[vcols.index("paradnn_revision")] if "paradnn_revision" in vcols else None
-                     for k in order],
-        "first_utc": [first[k].isoformat() if pd.notna(first[k]) else None for k in order],
-        "configs": [sum(1 for v in by_config.values() if i in v) for i in range(len(order))],
-        "runs": [sum(1 for vk in vkeys if index[vk] == i) for i in range(len(order))],
+        "version": order, "revision": v.revisions, "first_utc": v.first_utc,
+        "configs": [sum(1 for per in by_config.values() if i in per) for i in range(len(order))],
+        "runs": [index.count(i) for i in range(len(order))],
     })
     notes: list[str] = []
     if len(order) < 2:
@@ -248,7 +276,7 @@ def history(source: Source, *, where: Where = None, axes: str | Sequence[str] = 
         sample = rows.iloc[per[idx[0]][0]]
         for st in change_points(sides, alpha=alpha, level=level):
             row = {c: sample[c] for c in shown}
-            row.update(label=workload_label(sample), index=idx[st.index],
+            row.update(label=config_label(sample, shown), index=idx[st.index],
                        version=versions["version"][idx[st.index]],
                        previous=versions["version"][idx[st.index - 1]],
                        ratio=st.ratio, ci_low=st.ci_low, ci_high=st.ci_high, p=st.p,

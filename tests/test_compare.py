@@ -466,3 +466,50 @@ def test_speedup_of_two_framework_stores_joins_without_the_framework(tmp_path):
                               dtype=dtype))
     assert main(["plot", "speedup", str(tmp_path / "mixed.db"), "--a", "dtype=bfloat16", "--b",
                  "dtype=float32", "-o", str(tmp_path / "dt.png")]) == 0
+
+
+# -- the heat map and the report section ------------------------------------------------------
+
+def test_heatmap_hatches_the_cells_that_did_not_change(tmp_path):
+    from matplotlib.patches import Rectangle
+
+    from paradnn.plots_compare import HATCH, compare_heatmap, heat_table
+
+    planted = lambda n, b: b <= 16  # noqa: E731
+    base = _grid_store(tmp_path / "base.db", seed=80)
+    _plant_copy(base, tmp_path / "new.db", seed=81, planted=planted)
+    r = paradnn.compare(base, tmp_path / "new.db")
+    cells = heat_table(r, "nodes", "batch")
+    assert len(cells) == 16 and (cells["configs"] == 1).all()
+    assert (~cells.loc[cells["batch"] <= 16, "hatched"]).all()  # the planted slowdown
+    # Hatched: exactly the configs whose change is not significant (a 2% shift of a tight
+    # config can be significant without being a regression: not hatched either).
+    q = r.table.set_index(["nodes", "batch"])["q"]
+    assert list(cells["hatched"]) == [bool(q[(n, b)] >= r.alpha) for n, b in zip(cells["nodes"], cells["batch"])]
+    assert cells["hatched"].any()
+    fig = compare_heatmap(r)  # default axes: nodes (x) against batch (y)
+    ax = fig.axes[0]
+    assert ax.get_xlabel().startswith("nodes") and ax.get_ylabel().startswith("batch")
+    hatched = [p for p in ax.patches if isinstance(p, Rectangle) and p.get_hatch() == HATCH]
+    assert len(hatched) == int(cells["hatched"].sum())
+    assert main(["compare", str(base), str(tmp_path / "new.db"), "--plot", str(tmp_path / "h.png")]) == 1
+    assert (tmp_path / "h.png").stat().st_size > 10_000
+    assert main(["compare", str(base), str(tmp_path / "new.db"), "--plot", str(tmp_path / "x.png"),
+                 "--x", "cell"]) == 2
+
+
+def test_report_section_compares_the_two_newest_versions(tmp_path):
+    from paradnn.compare_report import section
+
+    df = load(_history_store(tmp_path / "h.db", step_at=3))
+    items, needs = section(df)
+    assert needs == "" and len(items) == 3
+    caption, figure, _ = items[0]
+    assert caption.startswith("d300000000 against c200000000 (revision") and "4 regression(s)" in caption
+    assert "nodes >= 256" in caption
+    assert figure().axes[0].get_title(loc="left").startswith("fc:")
+    table = items[1][2]
+    assert (table["verdict"] == "regression").sum() == 4 and "ratio (x, NEW/BASE step time)" in table
+    assert list(items[2][2]["at version"].unique()) == ["d300000000"]
+    items, needs = section(load(_grid_store(tmp_path / "one.db", seed=90)))
+    assert items == [] and "paradnn merge" in needs

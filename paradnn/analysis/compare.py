@@ -269,6 +269,16 @@ def join_columns(base: pd.DataFrame, new: pd.DataFrame,
             if n > 1:
                 notes.append(f"{side} holds {n} values of {a} ({_value_label(config_keys(df, cols), cols)}); "
                              "their runs of one config are pooled")
+    for a, cols in cols_of.items():
+        cols = [c for c in cols if c in on]
+        if a in chosen or not cols:
+            continue
+        va, vb = set(config_keys(base, cols)), set(config_keys(new, cols))
+        if va != vb and (len(va) > 1 or len(vb) > 1):
+            # The sides share some values of this axis but not all: the join keeps only rows
+            # whose value is on both sides (a pooled side with two revisions, say).
+            notes.append(f"BASE holds {_value_label(va, cols)} and NEW {_value_label(vb, cols)} "
+                         f"of {a}: only rows with a value on both sides are matched")
     if ignored:
         notes.append("configuration columns with values on one side only are not joined on: "
                      + ", ".join(ignored))
