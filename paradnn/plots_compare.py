@@ -136,8 +136,10 @@ def compare_heatmap(result: CompareResult, x: str | None = None, y: str | None =
             ax.set_ylabel(label(y) if y else "")
             ax.set_title(f"{fam}: NEW/BASE step time per config", loc="left")
         sm = fig.colorbar(ScalarMappable(norm=norm, cmap=cmap), ax=list(axes), shrink=0.9, pad=0.01)
-        ticks = [t for t in (0.25, 0.5, 0.8, 0.9, 1.0, 1.1, 1.25, 2.0, 4.0) if abs(math.log(t)) <= span]
-        sm.set_ticks([math.log(t) for t in ticks], labels=[f"{t:g}x" for t in ticks])
+        ticks = [t for t in (0.25, 0.5, 1.0, 2.0, 4.0) if abs(math.log(t)) <= span]
+        if len(ticks) < 3:  # a narrow scale: mark the threshold on both sides instead
+            ticks = [1 / result.threshold, 1.0, result.threshold]
+        sm.set_ticks([math.log(t) for t in ticks], labels=[f"{t:.3g}x" for t in ticks])
         sm.set_label("NEW / BASE step time (x; above 1 is slower)")
         axes[0].legend(handles=[Patch(facecolor="white", edgecolor="0.45", hatch=HATCH,
                                       label=f"not significant (q >= {result.alpha:g} in most of "

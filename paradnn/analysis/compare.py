@@ -771,7 +771,8 @@ TREE_DEPTH = 2
 class Localisation:
     """Where the change lives: ``sentence`` (one or two sentences for the user) and
     ``regions``: one row per leaf of the tree (``region`` text, ``configs``, ``ratio`` (x,
-    geometric mean), ``half_width`` (relative, 95% of the mean), ``changed`` (bool), ``verdicts``
+    geometric mean), ``half_width`` (half the 95% interval of the region's mean ratio, in the
+    sentence's unit: 0.02 reads "+/- 2%"), ``changed`` (bool), ``verdicts``
     (counts), ``bound`` (composition text))."""
 
     sentence: str
@@ -924,7 +925,9 @@ def localise(table: pd.DataFrame, threshold: float = DEFAULT_THRESHOLD,
         rows.append({
             "region": _describe(conds, table, idx) if conds else "all configs",
             "configs": len(idx), "ratio": math.exp(mean),
-            "half_width": math.expm1(hw) if np.isfinite(hw) else math.nan,
+            # In the units the sentence uses: percentage points of the change (/100), half the
+            # width of exp(mean +/- hw), which is not symmetric about exp(mean).
+            "half_width": (math.exp(mean + hw) - math.exp(mean - hw)) / 2 if np.isfinite(hw) else math.nan,
             "changed": bool(moved * 2 > len(idx)),
             "regressions": int((table["verdict"].iloc[idx] == "regression").sum()) if "verdict" in table else 0,
             "significant": moved, "bound": _bound_text(bounds),

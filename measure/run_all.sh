@@ -1,0 +1,27 @@
+#!/bin/bash
+# The compare measurements of docs/compare.md, one sweep after another, A and B interleaved in
+# time. Each sweep runs from a clean clone of one commit (/tmp/compare-src/<rev>), so its rows
+# carry that commit as paradnn_revision and editing the worktree meanwhile changes nothing.
+set -u
+W=/work/wt/compare
+cd $W
+M=measure
+run() {  # run NAME REV [taskset cores] [yaml]
+  local name=$1 rev=$2 cores=${3:-} yaml=${4:-$M/ab.yaml}
+  local pre=""
+  [ -n "$cores" ] && pre="taskset -c $cores"
+  echo "$(date -u +%FT%TZ) start $name rev=$rev cores=${cores:-all} yaml=$yaml load=$(cut -d' ' -f1 /proc/loadavg)"
+  # Run inside the clone: `python -m` puts the working directory first on sys.path.
+  (cd /tmp/compare-src/$rev && PYTHONPATH=/tmp/compare-src/$rev $pre /work/venv/bin/python \
+    -m paradnn sweep $W/$yaml --store $W/$M/$name.db --cache-dir $W/$M/xla-cache --quiet)
+  echo "$(date -u +%FT%TZ) end $name rc=$?"
+}
+R=1dc8abf
+for i in 1 2 3; do
+  run aa$i $R
+  run bf$i $R "" $M/ab_bf16.yaml
+  run one$i $R 0
+done
+for i in 4 5 6; do run aa$i $R; done
+run old1 f953315
+run old2 f953315
