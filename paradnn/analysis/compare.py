@@ -771,8 +771,9 @@ TREE_DEPTH = 2
 class Localisation:
     """Where the change lives: ``sentence`` (one or two sentences for the user) and
     ``regions``: one row per leaf of the tree (``region`` text, ``configs``, ``ratio`` (x,
-    geometric mean), ``half_width`` (half the 95% interval of the region's mean ratio, in the
-    sentence's unit: 0.02 reads "+/- 2%"), ``changed`` (bool), ``verdicts``
+    geometric mean) with ``ci_low``/``ci_high`` (x, 95% interval of the region's mean, a t
+    interval over its configs' log ratios; a single config's own interval), ``changed`` (bool),
+    ``regressions``, ``significant`` (configs with q < alpha in the region's direction)
     (counts), ``bound`` (composition text))."""
 
     sentence: str
@@ -832,7 +833,7 @@ def _best_split(y: np.ndarray, idx: np.ndarray, feats: list[_Feature], min_leaf:
     return best
 
 
-def _describe(conds: list[tuple[_Feature, bool]], rows: pd.DataFrame, feats_idx: np.ndarray) -> str:
+def _describe(conds: list[tuple[_Feature, bool]], feats_idx: np.ndarray) -> str:
     """A region as words, from the conditions on its path and the values its configs hold."""
     parts: list[str] = []
     named_binary: dict[str, str] = {}
@@ -869,8 +870,20 @@ def _mean_halfwidth(logs: np.ndarray) -> float:
     return float(t * np.std(logs, ddof=1) / math.sqrt(len(logs)))
 
 
-def _pct(ratio: float) -> str:
-    return f"{abs(ratio - 1) * 100:.0f}%"
+#: From this factor on, a change reads as a factor (2.1x) rather than a percentage.
+_AS_FACTOR = 1.5
+
+
+def _change(ratio: float, low: float, high: float) -> str:
+    """A region's change as the sentence says it: the change of the step time in percent of
+    BASE's, ``9% +/- 2%`` (the +/- is half the 95% interval of the region's mean, in
+    percentage points), or from :data:`_AS_FACTOR` on as a factor, ``2.05x +/- 0.10x`` (a
+    speedup as BASE/NEW)."""
+    known = np.isfinite(low) and np.isfinite(high)
+    if ratio >= _AS_FACTOR or ratio <= 1 / _AS_FACTOR:
+        f, lo, hi = (ratio, low, high) if ratio > 1 else (1 / ratio, 1 / high, 1 / low)
+        return f"{f:.2f}x" + (f" +/- {(hi - lo) / 2:.2f}x" if known else "")
+    return f"{abs(ratio - 1) * 100:.0f}%" + (f" +/- {(high - low) * 50:.0f}%" if known else "")
 
 
 def localise(table: pd.DataFrame, threshold: float = DEFAULT_THRESHOLD,
@@ -884,7 +897,8 @@ def localise(table: pd.DataFrame, threshold: float = DEFAULT_THRESHOLD,
     (``q < alpha``) in the direction of its mean. The sentence names the changed regions with
     their geometric-mean change and its 95% half-width, their roofline class, and "no change
     elsewhere"."""
-    cols = ["region", "configs", "ratio", "half_width", "changed", "regressions", "significant", "bound"]
+    cols = ["region", "configs", "ratio", "ci_low", "ci_high", "changed", "regressions",
+            "significant", "bound"]
     if table.empty:
         return Localisation("No config was compared.", pd.DataFrame(columns=cols))
     y = np.log(table["ratio"].to_numpy(dtype=float))
@@ -923,11 +937,10 @@ def localise(table: pd.DataFrame, threshold: float = DEFAULT_THRESHOLD,
         moved = int((sig[idx] & direction).sum())
         bounds = table["bound"].iloc[idx] if "bound" in table.columns else pd.Series(dtype=object)
         rows.append({
-            "region": _describe(conds, table, idx) if conds else "all configs",
+            "region": _describe(conds, idx) if conds else "all configs",
             "configs": len(idx), "ratio": math.exp(mean),
-            # In the units the sentence uses: percentage points of the change (/100), half the
-            # width of exp(mean +/- hw), which is not symmetric about exp(mean).
-            "half_width": (math.exp(mean + hw) - math.exp(mean - hw)) / 2 if np.isfinite(hw) else math.nan,
+            "ci_low": math.exp(mean - hw) if np.isfinite(hw) else math.nan,
+            "ci_high": math.exp(mean + hw) if np.isfinite(hw) else math.nan,
             "changed": bool(moved * 2 > len(idx)),
             "regressions": int((table["verdict"].iloc[idx] == "regression").sum()) if "verdict" in table else 0,
             "significant": moved, "bound": _bound_text(bounds),
@@ -968,12 +981,11 @@ def _sentence(regions: pd.DataFrame, n: int, n_sig: int, threshold: float) -> st
     parts = []
     for r in changed.itertuples():
         word = "Slower" if r.ratio > 1 else "Faster"
-        hw = f" +/- {r.half_width * 100:.0f}%" if np.isfinite(r.half_width) else ""
         where = "across all configs" if r.region == "all configs" else f"in {r.region}"
         beyond = "" if abs(math.log(r.ratio)) >= math.log(threshold) else \
             f", within the {threshold:g}x threshold"
-        parts.append(f"{word if not parts else word.lower()} by {_pct(r.ratio)}{hw} {where} "
-                     f"({r.configs} configs, {r.bound}{beyond})")
+        parts.append(f"{word if not parts else word.lower()} by {_change(r.ratio, r.ci_low, r.ci_high)} "
+                     f"{where} ({r.configs} configs, {r.bound}{beyond})")
     text = "; ".join(parts)
     rest = regions[~regions["changed"]]
     if len(rest):
