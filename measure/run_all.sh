@@ -16,12 +16,17 @@ run() {  # run NAME REV [taskset cores] [yaml]
     -m paradnn sweep $W/$yaml --store $W/$M/$name.db --cache-dir $W/$M/xla-cache --quiet)
   echo "$(date -u +%FT%TZ) end $name rc=$?"
 }
+# Every run pinned to core 0: on this shared 2-core host, a run whose XLA thread pool spans both
+# cores waits for whichever core a neighbour holds, and identical runs then differ up to 7x
+# (measure/v3, docs/compare.md); pinned runs differ far less.
+C=0
 R=1dc8abf
-for i in 1 2 3; do
-  run aa$i $R
-  run bf$i $R "" $M/ab_bf16.yaml
-  run one$i $R 0
+run old1 f953315 $C
+run old2 f953315 $C
+for i in 1 2 3 4; do
+  run aa$i $R $C
+  run bf$i $R $C $M/ab_bf16.yaml
+  run pl$i planted $C
 done
-for i in 4 5 6; do run aa$i $R; done
-run old1 f953315
-run old2 f953315
+run aa5 $R $C
+run aa6 $R $C

@@ -119,6 +119,39 @@ def test_hodges_lehmann_recovers_a_shift_and_its_interval_covers_it():
     assert AC.hodges_lehmann([1.0, 2.0], [3.0, 5.0])[1:] == (1.0, 4.0)
 
 
+def test_student_t_matches_scipy():
+    stats = pytest.importorskip("scipy.stats")
+    for t, df in ((2.0, 3), (0.5, 1), (5.0, 20), (1.2, 2.5), (30.0, 4), (0.0, 7)):
+        assert AC.t_two_sided(t, df) == pytest.approx(2 * stats.t.sf(t, df), rel=1e-9, abs=1e-15)
+    for level, df in ((0.95, 2), (0.99, 5), (0.9, 40)):
+        assert AC.t_quantile(level, df) == pytest.approx(stats.t.ppf(0.5 + level / 2, df), rel=1e-9)
+
+
+def _side(rng, run_medians, calls: int = 30, spread: float = 0.02) -> AC.Side:
+    runs = tuple(m * np.exp(rng.normal(0, spread, calls)) for m in run_medians)
+    med = np.array([np.median(r) for r in runs])
+    return AC.Side(runs, med, med * 0.99, med * 1.01, np.full(len(runs), spread))
+
+
+def test_runs_are_the_unit_when_repeats_exist():
+    """Three runs a side, each run's calls tight (2%): a machine that is fast in some runs and
+    3x slower in others makes the per-call test significant, but not the test of the runs, so
+    the config is inconclusive; runs that agree with each other make a 1.5x change a
+    regression on both tests."""
+    rng = np.random.default_rng(9)
+    base, new = _side(rng, [1e-3, 1e-3, 3e-3]), _side(rng, [3e-3, 3e-3, 1e-3])
+    assert AC.mann_whitney(np.log(base.samples), np.log(new.samples)) < 1e-4
+    est = AC.compare_samples(base, new)
+    assert est.method == "samples+runs" and est.p > 0.05
+    assert AC.verdict(est.ratio, est.ci_low, est.ci_high, est.p, est.noise) == "inconclusive"
+    base, new = _side(rng, [1.00e-3, 1.02e-3, 0.99e-3]), _side(rng, [1.50e-3, 1.52e-3, 1.49e-3])
+    est = AC.compare_samples(base, new)
+    assert est.method == "samples+runs" and est.p < 1e-3 and 1.4 < est.ci_low < est.ratio < est.ci_high < 1.6
+    assert AC.verdict(est.ratio, est.ci_low, est.ci_high, est.p, est.noise) == "regression"
+    one = AC.compare_samples(_side(rng, [1e-3]), _side(rng, [1.5e-3]))
+    assert one.method == "samples"  # one run a side: nothing to test the runs with
+
+
 def test_timing_keeps_per_call_times_as_a_metric_and_the_store_round_trips_them(tmp_path):
     assert METRICS["step_times_s"][0] == "s"
     t = Timing(np.array([0.0123456789, 0.011, 0.012]), 1.0, 4, 1, 0.1, 0.02, 1.0)
