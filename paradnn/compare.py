@@ -326,10 +326,12 @@ def _ordered(table: pd.DataFrame) -> pd.DataFrame:
         ["_r", "ratio"], ascending=[True, False], kind="mergesort").drop(columns="_r")
 
 
-_METHOD_TEXT = ("ratio: NEW/BASE median step time (x; above 1 is slower), Hodges-Lehmann estimate "
-                "on the per-call step times with its {level:.0%} distribution-free interval; p: "
-                "two-sided Mann-Whitney test; q: Benjamini-Hochberg over the configs compared; "
-                "noise: the config's own relative spread; step times in ms (median of the runs)")
+_METHOD_TEXT = ("ratio: NEW/BASE step time (x; above 1 is slower), Hodges-Lehmann estimate on the "
+                "per-call step times with its {level:.0%} distribution-free interval (with repeats, "
+                "widened to the t interval of the runs' medians); p: two-sided Mann-Whitney test of "
+                "the calls (with repeats, also a t test of the runs: the larger p); q: "
+                "Benjamini-Hochberg over the configs compared; noise: the config's own relative "
+                "spread; step times in ms (median of the runs)")
 
 
 def text(result: CompareResult, rows: int | None = None) -> str:
