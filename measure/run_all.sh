@@ -21,12 +21,12 @@ run() {  # run NAME REV [taskset cores] [yaml]
 # (measure/v3, docs/compare.md); pinned runs differ far less.
 C=0
 R=1dc8abf
-run old1 f953315 $C
-run old2 f953315 $C
-for i in 1 2 3 4; do
+# Rounds, each running every variant once, so that the host's load, which drifts over minutes,
+# falls on every side alike: the old revision (no per-call times), the code under test, the
+# planted regression, and (rounds 1-4) bfloat16.
+for i in 1 2 3 4 5 6; do
+  run old$i f953315 $C
   run aa$i $R $C
-  run bf$i $R $C $M/ab_bf16.yaml
   run pl$i planted $C
+  [ $i -le 4 ] && run bf$i $R $C $M/ab_bf16.yaml
 done
-run aa5 $R $C
-run aa6 $R $C

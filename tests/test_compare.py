@@ -228,9 +228,10 @@ def test_a_noisy_config_is_inconclusive_not_a_regression(tmp_path):
     assert all(v[n] == "regression" for n in NODES if n != 512)
 
 
-def test_a_slow_repeat_raises_the_noise_floor(tmp_path):
-    """Two runs of BASE disagree by 3x (a neighbour took the CPU during one): the config's noise
-    floor is that range, so a 1.5x difference from NEW is inconclusive, not a regression."""
+def test_a_slow_repeat_makes_the_config_inconclusive():
+    """Two runs of BASE disagree by 3x (a neighbour took the CPU during one): the runs' test
+    and the config's noise floor (the runs' spread) see it, so a 1.7x difference from NEW is
+    inconclusive, not a regression, however tight each run's calls are."""
     rng = np.random.default_rng(4)
     base = AC.Side((_samples(rng, 1e-3, 40), _samples(rng, 3e-3, 12)), np.array([1e-3, 3e-3]),
                    np.array([0.99e-3, 2.9e-3]), np.array([1.01e-3, 3.1e-3]), np.array([0.04, 0.04]))
@@ -239,8 +240,8 @@ def test_a_slow_repeat_raises_the_noise_floor(tmp_path):
     # Each run counts once: the pool holds 12 calls of each BASE run, not 40 fast and 12 slow.
     assert len(base.samples) == 24
     est = AC.compare_samples(base, new)
-    assert est.noise == pytest.approx(2.0, rel=0.05)
-    assert AC.verdict(est.ratio, est.ci_low, est.ci_high, 0.001, est.noise) == "inconclusive"
+    assert est.method == "samples+runs" and est.p > 0.2 and est.noise > 1.0
+    assert AC.verdict(est.ratio, est.ci_low, est.ci_high, est.p, est.noise) == "inconclusive"
 
 
 def test_a_over_a_has_no_regression_over_many_seeds(tmp_path):

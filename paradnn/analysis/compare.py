@@ -534,9 +534,10 @@ def _side_noise(s: Side) -> float:
         parts.extend(v for v in s.cvs if np.isfinite(v))
     if s.runs >= 2:
         # Repeats: how far the runs' medians disagree is noise the per-call test cannot see
-        # (calls of one run share the machine's state while it ran): the whole range counts,
-        # so one run slowed by a neighbour raises the floor instead of being voted down.
-        parts.append(float(np.max(s.medians) / np.min(s.medians) - 1.0))
+        # (calls of one run share the machine's state while it ran). Robust, like the calls'
+        # spread: one run slowed by a neighbour is the t test of the runs' business (it widens
+        # its interval), not a reason to deny every change smaller than that run's slowdown.
+        parts.append(relative_spread(s.medians))
     finite = [v for v in parts if np.isfinite(v)]
     return max(finite) if finite else math.nan
 
@@ -822,7 +823,14 @@ def compare_frames(base: pd.DataFrame, new: pd.DataFrame, axes: str | Sequence[s
                      f"on the two sides, e.g. {k_differs[0]}: a different compiled program, whose "
                      "per-step time differs by itself on some platforms; fix steps_per_call in "
                      "the sweep to compare like with like")
-    few = int(((table["n_base"] < 3) | (table["n_new"] < 3)).sum())
+    sampled = table["method"] != "ci"
+    few = int((sampled & ((table["n_base"] < 3) | (table["n_new"] < 3))).sum())
+    single = int((sampled & (table["runs_base"] == 1) & (table["runs_new"] == 1)).sum())
+    if single:
+        notes.append(f"{single} config(s) have one run a side: run-to-run noise is unknown, so "
+                     "only the calls are tested, and on a busy host a whole run can be slower "
+                     "with tight calls (docs/compare.md measures the false positives); measure "
+                     "both sides with --repeat 3 and compare the pooled runs")
     if few:
         notes.append(f"{few} config(s) have fewer than 3 samples on a side: no test can find a "
                      "change there (inconclusive at best); time more calls (--min-calls)")
