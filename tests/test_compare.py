@@ -230,7 +230,7 @@ def test_a_noisy_config_is_inconclusive_not_a_regression(tmp_path):
 
 def test_a_slow_repeat_makes_the_config_inconclusive():
     """Two runs of BASE disagree by 3x (a neighbour took the CPU during one): the runs' test
-    and the config's noise floor (the runs' spread) see it, so a 1.7x difference from NEW is
+    and the config's noise floor (the runs' spread) see it, so NEW's 2.5 ms against them is
     inconclusive, not a regression, however tight each run's calls are."""
     rng = np.random.default_rng(4)
     base = AC.Side((_samples(rng, 1e-3, 40), _samples(rng, 3e-3, 12)), np.array([1e-3, 3e-3]),
