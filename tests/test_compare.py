@@ -300,6 +300,27 @@ def test_the_axis_that_differs_is_found_and_named(tmp_path):
     assert paradnn.compare(a, b).join.axes == ("settings",)
 
 
+def test_two_selections_of_one_store(tmp_path, capsys):
+    rng = np.random.default_rng(12)
+    with Store(tmp_path / "mixed.db") as s:
+        for dtype, slow in (("float32", 1.0), ("bfloat16", 1.5)):
+            for n in NODES:
+                s.add(_record(FC(2, n, 64, 10), 64, _samples(rng, 1e-3 * slow), "2026-01-01T00:00:00+00:00",
+                              dtype=dtype))
+    r = paradnn.compare(tmp_path / "mixed.db", base_where={"dtype": "float32"},
+                        new_where=["dtype=bfloat16"])
+    assert r.join.axes == ("dtype",) and (r.table["verdict"] == "regression").all()
+    assert r.source == (f"{tmp_path / 'mixed.db'} where dtype=float32",
+                        f"{tmp_path / 'mixed.db'} where dtype=bfloat16")
+    assert main(["compare", str(tmp_path / "mixed.db"), "--base-where", "dtype=float32",
+                 "--new-where", "dtype=bfloat16", "--rows", "2"]) == 1
+    out = capsys.readouterr().out
+    assert "axis: dtype (BASE dtype=float32; NEW dtype=bfloat16)" in out and "... 2 more" in out
+    assert main(["compare", str(tmp_path / "mixed.db"), "--base-where", "colour=red",
+                 "--new-where", "dtype=bfloat16"]) == 2
+    assert "column 'colour' is not in the store" in capsys.readouterr().err
+
+
 def test_more_than_the_asked_axis_differs_is_refused(tmp_path):
     a, b = _two(tmp_path, {}, {"dtype": "bfloat16", "software": {"paradnn_revision": "git:bbbb"}})
     with pytest.raises(ParadnnError, match=r"more than one axis: .*revision .*dtype|more than one axis: .*dtype"):
