@@ -443,10 +443,11 @@ def history_text(h: History) -> str:
         lines.append(f"\nat {v['version']} (after {at['previous'].iloc[0]}):")
         for r in at.itertuples():
             lines.append(f"  {r.verdict:<12} {_x(r.ratio)}x ({_x(r.ci_low)}-{_x(r.ci_high)}), "
-                         f"q {r.q:.3g}, noise {r.noise * 100:.0f}%  {r.label}")
-    lines.append("\nratio: step time after / before the change point (x), Hodges-Lehmann on the "
-                 "per-call times of the versions on each side; q: Benjamini-Hochberg over every "
-                 "change point found")
+                         f"q {r.q:.3g}, noise {r.noise * 100:.0f}%, {r.method}  {r.label}")
+    lines.append("\nratio: step time after / before the change point (x), from the runs of the "
+                 "versions on each side: Hodges-Lehmann on their per-call times (method samples, "
+                 "samples+runs), or their recorded medians and intervals where a version lacks "
+                 "per-call times (method ci); q: Benjamini-Hochberg over every change point found")
     lines += [f"note: {n}" for n in h.notes]
     return "\n".join(lines)
 

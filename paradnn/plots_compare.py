@@ -147,7 +147,7 @@ def compare_heatmap(result: CompareResult, x: str | None = None, y: str | None =
                        loc="lower left", bbox_to_anchor=(0, 1.12), frameon=False, fontsize=9)
         head = title or (f"paradnn compare: {result.counts()['regression']} regression(s) beyond "
                          f"{result.threshold:g}x; axis: {result.axis_text}")
-        fig.suptitle(head + "\n" + "\n".join(textwrap.wrap(result.where.sentence, 130)),
+        fig.suptitle("\n".join([*textwrap.wrap(head, 130), *textwrap.wrap(result.where.sentence, 130)]),
                      fontsize=10, x=0.01,
                      ha="left")
     return fig
