@@ -10,7 +10,6 @@ import json
 import shutil
 import sqlite3
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
@@ -19,7 +18,6 @@ import pandas as pd
 import pytest
 
 import paradnn
-import paradnn.compare as C
 from paradnn import CNN, FC, ParadnnError, Workload
 from paradnn.analysis import compare as AC
 from paradnn.analysis import speedup

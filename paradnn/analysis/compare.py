@@ -15,9 +15,10 @@ The steps, in the order :func:`compare_frames` runs them:
 2. **Per config** (:func:`compare_samples`): the ratio of the step time on NEW over BASE (x; above
    1 is slower), from the per-call step times each record keeps (``step_times_s``): the
    Hodges-Lehmann estimate of the shift of log step time, its distribution-free confidence
-   interval, and a two-sided Mann-Whitney test. Records without per-call times (stores written
-   before they were kept) are compared on their median and its recorded confidence interval
-   (a normal approximation on the log scale; method ``ci``).
+   interval, and a two-sided Mann-Whitney test; with repeats, a t test of the runs' medians
+   must agree (the run is the unit of replication too). Records without per-call times (stores
+   written before they were kept) are compared on their median and its recorded confidence
+   interval (a normal approximation on the log scale; method ``ci``).
 3. **Many configs:** the p-values are corrected over all configs compared with
    Benjamini-Hochberg (:func:`benjamini_hochberg`), q below ``alpha`` is significant.
 4. **Noise floor:** each config's own spread (a robust relative standard deviation of its
@@ -35,7 +36,7 @@ import json
 import math
 from dataclasses import dataclass, field
 from statistics import NormalDist
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Sequence
 
 import numpy as np
 import pandas as pd
