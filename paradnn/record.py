@@ -46,6 +46,9 @@ METRICS: dict[str, tuple[str, str]] = {
     "compile_s": ("s", "measured: wall time of ahead-of-time lowering and compilation"),
     "final_loss": ("1", "measured: loss after the last timed step"),
     "timed_calls": ("1", "measured: number of timed compiled calls"),
+    "step_times_s": ("s", "measured: time of one training step in each timed call (the call's "
+                     "wall time / steps_per_call_used), in call order, as a list of timed_calls "
+                     "numbers (6 significant digits); the samples paradnn compare tests"),
     "model_flops_utilization": ("1", "useful (analytic) FLOP/s over the peak: model_flops_per_step / "
                                 "step_time_s / (peak x devices); the headline utilization (MFU)"),
     "useful_flops_ratio": ("1", "model_flops_per_step / flops_per_step (analytic over XLA-executed)"),

@@ -20,6 +20,7 @@ from paradnn.analysis.columns import (
 from paradnn.analysis.framework import (
     DEFAULT_FRAMEWORK, FRAMEWORK, PLATFORM_COLUMNS, framework_pairs, frameworks, with_framework,
 )
+from paradnn.analysis.compare import workload_join
 from paradnn.errors import ParadnnError
 
 # Columns carried from each side into the result, suffixed _a and _b (with the software
@@ -57,10 +58,11 @@ def speedup(
 ) -> pd.DataFrame:
     """Join A and B on the workload and give ``speedup`` = ``metric`` on A / on B.
 
-    ``on`` defaults to ``workload_key`` when both frames have it, else to the workload fields
-    (family, hyperparameters, batch, dtype, optimizer, devices) present in both. To compare
-    dtypes, join on the workload fields without ``dtype``. Only ok rows with a positive metric
-    take part; repeats are reduced to their median. Runs whose timing missed its precision
+    ``on`` defaults to :func:`paradnn.analysis.compare.workload_join`: ``workload_key`` when
+    both frames have it, else the workload fields (family, hyperparameters, batch, dtype,
+    optimizer, devices, framework) present in both; without ``dtype`` or ``framework`` when A
+    and B have no value of it in common (stores of two frameworks, float32 and bfloat16 rows),
+    the rule of ``paradnn compare``. Only ok rows with a positive metric take part; repeats are reduced to their median. Runs whose timing missed its precision
     target (``stable`` False) are left out unless ``include_unstable``; with it, a workload whose
     value on A or B rests on unstable runs only has ``unstable`` True.
 
@@ -74,10 +76,7 @@ def speedup(
     require_columns(df_a, (metric,), "speedup (A)")
     require_columns(df_b, (metric,), "speedup (B)")
     if on is None:
-        if "workload_key" in df_a.columns and "workload_key" in df_b.columns:
-            on = ["workload_key"]
-        else:
-            on = [c for c in WORKLOAD_FIELDS if c in df_a.columns and c in df_b.columns]
+        on = workload_join(df_a, df_b)  # without the dtype or framework A and B differ in
     on = list(on)
     if not on:
         raise ParadnnError("speedup: no workload columns in common; allowed: frames with "

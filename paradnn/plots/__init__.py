@@ -9,8 +9,9 @@ The modules: :mod:`~paradnn.plots.style` (page width, fonts, colours, markers, a
 then one per kind of figure: :mod:`~paradnn.plots.heatmaps`, :mod:`~paradnn.plots.sensitivities`,
 :mod:`~paradnn.plots.rooflines` (model and operation level), :mod:`~paradnn.plots.speedups`,
 :mod:`~paradnn.plots.ranges` (per family), :mod:`~paradnn.plots.saturations`,
-:mod:`~paradnn.plots.resources` (memory, energy, utilization), :mod:`~paradnn.plots.infeeds`
-and :mod:`~paradnn.plots.system` (scaling, collectives, ops). Every figure function is
+:mod:`~paradnn.plots.resources` (memory, energy, utilization), :mod:`~paradnn.plots.infeeds`,
+:mod:`~paradnn.plots.system` (scaling, collectives, ops) and :mod:`~paradnn.plots.compare`
+(the ratio heat map of ``paradnn compare``). Every figure function is
 importable from here.
 
 >>> import paradnn
@@ -18,6 +19,7 @@ importable from here.
 >>> fig = plots.heatmap(analysis.heatmap(df, "batch", "nodes", "flops_utilization", panels=True))
 """
 
+from paradnn.plots.compare import compare_heatmap
 from paradnn.plots.heatmaps import heatmap
 from paradnn.plots.infeeds import infeed
 from paradnn.plots.ranges import family_ranges, params_range, utilization_comparison
@@ -42,7 +44,7 @@ __all__ = [
     "heatmap", "sensitivity", "roofline", "op_roofline", "op_breakdown", "speedup",
     "speedup_by_config", "family_ranges", "params_range", "utilization_comparison", "saturation",
     "memory_breakdown", "energy", "utilization", "model_names", "infeed", "scaling", "bandwidth",
-    "ops_roofline", "compact", "si",
+    "ops_roofline", "compare_heatmap", "compact", "si",
     "MEMORY_PARTS", "ENERGY_METRICS", "UTILIZATION_METRICS", "MAX_BARS",
     "PAGE_WIDTH_IN", "DPI_1X", "DPI_2X", "MIN_FONT_PT", "CELL_FONT_PT", "STYLE", "PlotFigure",
     "FAMILY_MARKERS", "FAMILY_NAMES", "DTYPE_COLORS", "FRAMEWORK_MARKS", "WARNING_COLOR",

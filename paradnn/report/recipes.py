@@ -156,6 +156,13 @@ def recipe(df: pd.DataFrame, m: Unsupported, hint: dict[str, Any], store: str) -
         m.configs = 5
         m.seconds, m.basis = estimate_seconds(df, m.configs, {})
         return m
+    if hint.get("compare"):
+        # A sweep into the same store skips what it holds, whatever the revision: the new
+        # version's records go to a store of their own, merged afterwards.
+        m.change = "after the change (a new paradnn revision or software version), run the sweep again"
+        m.command = (f"paradnn sweep YOUR_SWEEP.yaml --store new.db\n"
+                     f"paradnn merge {store} new.db -o history.db && paradnn report history.db -o report/")
+        return m
     if hint.get("profile") and len(ok) and "family" in ok.columns:
         gen = ok[ok["family"].isin(GENERATED)]
         if len(gen):

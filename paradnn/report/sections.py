@@ -25,6 +25,7 @@ from paradnn.analysis.framework import framework_of, frameworks, with_framework
 from paradnn.analysis.sensitivity import MIN_ROWS
 from paradnn.analysis.speedup import Comparison
 from paradnn.errors import ParadnnError
+from paradnn.report.compare import SECTION_TITLE, compare_section
 from paradnn.report.parts import Item, Missing, Section, Unsupported
 from paradnn.report.recipes import recipe
 from paradnn.report.rows import (
@@ -58,6 +59,7 @@ TITLES: dict[str, str] = {
     "memory": "Memory breakdown by model and batch (TBD Fig 8)",
     "energy": "Power and energy per example by model and batch",
     "host_utilization": "Host CPU and device utilization by model and batch (TBD)",
+    "compare": SECTION_TITLE,
 }
 
 _PLATFORM_WORDS = dict.fromkeys(("backend", *PLATFORM_KEY), "platform")
@@ -509,6 +511,7 @@ def plan(df: pd.DataFrame, ops: pd.DataFrame | None = None,
         ("memory", lambda: memory_section(df)),
         ("energy", lambda: energy_section(df)),
         ("host_utilization", lambda: host_utilization_section(df)),
+        ("compare", lambda: compare_section(df)),
     )]
     for sid, title, build in steps:
         try:
