@@ -190,15 +190,15 @@ def _duration(seconds: float) -> str:
 
 
 def progress_estimates(workloads: list[Workload], frame: pd.DataFrame, platform: dict[str, Any],
-                       settings: Any) -> tuple[dict[str, float], str]:
+                       settings: Any, label: str = "the store") -> tuple[dict[str, float], str]:
     """Estimated seconds of one measurement of each workload (workload key -> s) from the store
     rows ``frame`` of ``platform``, for the progress line, and the sentence saying what the
-    estimate rests on: :func:`paradnn.analysis.cost.estimate`, the estimator ``paradnn plan``
-    uses, so that both say the same for the same store and configs. Workloads without an
-    estimate are left out (the progress line uses the mean of the others)."""
+    estimate rests on (``label`` names the store): :func:`paradnn.analysis.cost.estimate`, the
+    estimator ``paradnn plan`` uses, so that both say the same for the same store and configs.
+    Workloads without an estimate are left out (the progress line uses the mean of the others)."""
     if not len(frame) or not workloads:
         return {}, "no records of this platform in the store yet"
-    est = estimate(frame, workloads, settings, platform)
+    est = estimate(frame, workloads, settings, platform, label=label)
     out = {w.key: float(s) for w, s in zip(workloads, est.table["wall_s"]) if s == s}
     return out, est.basis
 
@@ -221,7 +221,7 @@ def sweep(
 ) -> pd.DataFrame:
     """Measure every workload of a grid or sweep file into ``store``; return their rows.
 
-    ``grid_or_file``: a list of :class:`~paradnn.specs.Workload` (``paradnn.grid(...)``) or the
+    ``grid_or_file``: a list of :class:`~paradnn.workload.Workload` (``paradnn.grid(...)``) or the
     path of a YAML sweep file (docs/sweeps.md). Arguments left at None take the file's ``run``
     and ``settings`` values, then the defaults below.
 
@@ -302,7 +302,7 @@ def sweep(
             if stream is not None and planned:
                 estimates, calibration = progress_estimates(
                     [keyed[k] for k in keyed if counts.get(k, 0) < repeat], db.frame(),
-                    platform, measure_settings)
+                    platform, measure_settings, label=str(store))
             bar = Progress(todo, skipped, stream, estimates=estimates, planned=planned,
                            calibration=calibration)
             written: set[str] = set()

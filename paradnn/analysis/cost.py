@@ -256,8 +256,9 @@ def fit_time_model(frame: pd.DataFrame, platform: Mapping[str, Any] | None = Non
     model = TimeModel(method=method, records=len(rows), table=rows, platform=where)
     flops = _num(rows, "model_flops_per_step")
     fit = rows[flops.notna() & _num(rows, "step_time_s").notna() & _num(rows, "compile_s").notna()]
-    groups: list[tuple[tuple[str, ...], pd.DataFrame]] = [((), fit)]
+    groups: list[tuple[tuple[str, ...], pd.DataFrame]] = []
     if len(fit):
+        groups += [((), fit)]
         groups += [((fam,), g) for fam, g in fit.groupby("family")]
         groups += [((fam, dt), g) for (fam, dt), g in fit.groupby(["family", "dtype"])]
         for fam, g in fit.groupby("family"):
