@@ -14,6 +14,7 @@ mean, are the tables of :mod:`paradnn.sizes`.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import math
@@ -149,9 +150,10 @@ class Workload:
             "framework": self.framework,
         }
 
-    @property
+    @functools.cached_property
     def key(self) -> str:
-        """Stable 16-hex-digit identity of the computation (same spec and settings, same key)."""
+        """Stable 16-hex-digit identity of the computation (same spec and settings, same key);
+        computed once per instance (grids dedupe and planners look up by it, often)."""
         return stable_hash(self.to_dict())
 
 

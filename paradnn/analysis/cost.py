@@ -177,6 +177,7 @@ class TimeModel:
     records: int = 0
     table: pd.DataFrame = field(default_factory=pd.DataFrame)
     platform: str = ""
+    _like: dict[tuple, tuple[float, str]] = field(default_factory=dict, repr=False)
 
     @staticmethod
     def _lookup(fits: dict[tuple[str, ...], PowerFit], family: Any, dtype: Any) -> PowerFit | None:
@@ -213,7 +214,15 @@ class TimeModel:
         bound); NaN without records."""
         items = [(k, v) for k, v in config.items() if v is not None and not _nan(v)]
         items.sort(key=lambda kv: MATCH.index(kv[0]) if kv[0] in MATCH else len(MATCH))
+        memo = tuple(items)  # a grid asks for the same few (family, dtype) many times
+        if memo not in self._like:
+            self._like[memo] = self._match(items)
+        return self._like[memo]
+
+    def _match(self, items: list[tuple[str, Any]]) -> tuple[float, str]:
         rows = self.table
+        if not len(rows):
+            return math.nan, "no timed records of this platform"
         for k in range(len(items), -1, -1):
             sel = rows
             for col, v in items[:k]:
