@@ -214,6 +214,7 @@ def plan(
         "flops_max": _extreme(table["model_flops_per_step"], max, float),
         "counts_unknown": int(table["params"].isna().sum()),
         "memory_max_bytes": _extreme(table["memory_bytes"], max, float),
+        "memory_floor_max_bytes": _extreme(table["memory_floor_bytes"], max, float),
         # Configs whose memory estimate is unknown (no activation or batch estimate), by family.
         "memory_unknown": int(len(unknown)),
         "memory_unknown_by_family": unknown["family"].value_counts().to_dict(),

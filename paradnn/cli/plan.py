@@ -69,7 +69,11 @@ def format_plan(result: Plan, rows: int = 10) -> str:
         f"({params_note})",
         f"FLOPs per step   {si(s['flops_min'], 'FLOP')} .. {si(s['flops_max'], 'FLOP')} "
         "(analytic: matmuls and convolutions, forward + backward)",
-        f"memory           up to {_bytes(s['memory_max_bytes'])} per device; {memory_note}",
+        (f"memory           up to {_bytes(s['memory_max_bytes'])} per device; {memory_note}"
+         if s["memory_unknown"] < s["configs"] else
+         f"memory           unknown: no activation or batch estimate for any config ({unknown}); "
+         f"their known parts (weights + optimizer state + gradients), up to "
+         f"{_bytes(s['memory_floor_max_bytes'])} per device, decide oom"),
         f"memory limit     {_bytes(s['memory_limit_bytes'])}: {s['memory_limit_source']}",
     ]
     cal = s["calibration"]
