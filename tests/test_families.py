@@ -170,7 +170,7 @@ def test_toy_family_flows_through_run_sweep_store_analysis_report(toy_family, ti
 
     from paradnn.cli.plan import format_plan
 
-    assert "unknown for 12 config(s) without an activation or batch estimate (toy 12)" in format_plan(p)
+    assert "memory           unknown: no activation or batch estimate for any config (toy 12)" in format_plan(p)
 
 
 def test_family_markers_and_display_names_are_registry_fields(toy_family):
