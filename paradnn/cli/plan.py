@@ -12,7 +12,12 @@ import sys
 import textwrap
 from typing import Any
 
+from paradnn import families
+from paradnn.cli.run import add_spec_subparsers, settings_from_args, workload_from_args
 from paradnn.errors import ParadnnError
+from paradnn.plan import Plan, plan
+from paradnn.units import si
+from paradnn.workload import short_name
 
 _EXAMPLES = """examples:
   paradnn plan sweeps/fc.yaml                      the paper's FC grid: count, sizes, oom, time
@@ -36,27 +41,25 @@ def _duration(seconds: float | None) -> str:
 
 
 def _bytes(value: float) -> str:
-    from paradnn.units import si
-
     return "n/a" if value is None or not math.isfinite(value) else si(value, "B")
 
 
-def format_plan(result: Any, rows: int = 10) -> str:
+def format_plan(result: Plan, rows: int = 10) -> str:
     """The plan as a few readable lines, then the ``rows`` longest configs to run."""
-    from paradnn.plan import short_name
-    from paradnn.units import si
-
     s, t = result.summary, result.table
     fams = ", ".join(f"{f} {n:,}" for f, n in s["by_family"].items())
     where = s["source"] + (f" ({s['description']})" if s["description"] else "")
-    has_real = "real" in s["by_family"]
-    memory_note = ("XLA memory analysis of each compiled program" if s["memory_method"] == "compiled"
+    unknown = ", ".join(f"{f} {n:,}" for f, n in s["memory_unknown_by_family"].items())
+    memory_note = ("the backend's memory analysis of each compiled program"
+                   if s["memory_method"] == "compiled"
                    else "analytic estimate: weights + optimizer state + gradients + batch + "
                         "activations (docs/sweeps.md)"
-                        + ("; real models: weights + optimizer state + gradients only, a floor"
-                           if has_real else ""))
-    params_note = ("closed forms" + ("; real models: from shapes or a stored record"
-                                     if has_real else ""))
+                        + (f"; unknown for {s['memory_unknown']:,} config(s) without an activation "
+                           f"or batch estimate ({unknown}): their known parts, a floor, decide oom"
+                           if s["memory_unknown"] else ""))
+    params_note = ("counted without building the models: closed forms and the zoo's table"
+                   + (f"; {s['counts_unknown']:,} unknown (a zoo model at another input size "
+                      "and no stored record of it)" if s["counts_unknown"] else ""))
     lines = [
         f"plan of {where} on {s['platform']}",
         f"configs          {s['configs']:,} ({fams}); repeat {s['repeat']}",
@@ -66,7 +69,11 @@ def format_plan(result: Any, rows: int = 10) -> str:
         f"({params_note})",
         f"FLOPs per step   {si(s['flops_min'], 'FLOP')} .. {si(s['flops_max'], 'FLOP')} "
         "(analytic: matmuls and convolutions, forward + backward)",
-        f"memory           up to {_bytes(s['memory_max_bytes'])} per device; {memory_note}",
+        (f"memory           up to {_bytes(s['memory_max_bytes'])} per device; {memory_note}"
+         if s["memory_unknown"] < s["configs"] else
+         f"memory           unknown: no activation or batch estimate for any config ({unknown}); "
+         f"their known parts (weights + optimizer state + gradients), up to "
+         f"{_bytes(s['memory_floor_max_bytes'])} per device, decide oom"),
         f"memory limit     {_bytes(s['memory_limit_bytes'])}: {s['memory_limit_source']}",
     ]
     cal = s["calibration"]
@@ -111,8 +118,6 @@ def show_plan(target: Any, *, store: str | None, memory_limit: str | None, repea
               settings: Any = None, compile: bool = False, calibrate: bool = False,
               csv: str | None = None, as_json: bool = False, rows: int = 10) -> int:
     """Plan ``target`` (sweep file path or workloads) and print it; the CLI handlers' body."""
-    from paradnn.plan import plan
-
     result = plan(target, store=store, memory_limit_bytes=memory_limit, repeat=repeat,
                   settings=settings, compile=compile, calibrate=calibrate)
     if csv:
@@ -157,12 +162,9 @@ def _options(defaults: bool) -> argparse.ArgumentParser:
 
 
 def _cmd_plan(args: argparse.Namespace) -> int:
-    from paradnn import families
-
     rest = list(args.rest)
     if args.target in families.names():
-        from paradnn.cli import _Parser
-        from paradnn.cli.run import add_spec_subparsers, settings_from_args, workload_from_args
+        from paradnn.cli import _Parser  # the package's parser class (cli/__init__ imports this module)
 
         spec_parser = _Parser(prog="paradnn plan")
         add_spec_subparsers(spec_parser, _cmd_plan)

@@ -33,6 +33,7 @@ from typing import Any, Callable
 
 from paradnn.backends import Program
 from paradnn.errors import ParadnnError, SpecError
+from paradnn.sizes import optimizer as optimizer_entry
 
 #: Seed of the model's initial values and of the synthetic batch.
 SEED = 0
@@ -235,18 +236,22 @@ class Adafactor(Optimizer):
 
 
 def make_optimizer(name: str) -> Optimizer:
-    """The optimizers a workload may name, with paradnn.backends.jax.step.make_optimizer's settings."""
-    if name == "rmsprop":
-        return RMSprop(0.1, decay=0.9, eps=1.0, momentum=0.9)
-    if name == "sgd":
-        return SGD(0.1)
-    if name == "momentum":
-        return SGD(0.1, momentum=0.9)
-    if name == "adam":
-        return Adam(1e-3)
-    if name == "adafactor":
-        return Adafactor(1e-3)
-    raise SpecError("optimizer", name, "one of rmsprop, sgd, momentum, adam, adafactor")
+    """The optimizer a workload names, with the hyperparameters of its row in
+    ``paradnn.sizes.OPTIMIZERS`` (the settings every framework reads)."""
+    o = optimizer_entry(name)
+    if o.algorithm == "rmsprop":
+        return RMSprop(o.learning_rate, decay=o.decay, eps=o.epsilon, momentum=o.momentum)
+    if o.algorithm == "sgd":
+        return SGD(o.learning_rate, momentum=o.momentum)
+    if o.algorithm == "adam":
+        return Adam(o.learning_rate, b1=o.beta1, b2=o.beta2, eps=o.epsilon)
+    if o.algorithm == "adafactor":
+        # Adafactor reads its settings as class attributes (factored_dims is a classmethod).
+        tabled = type("Adafactor", (Adafactor,), {
+            "MIN_DIM_TO_FACTOR": o.factor_min_dim, "DECAY": o.decay_rate, "EPS": o.epsilon,
+            "CLIP": o.clipping_threshold, "MIN_SCALE": o.min_scale})
+        return tabled(o.learning_rate)
+    raise SpecError("optimizer", name, f"an optimizer whose algorithm TensorFlow implements ({o.algorithm} is not)")
 
 
 # --------------------------------------------------------------------------------------------

@@ -36,6 +36,7 @@ from typing import Any, Callable
 from paradnn.backends import Program
 from paradnn.errors import SpecError
 from paradnn.measure import TORCH_COMPILE_MODES
+from paradnn.sizes import optimizer as optimizer_entry
 
 #: Values of the setting ``torch_compile`` (defined with the other settings in paradnn.measure).
 COMPILE_MODES: tuple[str, ...] = TORCH_COMPILE_MODES
@@ -92,22 +93,25 @@ def _tf1_rmsprop_class():
 
 
 def make_optimizer(name: str, params: Any) -> Any:
-    """The torch optimizer for a workload's optimizer name (hyperparameters of
-    ``paradnn.backends.jax.step.make_optimizer``)."""
+    """The torch optimizer a workload names, with the hyperparameters of its row in
+    ``paradnn.sizes.OPTIMIZERS`` (the settings every framework reads; adafactor is torch's
+    variant, see the module notes)."""
     import torch
 
+    o = optimizer_entry(name)
     params = list(params)
-    if name == "rmsprop":
-        return _tf1_rmsprop_class()(params, lr=0.1, decay=0.9, momentum=0.9, eps=1.0)
-    if name == "sgd":
-        return torch.optim.SGD(params, lr=0.1)
-    if name == "momentum":
-        return torch.optim.SGD(params, lr=0.1, momentum=0.9)
-    if name == "adam":
-        return torch.optim.Adam(params, lr=1e-3)
-    if name == "adafactor":
-        return torch.optim.Adafactor(params, lr=1e-3)
-    raise SpecError("optimizer", name, "one of rmsprop, sgd, momentum, adam, adafactor")
+    if o.algorithm == "rmsprop":
+        return _tf1_rmsprop_class()(params, lr=o.learning_rate, decay=o.decay, momentum=o.momentum,
+                                    eps=o.epsilon)
+    if o.algorithm == "sgd":
+        return torch.optim.SGD(params, lr=o.learning_rate, momentum=o.momentum or 0.0)
+    if o.algorithm == "adam":
+        return torch.optim.Adam(params, lr=o.learning_rate, betas=(o.beta1, o.beta2), eps=o.epsilon)
+    if o.algorithm == "adafactor":
+        # torch's epsilon for g^2 stays its own (None: the dtype's machine epsilon).
+        return torch.optim.Adafactor(params, lr=o.learning_rate, beta2_decay=-o.decay_rate,
+                                     eps=(None, o.min_scale), d=o.clipping_threshold)
+    raise SpecError("optimizer", name, f"an optimizer whose algorithm PyTorch implements ({o.algorithm} is not)")
 
 
 # ------------------------------------------------------------------------------ FLOP counts
