@@ -23,7 +23,7 @@ from typing import Any, Union
 import pandas as pd
 
 from paradnn import families
-from paradnn.plan import short_name
+from paradnn.workload import short_name
 from paradnn.store import DAMAGE_ATTR, UNREADABLE_CAUSES, Unreadable, load
 
 __all__ = ["failures", "reason", "rerun_command", "FAILURE_COLUMNS"]

@@ -33,7 +33,7 @@ from paradnn.analysis.cost import estimate
 from paradnn.errors import InfrastructureError, SpecError, StoreError
 from paradnn.executors import EXECUTORS, Fault, RunFn, Task, default_cache_dir, make_executor
 from paradnn.grids.sweepfile import GridLike, resolve, resolve_settings
-from paradnn.units import parse_bytes, parse_duration, parse_int
+from paradnn.units import duration, parse_bytes, parse_duration, parse_int
 from paradnn.record import STATUSES, Record
 from paradnn.store import Store
 from paradnn.workload import Workload, short_name
@@ -86,7 +86,7 @@ class Progress:
         if stream is not None:
             total_s = self._remaining_estimate()
             estimate = ("" if not total else
-                        f"; estimated {_duration(total_s)} ({calibration})" if total_s is not None
+                        f"; estimated {duration(total_s)} ({calibration})" if total_s is not None
                         else f"; no time estimate yet ({calibration})" if calibration else "")
             stream.write(f"paradnn sweep: {total} config(s) to measure, {skipped} already in the "
                          f"store (skipped: resume; --repeat N measures again){estimate}\n")
@@ -132,8 +132,8 @@ class Progress:
                                                                                  "error"))
         running = f" | running {self.running}" if self.running else ""
         return (f"[{'#' * filled}{'.' * (self.width - filled)}] {self.done}/{self.total} "
-                f"| {counts} | elapsed {_duration(elapsed)} ETA "
-                f"{'?' if eta is None else _duration(eta)}{running}")
+                f"| {counts} | elapsed {duration(elapsed)} ETA "
+                f"{'?' if eta is None else duration(eta)}{running}")
 
     def begin(self, workload: Workload) -> None:
         """A config is handed to the executor: name it on the line."""
@@ -180,13 +180,6 @@ class Progress:
         if self.stream is not None and self.tty:
             self.stream.write("\n")
             self.stream.flush()
-
-
-def _duration(seconds: float) -> str:
-    seconds = int(round(seconds))
-    h, rest = divmod(seconds, 3600)
-    m, s = divmod(rest, 60)
-    return f"{h}h{m:02d}m{s:02d}s" if h else f"{m}m{s:02d}s" if m else f"{s}s"
 
 
 def progress_estimates(workloads: list[Workload], frame: pd.DataFrame, platform: dict[str, Any],

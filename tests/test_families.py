@@ -140,7 +140,7 @@ def test_toy_family_flows_through_run_sweep_store_analysis_report(toy_family, ti
     loaded = paradnn.load(store)
     assert "hidden" in loaded.columns and set(loaded["hidden"]) == {4, 8, 16}
 
-    from paradnn.analysis._common import CONFIG_FIELDS, unit
+    from paradnn.analysis.columns import CONFIG_FIELDS, unit
 
     assert "hidden" in CONFIG_FIELDS and unit("hidden") == "units"
     hm = paradnn.analysis.heatmap(loaded, "batch", "hidden", "examples_per_sec", fixed={"family": "toy"})

@@ -36,7 +36,7 @@ import numpy as np
 import pandas as pd
 
 from paradnn import sizes
-from paradnn.analysis._common import PLATFORM_KEY, ok_rows, platform_label, present
+from paradnn.analysis.columns import PLATFORM_KEY, ok_rows, platform_label, present
 from paradnn.measure import MeasureSettings, timing_bound_s
 from paradnn.workload import Workload
 
@@ -375,14 +375,3 @@ def estimate_seconds(df: pd.DataFrame, n_configs: int, like: Mapping[str, Any] |
         return DEFAULT_CONFIG_S * n_configs, (f"default {DEFAULT_CONFIG_S:g} s per config: the store "
                                               "has no timed records to learn from")
     return per * n_configs, basis
-
-
-def duration(seconds: float) -> str:
-    """``45 s``, ``12 min``, ``3.2 h``: a duration as a person reads it."""
-    if not np.isfinite(seconds):
-        return "unknown"
-    if seconds < 90:
-        return f"{seconds:.0f} s"
-    if seconds < 90 * 60:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 import textwrap
 from typing import Any
@@ -16,7 +15,7 @@ from paradnn import families
 from paradnn.cli.run import add_spec_subparsers, settings_from_args, workload_from_args
 from paradnn.errors import ParadnnError
 from paradnn.plan import Plan, plan
-from paradnn.units import si
+from paradnn.units import duration, si
 from paradnn.workload import short_name
 
 _EXAMPLES = """examples:
@@ -26,22 +25,6 @@ _EXAMPLES = """examples:
   paradnn plan sweeps/cnn.yaml --csv cnn_plan.csv  every config's row as CSV
   paradnn sweep sweeps/small.yaml --dry-run        the same as plan, from the sweep command
 """
-
-
-def _duration(seconds: float | None) -> str:
-    if seconds is None or not math.isfinite(seconds):
-        return "unknown"
-    seconds = int(round(seconds))
-    d, rest = divmod(seconds, 86400)
-    h, rest = divmod(rest, 3600)
-    m, s = divmod(rest, 60)
-    if d:
-        return f"{d}d {h:02d}h"
-    return f"{h}h{m:02d}m" if h else f"{m}m{s:02d}s" if m else f"{s}s"
-
-
-def _bytes(value: float) -> str:
-    return "n/a" if value is None or not math.isfinite(value) else si(value, "B")
 
 
 def format_plan(result: Plan, rows: int = 10) -> str:
@@ -69,20 +52,20 @@ def format_plan(result: Plan, rows: int = 10) -> str:
         f"({params_note})",
         f"FLOPs per step   {si(s['flops_min'], 'FLOP')} .. {si(s['flops_max'], 'FLOP')} "
         "(analytic: matmuls and convolutions, forward + backward)",
-        (f"memory           up to {_bytes(s['memory_max_bytes'])} per device; {memory_note}"
+        (f"memory           up to {si(s['memory_max_bytes'], 'B')} per device; {memory_note}"
          if s["memory_unknown"] < s["configs"] else
          f"memory           unknown: no activation or batch estimate for any config ({unknown}); "
          f"their known parts (weights + optimizer state + gradients), up to "
-         f"{_bytes(s['memory_floor_max_bytes'])} per device, decide oom"),
-        f"memory limit     {_bytes(s['memory_limit_bytes'])}: {s['memory_limit_source']}",
+         f"{si(s['memory_floor_max_bytes'], 'B')} per device, decide oom"),
+        f"memory limit     {si(s['memory_limit_bytes'], 'B')}: {s['memory_limit_source']}",
     ]
     cal = s["calibration"]
     if s["wall_s"] is None:
         lines.append(f"estimated time   unknown: {cal['source']}")
     else:
-        lines.append(f"estimated time   {_duration(s['wall_s'])} wall for the configs to measure "
-                     f"(compile {_duration(s['compile_s'])}, timed steps "
-                     f"{_duration(s['timing_s'])}, the rest per-config overhead)")
+        lines.append(f"estimated time   {duration(s['wall_s'])} wall for the configs to measure "
+                     f"(compile {duration(s['compile_s'])}, timed steps "
+                     f"{duration(s['timing_s'])}, the rest per-config overhead)")
         lines.append(f"calibration      {cal['source']}")
         ranges = "; ".join(f"{f} {si(lo, 'FLOP')} .. {si(hi, 'FLOP')}"
                            for f, (lo, hi) in cal["flops_range"].items())
@@ -97,7 +80,7 @@ def format_plan(result: Plan, rows: int = 10) -> str:
     if len(oom):
         lines.append(f"\npredicted oom ({len(oom):,}; memory estimate > limit), e.g.:")
         for _, r in oom.sort_values("memory_bytes").head(min(rows, 3)).iterrows():
-            lines.append(f"  {short_name(r.to_dict())}: {_bytes(r['memory_bytes'])}")
+            lines.append(f"  {short_name(r.to_dict())}: {si(r['memory_bytes'], 'B')}")
     todo = t[t["predicted"] == "run"]
     if len(todo) and rows > 0:
         order = "wall_s" if s["wall_s"] is not None else "model_flops_per_step"
@@ -105,11 +88,11 @@ def format_plan(result: Plan, rows: int = 10) -> str:
         lines.append(f"  {'params':>9} {'FLOP/step':>11} {'memory':>9} {'wall':>8}  config")
         for _, r in todo.sort_values(order, ascending=False).head(rows).iterrows():
             lines.append(f"  {si(r['params'], ''):>9} {si(r['model_flops_per_step'], 'FLOP'):>11} "
-                         f"{_bytes(r['memory_bytes']):>9} {_duration(r['wall_s']):>8}  "
+                         f"{si(r['memory_bytes'], 'B'):>9} {duration(r['wall_s']):>8}  "
                          f"{short_name(r.to_dict())}")
     if s["oom"] and s["memory_limit_source"].startswith("host memory"):
         lines.append("\nnote: on a CPU the sweep predicts no oom by itself; run it with "
-                     f"--memory-limit {_bytes(s['memory_limit_bytes']).replace(' ', '')} to "
+                     f"--memory-limit {si(s['memory_limit_bytes'], 'B').replace(' ', '')} to "
                      "record these as oom instead of running them")
     return "\n".join(lines)
 

@@ -15,11 +15,12 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
+from paradnn import families
 from paradnn.analysis.columns import flagged_mask, label, unstable_mask
 from paradnn.analysis.oplevel import CATEGORIES
 from paradnn.errors import ParadnnError
 from paradnn.plots.style import (
-    dtype_color, family_marker, family_name, family_of, framework_marks, log_axis, marks_legend,
+    dtype_color, family_of, framework_marks, log_axis, marks_legend,
     new_figure, scatter_marked, styled, tick_label,
 )
 from paradnn.units import compact, si
@@ -101,7 +102,7 @@ def roofline(rf: pd.DataFrame, color_by: str = "dtype", title: str | None = None
     handles = []
     for f in dict.fromkeys(fam):
         sel = rows[fam == f]
-        marker = family_marker(f)
+        marker = families.marker(f)
         size = 200 if f == "real" else 36
         if numeric is not None:
             colours = colormaps["viridis"](norm(numeric[sel.index].to_numpy()))
@@ -118,7 +119,7 @@ def roofline(rf: pd.DataFrame, color_by: str = "dtype", title: str | None = None
                                     unstable=unstable[sd.index], flagged=flagged[sd.index])
         handles.append(Line2D([], [], marker=marker, linestyle="", color="0.35",
                               markersize=13 if f == "real" else 7,
-                              label=family_name(f) + (" (star)" if f == "real" else "")))
+                              label=families.display_name(f) + (" (star)" if f == "real" else "")))
         if f == "real" and annotate_real:
             # Alternate below/above so that two real models at one place stay readable.
             for k, (_, r) in enumerate(sel.sort_values("arithmetic_intensity").iterrows()):

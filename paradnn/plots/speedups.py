@@ -16,7 +16,7 @@ from paradnn import families
 from paradnn.analysis.columns import label, unit
 from paradnn.errors import ParadnnError
 from paradnn.plots.style import (
-    MIN_FONT_PT, family_marker, family_name, family_of, log_axis, marks_legend, new_figure, ratio,
+    MIN_FONT_PT, family_of, log_axis, marks_legend, new_figure, ratio,
     scatter_marked, styled, tick_label,
 )
 from paradnn.units import compact
@@ -46,7 +46,7 @@ def speedup(sp: pd.DataFrame, x: str = "params", color_by: str = "batch",
     handles = []
     for f in dict.fromkeys(fam):
         sel = rows[fam == f]
-        marker = family_marker(f)
+        marker = families.marker(f)
         if f == "real":
             colours = "gold"
         elif norm is not None:
@@ -58,7 +58,7 @@ def speedup(sp: pd.DataFrame, x: str = "params", color_by: str = "batch",
                         flagged=flagged[sel.index])
         handles.append(Line2D([], [], marker=marker, linestyle="", color="0.35",
                               markersize=13 if f == "real" else 7,
-                              label=family_name(f) + (" (star)" if f == "real" else "")))
+                              label=families.display_name(f) + (" (star)" if f == "real" else "")))
         if f == "real":
             for _, r in sel.iterrows():
                 ax.annotate(str(r.get("model", "real")), (r[x], r["speedup"]),
@@ -118,13 +118,13 @@ def speedup_by_config(sp: pd.DataFrame, summary: dict | None = None, title: str 
     for k, f in enumerate(fams):
         sel = (rows["_family"] == f).to_numpy()
         color = f"C{k % 10}"
-        scatter_marked(ax, pos[sel], rows.loc[sel, "speedup"], marker=family_marker(f),
+        scatter_marked(ax, pos[sel], rows.loc[sel, "speedup"], marker=families.marker(f),
                         color=color, size=44, unstable=unstable[sel], flagged=np.zeros(sel.sum(), bool))
         centre = pos[sel].mean()
-        ax.annotate(family_name(f), (centre, 1.0), xycoords=("data", "axes fraction"),
+        ax.annotate(families.display_name(f), (centre, 1.0), xycoords=("data", "axes fraction"),
                     xytext=(0, 3), textcoords="offset points", ha="center", va="bottom", fontsize=9.5)
-        handles.append(Line2D([], [], marker=family_marker(f), linestyle="", color=color,
-                              label=family_name(f)))
+        handles.append(Line2D([], [], marker=families.marker(f), linestyle="", color=color,
+                              label=families.display_name(f)))
     ax.axhline(1.0, color="black", linewidth=1.0, linestyle="--")
     handles.append(Line2D([], [], color="black", linestyle="--", label="1x: equal throughput"))
     lo, hi = float(rows["speedup"].min()), float(rows["speedup"].max())

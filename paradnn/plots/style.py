@@ -41,11 +41,6 @@ STYLE = {
     "ytick.labelsize": 9.5, "legend.fontsize": 9, "legend.title_fontsize": 9.5,
     "figure.titlesize": 11.5, "figure.labelsize": 10,
 }
-# Marker shape and display name per model family (others: a diamond and their own name).
-# These are family facts: they move to the family registry's entries when it has such fields.
-FAMILY_MARKERS = {"fc": "o", "cnn": "s", "rnn": "^", "real": "*"}
-FAMILY_NAMES = {"fc": "FC", "cnn": "CNN", "rnn": "RNN", "real": "real model"}
-DEFAULT_MARKER = "D"
 DTYPE_COLORS = {"float32": "tab:blue", "bfloat16": "tab:orange", "float16": "tab:green"}
 # A mark inside the marker per framework, drawn only when a figure holds several frameworks
 # (a framework not named here gets a tri-down mark).
@@ -141,16 +136,6 @@ def family_of(row) -> str:
     if row.get("kind") == "real" or row.get("family") == "real":
         return "real"
     return str(row.get("family", "?"))
-
-
-def family_marker(family: str) -> str:
-    """The marker shape of ``family`` (:data:`FAMILY_MARKERS`, else a diamond)."""
-    return FAMILY_MARKERS.get(family, DEFAULT_MARKER)
-
-
-def family_name(family: str) -> str:
-    """The display name of ``family`` (:data:`FAMILY_NAMES`, else its own name)."""
-    return FAMILY_NAMES.get(family, family)
 
 
 def dtype_color(dtype, order: list) -> str:

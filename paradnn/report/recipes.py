@@ -114,7 +114,7 @@ def recipe(df: pd.DataFrame, m: Unsupported, hint: dict[str, Any], store: str) -
             if k in fam_rows.columns and fam_rows[k].notna().any():
                 fixed[k] = fam_rows[k].value_counts().index[0]
         name = f"{family}-grid.yaml"  # one file supplies the heat map and the sensitivity
-        m.sweep_file = _sweep_yaml(f"{family.upper()} grid for the report's heat map and "
+        m.sweep_file = _sweep_yaml(f"{families.display_name(family)} grid for the report's heat map and "
                                    "sensitivity", family, fixed, axes, [dtype], _store_settings(ok))
         m.command = f"paradnn sweep {name} --store {store}"
         m.configs = len(axes[next(iter(axes))]) * len(axes[list(axes)[1]])

@@ -38,11 +38,11 @@ _WIDTH = families.RegistryView(lambda f: f.width)
 
 
 def heatmap_title(family: str) -> str:
-    return f"{family.upper()} heat maps (ParaDnn Fig 2a-c, Fig 7)"
+    return f"{families.display_name(family)} heat maps (ParaDnn Fig 2a-c, Fig 7)"
 
 
 def sensitivity_title(family: str) -> str:
-    return f"{family.upper()} sensitivity (ParaDnn Fig 2d-f)"
+    return f"{families.display_name(family)} sensitivity (ParaDnn Fig 2d-f)"
 
 
 #: Section id -> title, for the analyses that are not one per family.
@@ -125,7 +125,7 @@ def heatmap_section(df: pd.DataFrame, family: str) -> list[Section]:
     head = headline_utilization(ok_rows(measured))
     metrics = [m for m in (head, "examples_per_sec") if m and first_metric(measured, m)]
     if len(hp) < 2 or not metrics:
-        raise Missing(f"{family.upper()} runs (ok or oom) varying two hyperparameters "
+        raise Missing(f"{families.display_name(family)} runs (ok or oom) varying two hyperparameters "
                       f"(has {hp or 'none'}) with a utilization or examples_per_sec",
                       {"grid": family})
     x = "batch" if "batch" in hp else hp[0]
@@ -152,7 +152,7 @@ def heatmap_section(df: pd.DataFrame, family: str) -> list[Section]:
                  "low or the FLOPs are overcounted"] if n_o else [])
             notes.append(f"{plural(n_f, 'cell')} framed red and marked !: {'; '.join(why)}")
         section.items.append(Item(
-            f"{label(m)} of {family.upper()} models over {x} and {y} (log2 axes), "
+            f"{label(m)} of {families.display_name(family)} models over {x} and {y} (log2 axes), "
             + (f"one panel per {_panel_words(split)}" if split else "one map")
             + f"; other settings fixed: {fixed or 'none'}. One shared log colour scale; cell "
             "labels in one format (k = thousand, M = million). White cells marked OOM ran out "
@@ -174,14 +174,14 @@ def sensitivity_section(df: pd.DataFrame, family: str) -> list[Section]:
     if target is None or not feats or len(rows) < need:
         left = f"; {n_unstable} unstable runs left out" if n_unstable else ""
         raise Missing(
-            f"at least {need} stable ok {family.upper()} runs of one dtype on one platform varying "
+            f"at least {need} stable ok {families.display_name(family)} runs of one dtype on one platform varying "
             f"at least one hyperparameter (has {settings_counts(steady)}{left}; varying "
             f"{feats or 'none'})", {"grid": family, "unstable": n_unstable})
     s = A.sensitivity(rows, target, feats, log2=True)
     setting = ", ".join(f"{k}={fmt(v)}" for k, v in chosen.items())
     left = s.attrs.get("unstable_excluded", 0) + n_unstable
     return [Section(f"sensitivity:{family}", sensitivity_title(family), [Item(
-        f"Standardized linear-regression weights of {target} on log2 of the {family.upper()} "
+        f"Standardized linear-regression weights of {target} on log2 of the {families.display_name(family)} "
         f"hyperparameters ({s.attrs['n']} stable ok runs{', ' + setting if setting else ''}"
         + (f"; {left} unstable runs left out" if left else "") + f"); R^2 = "
         f"{s.attrs['r2']:.2f}; error bars: 95% bootstrap interval over runs ({s.attrs['bootstrap']} "
@@ -305,7 +305,7 @@ def speedup_sections(df: pd.DataFrame) -> tuple[list[Section], list[Unsupported]
                 if feats and len(frows) >= max(MIN_ROWS, len(feats) + 2):
                     s = A.sensitivity(frows, "speedup", feats, log2=True)
                     section.items.append(Item(
-                        f"Sensitivity of the {fam.upper()} speedup of {c.a} over {c.b} to its "
+                        f"Sensitivity of the {families.display_name(fam)} speedup of {c.a} over {c.b} to its "
                         f"hyperparameters (standardized weights on log2 values, {s.attrs['n']} "
                         f"workloads of stable runs, R^2 = {s.attrs['r2']:.2f}, error bars: 95% "
                         "bootstrap interval; ParaDnn Fig 8a, 9a, 10a, 10d).",
