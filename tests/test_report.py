@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 ALL = ["params_range", "heatmap:fc", "sensitivity:fc", "heatmap:cnn", "sensitivity:cnn",
        "heatmap:rnn", "sensitivity:rnn", "heatmap:transformer", "sensitivity:transformer",
        "roofline", "speedup:platform", "speedup:dtype",
-       "speedup:software", "utilization", "saturation"]
+       "speedup:software", "utilization", "saturation", "compare"]
 # Analyses the golden store predates: its synthetic records have one framework and no memory
 # breakdown, energy or utilization metrics (tests/test_report_extra.py has stores with them).
 PREDATES = ["energy", "frameworks", "host_utilization", "memory"]
@@ -64,9 +64,10 @@ def test_golden_supports_everything_but_the_op_profile(gold):
 def test_single_platform_single_dtype_has_no_speedups(gold):
     one = gold[(gold.device_kind == "synthetic-b")]
     ok, missing = _ids(one)
-    assert ok == [s for s in ALL if not s.startswith("speedup")]
+    # One software version too: nothing to compare against (paradnn compare's section).
+    assert ok == [s for s in ALL if not s.startswith("speedup") and s != "compare"]
     assert missing == sorted(["oplevel", "speedup:dtype", "speedup:platform", "speedup:software",
-                              *PREDATES])
+                              "compare", *PREDATES])
 
 
 def test_tiny_store_lists_what_it_cannot_support(gold):
@@ -79,7 +80,7 @@ def test_tiny_store_lists_what_it_cannot_support(gold):
     assert set(needs) == {"heatmap:fc", "heatmap:cnn", "heatmap:rnn", "heatmap:transformer",
                           "sensitivity:fc", "sensitivity:cnn", "sensitivity:rnn",
                           "sensitivity:transformer", "oplevel", "speedup:platform",
-                          "speedup:dtype", "speedup:software", *PREDATES}
+                          "speedup:dtype", "speedup:software", "compare", *PREDATES}
     assert "varying two hyperparameters" in needs["heatmap:fc"]
     assert "at least 8 stable ok FC runs of one dtype on one platform" in needs["sensitivity:fc"]
     assert "two platforms" in needs["speedup:platform"]

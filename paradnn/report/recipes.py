@@ -159,9 +159,12 @@ def recipe(df: pd.DataFrame, m: Unsupported, hint: dict[str, Any], store: str) -
     if hint.get("compare"):
         # A sweep into the same store skips what it holds, whatever the revision: the new
         # version's records go to a store of their own, merged afterwards.
-        m.change = "after the change (a new paradnn revision or software version), run the sweep again"
+        m.change = ("after the change (a new paradnn revision or software version), run the sweep "
+                    "that measured these runs again")
         m.command = (f"paradnn sweep YOUR_SWEEP.yaml --store new.db\n"
                      f"paradnn merge {store} new.db -o history.db && paradnn report history.db -o report/")
+        m.configs = int(ok["workload_key"].nunique()) if "workload_key" in ok.columns else len(ok)
+        m.seconds, m.basis = estimate_seconds(df, m.configs, {})
         return m
     if hint.get("profile") and len(ok) and "family" in ok.columns:
         gen = ok[ok["family"].isin(GENERATED)]
