@@ -19,7 +19,7 @@ import optax
 
 from paradnn.backends.jax import xla_stack as xla_stack
 from paradnn.errors import SpecError
-from paradnn.measure import STEP_LOOPS
+from paradnn.backends.jax.options import STEP_LOOPS
 from paradnn.backends.jax.models import ModelDef, build
 from paradnn.specs import Workload
 

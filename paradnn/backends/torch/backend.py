@@ -33,12 +33,10 @@ import socket
 import time
 from typing import Any, Callable
 
+from paradnn import hardware
 from paradnn.backends import Program
+from paradnn.backends.torch.options import COMPILE_MODES
 from paradnn.errors import SpecError
-from paradnn.measure import TORCH_COMPILE_MODES
-
-#: Values of the setting ``torch_compile`` (defined with the other settings in paradnn.measure).
-COMPILE_MODES: tuple[str, ...] = TORCH_COMPILE_MODES
 WARM_STEPS = 2  # see the module doc: compile, then the recompile after optimizer state appears
 
 
@@ -48,8 +46,9 @@ def check() -> None:
 
 
 def compile_mode(settings: Any) -> str:
-    """The ``torch_compile`` setting of ``settings`` (validated by MeasureSettings)."""
-    return settings.torch_compile
+    """The ``torch_compile`` option of ``settings`` (a MeasureSettings; validated by
+    :class:`paradnn.backends.torch.options.TorchOptions`)."""
+    return settings.options_for("torch").torch_compile
 
 
 # ------------------------------------------------------------------------------- optimizers
@@ -204,15 +203,13 @@ class TorchBackend:
     def device_info(self) -> dict[str, Any]:
         import torch
 
-        from paradnn.hardware import cpu_model
-
         gpu = torch.cuda.is_available()
         return {
             "device_platform": "gpu" if gpu else "cpu",
             "device_kind": torch.cuda.get_device_name(0) if gpu else "cpu",
             "device_count": torch.cuda.device_count() if gpu else 1,
             "host": socket.gethostname(),
-            "cpu_model": cpu_model(),
+            "cpu_model": hardware.cpu_model(),
         }
 
     def software_info(self) -> dict[str, Any]:
