@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from paradnn import backends
 from paradnn.errors import ParadnnError, SpecError
 from paradnn.measure import MeasureSettings
 from paradnn.specs import ModelSpec, Workload
@@ -45,7 +46,6 @@ def probe_batch(workload: Workload, memory_limit_bytes: int, settings: MeasureSe
     resident floor (weights + optimizer state, B) from shapes, and the compiled
     program's peak (B; None when the floor already fails or compilation ran out of memory).
     """
-    from paradnn import backends
     from paradnn.preflight import floor_bytes, predicted_oom
 
     # Cheapest check first: the closed-form weights + optimizer state, before any trace.
@@ -90,7 +90,7 @@ def max_batch(
     limit: int = 65536,
     trial: bool = True,
     settings: MeasureSettings | None = None,
-    framework: str = "jax",
+    framework: str = backends.DEFAULT,
 ) -> dict[str, Any]:
     """The largest global batch ``start * 2**k <= limit`` whose training step fits in memory.
 
@@ -112,8 +112,6 @@ def max_batch(
     if start % _positive_int("devices", devices):
         raise SpecError("start", start, f"a multiple of devices={devices}")
     if memory_limit_bytes is None:
-        from paradnn import backends
-
         memory_limit_bytes = backends.get(framework).device_memory_bytes()
         source = "device"
         if memory_limit_bytes is None:
