@@ -94,11 +94,10 @@ def add_settings_flags(p: argparse.ArgumentParser) -> None:
         p.add_argument(f"--{name.replace('_', '-')}", dest=name, default=None, metavar="X",
                        type=typed(parse_setting, name),
                        help=f"measurement setting: {SETTING_HELP[name]} (default {default})")
-    for name, declared in backends.option_fields().items():
-        frameworks = ", ".join(fw for fw, _ in declared)
+    for name in backends.option_fields():
         p.add_argument(f"--{name.replace('_', '-')}", dest=name, default=None, metavar="X",
                        type=typed(parse_setting, name),
-                       help=f"option of {frameworks}: {backends.option_help(name)} "
+                       help=f"framework option, {backends.option_help(name)} "
                        f"(default {backends.option_default(name)})")
 
 

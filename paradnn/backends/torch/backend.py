@@ -72,20 +72,17 @@ def _tf1_rmsprop_class():
 
         @torch.no_grad()
         def step(self, closure: Any = None) -> None:
+            # Public in-place tensor ops, one parameter at a time (torch's own optimizers use
+            # the private torch._foreach_* kernels; torch.compile fuses these loops anyway).
             for group in self.param_groups:
-                params = [p for p in group["params"] if p.grad is not None]
-                if not params:
-                    continue
-                grads = [p.grad for p in params]
-                ms = [self.state[p]["ms"] for p in params]
-                mom = [self.state[p]["mom"] for p in params]
-                torch._foreach_mul_(ms, group["decay"])
-                torch._foreach_addcmul_(ms, grads, grads, value=1.0 - group["decay"])
-                denom = torch._foreach_add(ms, group["eps"])
-                torch._foreach_sqrt_(denom)
-                torch._foreach_mul_(mom, group["momentum"])
-                torch._foreach_addcdiv_(mom, grads, denom, value=group["lr"])
-                torch._foreach_sub_(params, mom)
+                for p in group["params"]:
+                    if p.grad is None:
+                        continue
+                    g, state = p.grad, self.state[p]
+                    state["ms"].mul_(group["decay"]).addcmul_(g, g, value=1.0 - group["decay"])
+                    denom = state["ms"].add(group["eps"]).sqrt_()
+                    state["mom"].mul_(group["momentum"]).addcdiv_(g, denom, value=group["lr"])
+                    p.sub_(state["mom"])
 
     return TF1RMSprop
 
