@@ -168,3 +168,19 @@ def test_a_bad_plugin_is_one_line_on_the_command_line(paradnn_cmd):
     env = {**os.environ, plugins.ENV: "no_such_plugin_module"}
     out = subprocess.run([*paradnn_cmd, "list"], capture_output=True, text=True, env=env, timeout=120)
     assert out.returncode == 2 and "PARADNN_PLUGINS" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_sweep_files_take_the_frameworks_options_as_settings(tmp_path):
+    from paradnn.grids import load_sweep_file
+
+    path = tmp_path / "sweep.yaml"
+    path.write_text("family: fc\naxes: {nodes: [8], batch: [4], framework: [jax, torch]}\n"
+                    "fixed: {layers: 1, input: 8, output: 4}\n"
+                    "settings: {xla_preset: stock, torch_compile: eager, steps_per_call: 2}\n")
+    settings = MeasureSettings(**load_sweep_file(path).settings)
+    assert settings.options_for("jax").xla_preset == "stock"
+    assert settings.to_dict("torch")["torch_compile"] == "eager" and "xla_preset" not in settings.to_dict("torch")
+    path.write_text("family: fc\naxes: {nodes: [8], batch: [4]}\nfixed: {layers: 1, input: 8, output: 4}\n"
+                    "settings: {torch_compile: fastest}\n")
+    with pytest.raises(ParadnnError, match="settings.torch_compile.*allowed one of default, eager"):
+        load_sweep_file(path)
