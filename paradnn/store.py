@@ -44,7 +44,7 @@ import pandas as pd
 from paradnn.errors import ParadnnError, ParadnnWarning, StoreError, echo
 from paradnn.measure import SETTINGS_FIELDS
 from paradnn import families
-from paradnn.record import METRICS, PLATFORM_FIELDS, SOFTWARE_FIELDS, Record
+from paradnn.record import METRICS, PLATFORM_FIELDS, SCHEMA_VERSION, SOFTWARE_FIELDS, Record, row_key
 
 __all__ = ["STORE_SCHEMA_VERSION", "COLUMNS", "Store", "load", "merge", "export", "migrate_row",
            "status_counts", "check_store", "Unreadable", "UNREADABLE_CAUSES", "DAMAGE_ATTR",
@@ -52,7 +52,7 @@ __all__ = ["STORE_SCHEMA_VERSION", "COLUMNS", "Store", "load", "merge", "export"
 
 #: Version of the file layout (tables, columns). Bump when the layout changes; readers refuse
 #: stores with a higher version. Independent of ``record.SCHEMA_VERSION`` (meaning of fields).
-STORE_SCHEMA_VERSION = 2
+STORE_SCHEMA_VERSION = 3
 _FORMAT = "paradnn-store"
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 # Seconds a writer waits for another writer's lock before failing; sweeps on one store commit a
@@ -73,11 +73,22 @@ def migrate_row(row: dict[str, Any]) -> dict[str, Any]:
 
     Store schema 1 (paradnn before frameworks) ran JAX only and called the device platform
     ``backend``: it becomes ``device_platform`` and the row gains ``framework: "jax"``.
-    Idempotent, so rows of any version pass through it on every read.
+    Record schema 2 keyed a row on every framework's version fields and options (JAX rows on
+    ``tf_version: None`` and ``torch_compile``, PyTorch rows on JAX's versions): its ``key``
+    becomes the one the current code gives the same config (:func:`paradnn.record.row_key`),
+    so sweeps resume across the upgrade; rows whose family or framework is not registered keep
+    theirs. Every field is kept. Idempotent, so rows of any version pass through it on every
+    read.
     """
     if "backend" in row and "device_platform" not in row:
         row["device_platform"] = row.pop("backend")
     row.setdefault("framework", "jax")
+    version = row.get("schema_version")
+    if isinstance(version, int) and version < 3:
+        key = row_key(row)
+        if key is not None:
+            row["key"] = key
+            row["schema_version"] = SCHEMA_VERSION
     return row
 
 _DDL = """
@@ -687,9 +698,18 @@ class Store:
             "SELECT value FROM paradnn_meta WHERE name = 'schema_version'").fetchone()
         if int(version) >= STORE_SCHEMA_VERSION:
             return
-        rows, _ = _scan(con, self.path)  # an unreadable row stays as it is: reads name it
+        rows, _ = _scan(con, self.path)  # read and migrated; an unreadable row stays as it is
         for rowid, row in rows:
-            con.execute("UPDATE records SET row = ? WHERE id = ?", (_row_json(row), rowid))
+            try:
+                con.execute("UPDATE records SET row = ?, key = ? WHERE id = ?",
+                            (_row_json(row), row.get("key"), rowid))
+            except sqlite3.IntegrityError:
+                # Two old rows that now share key and time (e.g. a JAX config measured at one
+                # instant with two torch_compile values, which JAX ignores): the second keeps
+                # its old key rather than vanish.
+                old = con.execute("SELECT key FROM records WHERE id = ?", (rowid,)).fetchone()[0]
+                con.execute("UPDATE records SET row = ? WHERE id = ?",
+                            (_row_json({**row, "key": old}), rowid))
         con.execute("UPDATE paradnn_meta SET value = ? WHERE name = 'schema_version'",
                     (str(STORE_SCHEMA_VERSION),))
 

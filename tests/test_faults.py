@@ -461,9 +461,9 @@ def test_huge_model_is_oom_before_tracing(tmp_path):
 
 
 def test_default_limit_on_a_cpu_is_the_host_memory():
-    from paradnn import hardware
+    from paradnn import backends, hardware
 
-    if hardware.platform_info()["device_platform"] != "cpu":
+    if backends.get("jax").device_info()["device_platform"] != "cpu":
         pytest.skip("a device with its own memory size")
     assert hardware.device_memory_bytes() == hardware.host_memory_bytes() > 2**20
 
@@ -473,11 +473,13 @@ def test_analytic_floor_is_a_lower_bound_of_the_real_state():
     parameter count may not exceed what the real optax state holds."""
     from paradnn.backends.jax import step as wl
     from paradnn.backends.jax.models import build
-    from paradnn.preflight import OPTIMIZER_STATE_SLOTS, floor_bytes
+    from paradnn.sizes import floor_bytes
     from paradnn.backends.jax.backend import state_bytes
     from paradnn.specs import CNN, FC, OPTIMIZERS, RNN, Workload
 
-    assert set(OPTIMIZER_STATE_SLOTS) == set(OPTIMIZERS)
+    from paradnn.sizes import OPTIMIZERS as SLOTS
+
+    assert set(SLOTS) == set(OPTIMIZERS)
     for spec in (FC(2, 16, 8, 4), CNN("residual", 1, 4, 32, 10), RNN("lstm", 1, 8, 4, 16)):
         for opt in OPTIMIZERS:
             w = Workload(spec, 4, "float32", opt)

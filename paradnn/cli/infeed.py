@@ -26,8 +26,8 @@ def _cmd_infeed(args: argparse.Namespace) -> int:
     from paradnn.cli.run import _check_backend, workload_from_args
     from paradnn.cli.system import _g, _pct, _print_table, _save
 
-    _check_backend()
     workload = workload_from_args(args)
+    _check_backend(workload.framework)
     result = infeed.run_infeed(workload, args.workers, args.steps, args.warmup_steps, args.data_dir,
                                args.files, args.jpeg_side, args.prefetch, args.delay_ms,
                                synthetic=not args.no_synthetic)

@@ -23,10 +23,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
+from paradnn import backends
 from paradnn.errors import SpecError
-
-#: The frameworks a family may be built in (``Workload.framework``); jax is the reference.
-FRAMEWORKS: tuple[str, ...] = ("jax", "tensorflow", "torch")
+from paradnn.plugins import load_plugins
 
 #: Built-in family modules under paradnn.families, imported on first lookup.
 BUILTIN: tuple[str, ...] = ("fc", "cnn", "rnn", "transformer", "real")
@@ -142,6 +141,7 @@ def _load() -> None:
         _loaded = True
         for mod in BUILTIN:
             importlib.import_module(f"paradnn.families.{mod}")
+        load_plugins()
 
 
 def names() -> list[str]:
@@ -255,6 +255,11 @@ class FieldsView(Sequence):
 
     def __repr__(self) -> str:
         return f"FieldsView({self._compute()!r})"
+
+
+#: The frameworks a family may be built in (``Workload.framework``): a view of the framework
+#: registry (:func:`paradnn.backends.names`), the one place that lists them.
+FRAMEWORKS = FieldsView(backends.names)
 
 
 __all__ = ["BUILTIN", "DEFAULT_MARKER", "FieldsView", "RegistryView", "Axis", "FRAMEWORKS", "Family",

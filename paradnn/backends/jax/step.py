@@ -19,7 +19,7 @@ import optax
 
 from paradnn.backends.jax import xla_stack as xla_stack
 from paradnn.errors import SpecError
-from paradnn.measure import STEP_LOOPS
+from paradnn.backends.jax.options import STEP_LOOPS
 from paradnn.sizes import optimizer as optimizer_entry
 from paradnn.backends.jax.models import ModelDef, build
 from paradnn.specs import Workload
@@ -59,7 +59,9 @@ class Prepared:
     mesh: jax.sharding.Mesh | None
 
 
-def _step_fn(model: ModelDef, optimizer_name: str) -> Callable:
+def step_fn(model: ModelDef, optimizer_name: str) -> Callable:
+    """The training step ``(state, batch) -> (state, loss)`` of ``model`` with the named
+    optimizer, not jitted (the jaxpr FLOP counter traces it; :func:`jit_step` compiles it)."""
     tx = make_optimizer(optimizer_name)
 
     def step(state, batch):
@@ -140,7 +142,7 @@ def jit_multi_step(model: ModelDef, optimizer_name: str, mesh=None) -> Callable:
     kwargs: dict[str, Any] = {"donate_argnums": (0,)}
     if replicated is not None:
         kwargs.update(in_shardings=(replicated, split, replicated), out_shardings=(replicated, replicated))
-    return jax.jit(partial(_repeat_k, _step_fn(model, optimizer_name)), **kwargs)
+    return jax.jit(partial(_repeat_k, step_fn(model, optimizer_name)), **kwargs)
 
 
 def jit_step(model: ModelDef, optimizer_name: str, mesh=None, donate: bool = False) -> Callable:
@@ -150,7 +152,7 @@ def jit_step(model: ModelDef, optimizer_name: str, mesh=None, donate: bool = Fal
     kwargs: dict[str, Any] = {"donate_argnums": (0,)} if donate else {}
     if replicated is not None:
         kwargs.update(in_shardings=(replicated, split), out_shardings=(replicated, replicated))
-    return jax.jit(_step_fn(model, optimizer_name), **kwargs)
+    return jax.jit(step_fn(model, optimizer_name), **kwargs)
 
 
 def compile_step(call: Callable, *args: Any, preset: str = xla_stack.DEFAULT_PRESET) -> jax.stages.Compiled:
