@@ -132,6 +132,7 @@ def run_workload(
         metrics.update(backend.costs(program))
         metrics.update(backend.memory_breakdown(program))
         metrics["model_flops_per_step"] = model_flops_per_step(workload)
+        metrics["elementwise_flops_per_step"] = sizes.elementwise_flops_per_step(workload)
         metrics.update(derived_metrics(metrics, workload, platform))
         warnings = physics_warnings(metrics, workload.devices)
     except ParadnnError:

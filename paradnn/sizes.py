@@ -45,7 +45,10 @@ class Optimizer:
     parameter), read by ``make_optimizer`` of every backend. ``floor_slots`` and
     ``estimate_slots`` count full-size float32 copies of the parameters the optimizer keeps:
     the floor is a lower bound (the runner refuses a model before tracing only when it surely
-    does not fit), the estimate is what the planner adds up.
+    does not fit), the estimate is what the planner adds up. ``update_flops`` is the update's
+    work per parameter and step (FLOP), as XLA's cost analysis counts optax's implementation of
+    the rule on a float32 vector (measured with jax 0.12; transcendentals such as the square
+    root are not FLOPs there): the optimizer's share of a step's executed FLOPs.
     """
 
     name: str
@@ -53,6 +56,7 @@ class Optimizer:
     description: str
     floor_slots: int
     estimate_slots: int
+    update_flops: int
     learning_rate: float
     momentum: float | None = None  # momentum trace coefficient; None: no momentum
     decay: float | None = None  # rmsprop: decay of the squared-gradient average
@@ -73,15 +77,16 @@ OPTIMIZERS: dict[str, Optimizer] = {o.name: o for o in (
     # PyTorch run paradnn's own implementation). Slots: the squared-gradient average and the
     # momentum trace.
     Optimizer("rmsprop", "rmsprop", "RMSProp with momentum (TF1 semantics, ParaDnn's)",
-              floor_slots=2, estimate_slots=2, learning_rate=0.1, momentum=0.9, decay=0.9,
+              floor_slots=2, estimate_slots=2, update_flops=10, learning_rate=0.1, momentum=0.9, decay=0.9,
               epsilon=1.0, epsilon_in_sqrt=True),
-    Optimizer("sgd", "sgd", "plain SGD", floor_slots=0, estimate_slots=0, learning_rate=0.1),
+    Optimizer("sgd", "sgd", "plain SGD", floor_slots=0, estimate_slots=0, update_flops=2,
+              learning_rate=0.1),
     # m = g + momentum * m; p -= lr * m (optax.sgd with momentum, torch.optim.SGD's default
     # dampening 0).
     Optimizer("momentum", "sgd", "SGD with momentum", floor_slots=1, estimate_slots=1,
-              learning_rate=0.1, momentum=0.9),
+              update_flops=4, learning_rate=0.1, momentum=0.9),
     Optimizer("adam", "adam", "Adam (bias-corrected moments, epsilon outside the root)",
-              floor_slots=2, estimate_slots=2, learning_rate=1e-3, beta1=0.9, beta2=0.999,
+              floor_slots=2, estimate_slots=2, update_flops=13, learning_rate=1e-3, beta1=0.9, beta2=0.999,
               epsilon=1e-8),
     # optax.adafactor's defaults (Shazeer and Stern, 2018). Factored second moments: row and
     # column vectors for parameters whose two largest dimensions are >= 128, far smaller than
@@ -90,7 +95,7 @@ OPTIMIZERS: dict[str, Optimizer] = {o.name: o for o in (
     # (not an argument). torch.optim.Adafactor is torch's variant: it takes decay_rate,
     # clipping_threshold and min_scale, factors every matrix, and keeps its own epsilon for g^2.
     Optimizer("adafactor", "adafactor", "Adafactor (factored second moments, no momentum)",
-              floor_slots=0, estimate_slots=1, learning_rate=1e-3, epsilon=1e-30,
+              floor_slots=0, estimate_slots=1, update_flops=20, learning_rate=1e-3, epsilon=1e-30,
               factor_min_dim=128, decay_rate=0.8, clipping_threshold=1.0, min_scale=1e-3),
 )}
 
@@ -131,6 +136,33 @@ def model_flops_per_step(workload: Any) -> float | None:
     framework."""
     per_example = train_flops_per_example(workload.spec)
     return None if per_example is None else per_example * workload.batch
+
+
+#: Upper estimate of the non-matmul FLOPs per activation element a training step keeps for the
+#: backward pass (``activation_elements``): activation functions, normalizations, residual sums,
+#: softmax and loss, forward and backward. Measured as (XLA-executed - analytic matmul - optimizer
+#: update) / (batch x activation elements) with jax 0.12 on the CPU over sweeps/smoke.yaml,
+#: sweeps/small.yaml, tiny Transformers and a few larger configs: 1.6-2.7 (FC), 4.3-16.2 (RNN,
+#: LSTM, GRU), 9.3-15.8 (Transformer), 9.5-14 (CNN with batch norm); docs/metrics.md,
+#: "flops_mismatch compares like with like".
+ELEMENTWISE_FLOPS_PER_ACTIVATION = 16
+
+
+def elementwise_flops_per_step(workload: Any) -> float | None:
+    """Analytic upper estimate of the work of one training step besides matmuls and
+    convolutions, in FLOP over all devices: the optimizer's update (``update_flops`` of its
+    table entry per parameter, on every device: data parallelism replicates it) plus
+    :data:`ELEMENTWISE_FLOPS_PER_ACTIVATION` per kept activation element of each example of the
+    global batch (0 where the family gives no activation estimate: a zoo model). None where the
+    parameter count needs a framework. A framework that counts only matmuls (torch's
+    flop_counter) executes none of it in its count; XLA counts all of it."""
+    params = param_count(workload.spec)
+    if params is None:
+        return None
+    update = optimizer(workload.optimizer).update_flops * float(params) * workload.devices
+    elements = families.of(workload.spec).activation_elements
+    per_example = sum(elements(workload.spec)) if elements is not None else 0.0
+    return update + ELEMENTWISE_FLOPS_PER_ACTIVATION * per_example * workload.batch
 
 
 def non_trainable_count(spec: Any) -> int:
@@ -285,7 +317,7 @@ def predicted_oom(workload: Any, memory_limit_bytes: int | None) -> dict[str, An
     return {"error": reason, "metrics": {"params": floor["params"], "oom_predicted": True}}
 
 
-__all__ = ["DTYPE_BYTES", "F32_BYTES", "OPTIMIZERS", "Optimizer", "activation_bytes", "batch_bytes",
-           "config_sizes", "floor_bytes", "gradient_bytes", "known_counts", "model_flops_per_step",
+__all__ = ["DTYPE_BYTES", "ELEMENTWISE_FLOPS_PER_ACTIVATION", "F32_BYTES", "OPTIMIZERS", "Optimizer",
+           "activation_bytes", "batch_bytes", "config_sizes", "elementwise_flops_per_step", "floor_bytes", "gradient_bytes", "known_counts", "model_flops_per_step",
            "non_trainable_count", "optimizer", "param_count", "predicted_oom", "state_bytes",
            "train_flops_per_example"]

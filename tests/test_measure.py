@@ -158,6 +158,54 @@ def test_flops_mismatch(ratio, flagged):
     assert ("flops_mismatch" in physics_warnings(_metrics(useful_flops_ratio=ratio))) is flagged
 
 
+@pytest.mark.parametrize("executed, flagged", [
+    # useful 100 FLOP, estimated non-matmul work 50: executed counts from 80 to 187.5 agree.
+    (79, True), (80, False), (150, False), (187.5, False), (190, True), (340, True)])
+def test_flops_mismatch_grants_the_estimated_elementwise_work(executed, flagged):
+    metrics = _metrics(useful_flops_ratio=100 / executed, model_flops_per_step=100.0,
+                       elementwise_flops_per_step=50.0)
+    assert ("flops_mismatch" in physics_warnings(metrics)) is flagged
+
+
+def test_elementwise_estimate_covers_the_optimizer_and_the_activations():
+    from paradnn import families, sizes
+    from paradnn.specs import FC, Real, Workload
+
+    spec = FC(layers=2, nodes=32, input=64, output=10)
+    params = sizes.param_count(spec)
+    kept = sum(families.of(spec).activation_elements(spec))
+    one = sizes.elementwise_flops_per_step(Workload(spec, 8, optimizer="adam"))
+    assert one == 13 * params + sizes.ELEMENTWISE_FLOPS_PER_ACTIVATION * kept * 8
+    # Two devices update two replicas of the weights; the activations are the global batch's.
+    two = sizes.elementwise_flops_per_step(Workload(spec, 8, optimizer="adam", devices=2))
+    assert two == one + 13 * params
+    # A zoo model has no activation estimate: the update alone.
+    real = Workload(Real("mobilenet"), 2)
+    assert sizes.elementwise_flops_per_step(real) == (
+        sizes.OPTIMIZERS[real.optimizer].update_flops * sizes.param_count(real.spec))
+
+
+TINY_TRANSFORMER = {"family": "transformer", "layers": 1, "d_model": 32, "heads": 2, "d_ff": 64,
+                    "length": 8, "vocab": 64, "batch": 2}
+
+
+def test_smoke_configs_raise_no_physics_flag_on_flops(tiny_settings):
+    """The smoke sweep's tiny models (and the smallest Transformer) executed 0.76-0.80 of their
+    useful FLOPs before the optimizer's and element-wise work was granted: nothing is wrong."""
+    from paradnn.grids.sweepfile import load_sweep_file
+    from paradnn.runner import run_workload
+    from paradnn.specs import Workload, spec_from_dict
+
+    workloads = list(load_sweep_file("sweeps/smoke.yaml").workloads)
+    fields = dict(TINY_TRANSFORMER)
+    batch = fields.pop("batch")
+    workloads.append(Workload(spec_from_dict(fields), batch))
+    for w in workloads:
+        record = run_workload(w, tiny_settings)
+        assert record.status == "ok", record.error
+        assert "flops_mismatch" not in record.warnings, (w.spec, record.metrics["useful_flops_ratio"])
+
+
 def test_warning_codes_round_trip():
     assert warning_codes("utilization_above_1,above_roof") == ["utilization_above_1", "above_roof"]
     for empty in (None, "", math.nan):
