@@ -202,6 +202,22 @@ def warning_lines(record) -> list[str]:
     return lines
 
 
+def outcome_line(record) -> str:
+    """The one stderr line that says how a run ended: ``ok`` with its throughput, or the
+    status (``oom``, ``error``, ``timeout``, ``crashed``) with the record's reason (an oom's
+    says the predicted or the compiled/measured bytes against the limit), on one line and at
+    most 400 characters, whether or not the outcome is also recorded."""
+    what = f"{record.workload.get('family')} on {record.workload.get('framework')}"
+    if record.status == "ok":
+        m = record.metrics
+        return (f"paradnn: ok: {what} measured: {m['examples_per_sec']:.4g} examples/s, median step "
+                f"{m['step_time_s'] * 1e3:.4g} ms")
+    # The reason already says whether an oom was predicted (and from what) or happened.
+    reason = " ".join(str(record.error or "no reason recorded").split())
+    line = f"paradnn: {record.status}: {what}: {reason}"
+    return line if len(line) <= 400 else line[:397] + "..."
+
+
 def _check_backend(framework: str = backends.DEFAULT) -> tuple[dict[str, Any], dict[str, Any]]:
     """Start the framework's backend and return its (platform, software); one it cannot start
     (JAX_PLATFORMS naming an absent platform, a framework not installed) is one line and exit 2
@@ -224,6 +240,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         print(_summary(record))
     for line in warning_lines(record):
         print(line, file=sys.stderr)
+    print(outcome_line(record), file=sys.stderr)
     return 0 if record.status == "ok" else 1
 
 
