@@ -43,7 +43,7 @@ import pandas as pd
 
 from paradnn import backends, hardware
 from paradnn.errors import ParadnnError, SpecError
-from paradnn.measure import MeasureSettings, time_calls
+from paradnn.measure import MIN_TIMED_CALLS, MeasureSettings, time_calls
 from paradnn.record import Record, physics_warnings
 from paradnn.units import parse_int
 
@@ -52,6 +52,10 @@ OP_DTYPES = ("float32", "bfloat16", "float16")
 #: The ``family`` of an op row in the store; model analyses select model families and skip it.
 OP_FAMILY = "op"
 _MAX_DIM = 1 << 20
+#: Longest timing phase (s) an op may need at its device's peak (a warm-up call and
+#: MIN_TIMED_CALLS timed calls of one op each): bigger ops are refused before compiling. The
+#: paper's largest op, an 8192^3 matmul, needs about 150 s on a 30 GFLOP/s CPU.
+MAX_OP_TIMING_S = 600.0
 
 
 @dataclass(frozen=True)
@@ -99,6 +103,16 @@ class OpShape:
             return 2 * self.batch * self.m * self.n * self.k
         ho, wo = self.out_hw()
         return 2 * self.batch * ho * wo * self.kernel_h * self.kernel_w * self.channels * self.out_channels
+
+    def operand_bytes(self, itemsize: int) -> int:
+        """Bytes of the op's operands and result at ``itemsize`` B per element: a lower bound
+        of the device memory the op needs."""
+        if self.op == "matmul":
+            return itemsize * self.batch * (self.m * self.k + self.k * self.n + self.m * self.n)
+        ho, wo = self.out_hw()
+        return itemsize * (self.batch * self.height * self.width * self.channels
+                           + self.kernel_h * self.kernel_w * self.channels * self.out_channels
+                           + self.batch * ho * wo * self.out_channels)
 
     def label(self) -> str:
         if self.op == "matmul":
@@ -180,6 +194,30 @@ def measure_op(shape: OpShape, dtype: str = "float32", settings: MeasureSettings
     context = {"platform": platform, "software": software, "settings": settings.to_dict(framework),
                "tags": {"kind": "op"}}
     metrics: dict[str, Any] = dict(extra or {})
+    flops = shape.flops()
+    # Cheap checks before compiling: operands that cannot fit are an oom row; a fixed number of
+    # ops per call that cannot finish within the time budget even at the peak is refused.
+    need, memory = shape.operand_bytes(np.dtype(dtype).itemsize), hardware.device_memory_bytes(framework)
+    if memory is not None and need > memory:
+        return Record(status="oom", workload=workload,
+                      metrics={**metrics, "oom_predicted": True, "op_label": shape.label()},
+                      error=f"predicted before compiling: operands and result {need} B > device "
+                      f"memory {memory} B", **context)
+    if peak is None:
+        peak = hardware.peaks(platform["device_kind"], dtype, platform["device_platform"])
+    one_s = flops / peak.flops  # the least time one op can take
+    if (1 + MIN_TIMED_CALLS) * one_s > MAX_OP_TIMING_S:
+        raise SpecError(shape.op, shape.label(), f"an op whose warm-up and {MIN_TIMED_CALLS} timed "
+                        f"calls can finish within {MAX_OP_TIMING_S:g} s: {flops:.3g} FLOP take at "
+                        f"least {one_s:.3g} s each at the peak {peak.flops:.3g} FLOP/s ({peak.source})")
+    k = settings.steps_per_call
+    most = max(1, int(settings.time_budget_s // one_s))
+    if k is not None and k > most:
+        raise SpecError("steps_per_call", k, f"at most {most} for {shape.label()} {dtype}: one call "
+                        f"of {k} ops takes at least {k * one_s:.3g} s at the peak "
+                        f"{peak.flops:.3g} FLOP/s ({peak.source}), beyond the time budget "
+                        f"{settings.time_budget_s:g} s (raise --time-budget-s, or leave "
+                        "--steps-per-call out to let the protocol choose)")
     try:
         op = program(shape, dtype)
         timing = time_calls(op["call"], op["state"], op["operands"], settings, sync=backend.sync)
@@ -188,10 +226,7 @@ def measure_op(shape: OpShape, dtype: str = "float32", settings: MeasureSettings
         return Record(status=status, workload=workload, metrics=metrics,
                       error=f"{type(exc).__name__}: {exc}"[:4000], **context)
     metrics.update(timing.stats())
-    flops = shape.flops()
     step = metrics["step_time_s"]
-    if peak is None:
-        peak = hardware.peaks(platform["device_kind"], dtype, platform["device_platform"])
     xla_bytes = op["bytes"]
     metrics.update(
         model_flops_per_step=flops,

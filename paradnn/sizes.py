@@ -282,21 +282,34 @@ def _finite(value: Any) -> bool:
 # A model whose weights and optimizer state alone exceed the memory limit cannot run, and
 # finding that out by tracing it can take minutes or never end (``--layers 1000000000``). The
 # floor is a lower bound, so it never refuses a model that would fit: float32 master weights
-# and the optimizer's ``floor_slots``. The batch is left to the compiled memory analysis that
-# follows (its inputs are arguments of the step, so that analysis sees them without running).
+# and the optimizer's ``floor_slots``, the synthetic batch one device holds (its inputs are on
+# the device before the step runs), and the family's ``activation_floor`` where it has one (a
+# Transformer at a 10^9-token length has few weights but its activations cannot fit; tracing
+# it would exhaust the host first). Everything else is left to the compiled memory analysis.
 
 def floor_bytes(workload: Any) -> dict[str, Any] | None:
     """Lower bound of one device's memory in bytes, without tracing: ``{"params",
-    "weights_bytes", "optimizer_bytes", "total_bytes"}`` (data parallelism replicates the
-    state, so this is per device); None where the parameter count needs a framework."""
+    "weights_bytes", "optimizer_bytes", "batch_bytes", "activations_bytes", "total_bytes"}``
+    (data parallelism replicates the state, so this is per device; the batch and activations
+    of the per-device batch, 0 where the family gives no size); None where the parameter count
+    needs a framework."""
     count = param_count(workload.spec)
     if count is None:
         return None
     params = int(count)
     weights = params * F32_BYTES
     optimizer_b = state_bytes(params, workload.optimizer, bound="floor") - weights
+    per_device = max(workload.batch // workload.devices, 1)
+    inputs = batch_bytes(workload.spec, per_device, workload.dtype)
+    inputs = 0.0 if math.isnan(inputs) else inputs
+    floor = families.of(workload.spec).activation_floor
+    activations = 0.0
+    if floor is not None:
+        compute, f32 = floor(workload.spec)
+        activations = per_device * (compute * DTYPE_BYTES[workload.dtype] + f32 * F32_BYTES)
     return {"params": params, "weights_bytes": weights, "optimizer_bytes": optimizer_b,
-            "total_bytes": weights + optimizer_b}
+            "batch_bytes": int(inputs), "activations_bytes": int(activations),
+            "total_bytes": weights + optimizer_b + int(inputs) + int(activations)}
 
 
 def predicted_oom(workload: Any, memory_limit_bytes: int | None) -> dict[str, Any] | None:
@@ -309,11 +322,14 @@ def predicted_oom(workload: Any, memory_limit_bytes: int | None) -> dict[str, An
     floor = floor_bytes(workload)
     if floor is None or floor["total_bytes"] <= memory_limit_bytes:
         return None
-    reason = (f"predicted before compiling (analytic, nothing traced): weights "
-              f"{floor['weights_bytes']} B + {workload.optimizer} state "
-              f"{floor['optimizer_bytes']} B = {floor['total_bytes']} B per device > limit "
-              f"{memory_limit_bytes} B ({floor['params']} parameters, counted without building "
-              "the model)")
+    parts = [f"weights {floor['weights_bytes']} B", f"{workload.optimizer} state {floor['optimizer_bytes']} B"]
+    if floor["batch_bytes"]:
+        parts.append(f"input batch {floor['batch_bytes']} B")
+    if floor["activations_bytes"]:
+        parts.append(f"activations at least {floor['activations_bytes']} B")
+    reason = (f"predicted before compiling (analytic, nothing traced): {' + '.join(parts)} = "
+              f"{floor['total_bytes']} B per device > limit {memory_limit_bytes} B "
+              f"({floor['params']} parameters, counted without building the model)")
     return {"error": reason, "metrics": {"params": floor["params"], "oom_predicted": True}}
 
 

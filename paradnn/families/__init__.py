@@ -64,7 +64,10 @@ class Family:
     pass), ``example_bytes`` (spec, bytes per compute-dtype element -> bytes of one example of
     the synthetic batch, inputs and int32 labels) and ``non_trainable_count`` (spec -> float32
     entries of non-trainable state, e.g. batch-norm statistics). None: unknown, and the plan
-    says so.
+    says so. ``activation_floor`` (spec -> (compute-dtype elements, float32 elements) per
+    example) is a lower bound of the activations, which the runner's preflight adds to the
+    floor that refuses a model before tracing (a Transformer at a 10^9-token length); None:
+    the floor counts no activations.
 
     Ranges: ``paper`` holds the paper's ranges (axis -> values, batch included) and
     ``presets`` the ``smoke``/``small`` grids; ``paper_fixed`` the values the paper held fixed
@@ -83,6 +86,7 @@ class Family:
     train_flops_per_example: Callable[[Any], float] | None = None
     reference_flops_per_example: Callable[[Any], float | None] | None = None
     activation_elements: Callable[[Any], tuple[float, float]] | None = None
+    activation_floor: Callable[[Any], tuple[float, float]] | None = None
     example_bytes: Callable[[Any, int], int] | None = None
     non_trainable_count: Callable[[Any], int] = lambda spec: 0
     default_batch: Callable[[Any], int] = lambda spec: 64

@@ -166,6 +166,15 @@ def activation_elements(spec: Transformer) -> tuple[float, float]:
     return float(t * per_token), float(t * 2 * spec.vocab)
 
 
+def activation_floor(spec: Transformer) -> tuple[float, float]:
+    """A lower bound of the activations one example keeps, as (elements in the compute dtype,
+    float32 elements), for the preflight that refuses a model before tracing: whatever XLA
+    fuses, each block's input (``d`` per token; the backward pass of its first LayerNorm needs
+    it) and the output projection's logits (``vocab`` per token, a matmul's output) exist at
+    once, so ``length * (layers * d + vocab)`` elements, counted in the compute dtype."""
+    return float(spec.length * (spec.layers * spec.d_model + spec.vocab)), 0.0
+
+
 def example_bytes(spec: Transformer, itemsize: int) -> int:
     """Bytes of one example of the synthetic batch: ``length`` int32 tokens and as many int32
     targets (the compute dtype does not enter: tokens are integers)."""
@@ -201,6 +210,7 @@ FAMILY = register(Family(
     param_count=param_count,
     train_flops_per_example=train_flops_per_example,
     activation_elements=activation_elements,
+    activation_floor=activation_floor,
     example_bytes=example_bytes,
     default_batch=lambda spec: 16,  # sequences: 16 x 1024 tokens = 16k tokens per step
     default_optimizer=lambda spec: "adam",
