@@ -35,6 +35,11 @@ def parse_int_list(text: str, parameter: str, minimum: int = 1, maximum: int = 6
 def _need_devices(count: int, simulate: bool, framework: str = backends.DEFAULT) -> bool:
     """Start ``framework``'s backend (simulating ``count`` CPU devices if asked) and check it has
     ``count`` devices; returns whether the devices are simulated."""
+    from paradnn.collectives import MAX_SIMULATED_DEVICES
+
+    if simulate and count > MAX_SIMULATED_DEVICES:
+        raise SpecError("devices", count, f"at most {MAX_SIMULATED_DEVICES} simulated devices on one "
+                        "CPU host (each is a thread sharing its cores and memory)")
     if simulate:
         backends.capability(framework, "simulate_host_devices", "simulate devices on a CPU host")(count)
     from paradnn.cli.run import _check_backend
@@ -155,8 +160,31 @@ def _cmd_collectives(args: argparse.Namespace) -> int:
     if devices[0] < 2:
         raise SpecError("devices", ",".join(map(str, devices)), "device counts of at least 2")
     simulated = _need_devices(devices[-1], args.simulate_devices)
-    records = collectives.run_collectives(devices, args.sizes, args.collective or collectives.COLLECTIVES,
-                                          args.dtype, settings_from_args(args))
+    from paradnn.runner import context
+
+    # Platform-aware defaults: a CPU host (its devices simulated) gets smaller sizes and a
+    # shorter budget than accelerators; flags given explicitly always win. Said on stderr.
+    kind = "cpu" if context(backends.DEFAULT)[0]["device_platform"] == "cpu" else "accelerator"
+    sizes = args.sizes
+    used = []
+    if sizes is None:
+        sizes = collectives.parse_sizes(collectives.DEFAULT_SIZES[kind])
+        used.append(f"--sizes {collectives.DEFAULT_SIZES[kind]}")
+    defaults = {k: v for k, v in collectives.DEFAULT_SETTINGS[kind].items() if getattr(args, k, None) is None}
+    settings = settings_from_args(args).replace(**defaults)
+    used += [f"--{k.replace('_', '-')} {v}" for k, v in defaults.items()]
+    if used:
+        print(f"paradnn: collectives: defaults for {'a CPU host' if kind == 'cpu' else 'accelerators'}: "
+              f"{', '.join(used)} (give a flag to override)", file=sys.stderr)
+
+    def progress(done: int, total: int, rec) -> None:
+        w = rec.workload
+        what = (f"{rec.metrics['step_time_s'] * 1e3:.3g} ms" if rec.status == "ok" else rec.status)
+        print(f"paradnn: collectives {done}/{total}: {w['collective']} {si(w['size_bytes'], 'B')} over "
+              f"{w['devices']} devices: {what}", file=sys.stderr, flush=True)
+
+    records = collectives.run_collectives(devices, sizes, args.collective or collectives.COLLECTIVES,
+                                          args.dtype, settings, progress=progress)
     _save(records, args.store)
     rows = [r.to_dict() for r in records]
     ok = all(r["status"] == "ok" for r in rows)
@@ -245,10 +273,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                        description="All-reduce, all-gather, reduce-scatter and broadcast bandwidth.")
     p.add_argument("--devices", required=True, metavar="N[,N...]", type=typed(parse_int_list, "devices"),
                    help="device counts, each at least 2")
-    p.add_argument("--sizes", default="1KB..1GB", metavar="FROM..TO|S,S",
+    p.add_argument("--sizes", default=None, metavar="FROM..TO|S,S",
                    type=typed(collectives.parse_sizes, "sizes"),
                    help="message sizes in bytes (kB/MB/GB decimal, KiB/MiB/GiB binary): FROM..TO "
-                   "doubles from FROM up to TO (default 1KB..1GB)")
+                   f"doubles from FROM up to TO (default {collectives.DEFAULT_SIZES['accelerator']} "
+                   f"on accelerators, {collectives.DEFAULT_SIZES['cpu']} with a "
+                   f"{collectives.DEFAULT_SETTINGS['cpu']['time_budget_s']:g} s time budget on a CPU host)")
     p.add_argument("--collective", action="append", choices=collectives.COLLECTIVES, default=None,
                    help="collective to measure (repeatable; default all)")
     p.add_argument("--dtype", default="float32", choices=("float32", "bfloat16", "float16"),
