@@ -79,7 +79,8 @@ def _pairs(items: list[str] | None, flag: str) -> dict:
     out = {}
     for item in items or []:
         if "=" not in item:
-            raise ParadnnError(f"{flag} {item!r}: allowed: COLUMN=VALUE")
+            shown = item if len(item) <= 80 else item[:77] + "..."
+            raise ParadnnError(f"{flag} {shown!r}: allowed: COLUMN=VALUE")
         k, v = item.split("=", 1)
         out[k.strip()] = _value(v.strip())
     return out
@@ -99,22 +100,63 @@ def _load(paths: list[str]) -> list[pd.DataFrame]:
     return [load(p) for p in paths]
 
 
+#: Columns an ops CSV (``paradnn profile -o DIR``'s ops.csv) must have, all numeric but
+#: ``category``; and the attributes (its ops.json, or --ops-attr) that must be positive numbers.
+OPS_COLUMNS = ("category", "time_s", "time_fraction", "flops", "bytes", "flops_per_sec",
+               "arithmetic_intensity")
+OPS_NUMERIC_ATTRS = ("peak_flops", "peak_bytes_per_sec")
+
+
+def read_ops(path: Path, attr_items: list[str] | None) -> pd.DataFrame:
+    """The per-operation profile of ``report --ops``: ``path`` (an ops.csv of ``paradnn
+    profile``), its ops.json beside it and the --ops-attr pairs, checked: ParadnnError naming
+    the file or the pair and what is allowed for a file that is not such a CSV (binary,
+    malformed, columns missing or not numeric), a damaged ops.json, or a peak that is not a
+    positive finite number."""
+    allowed = "ops.csv of `paradnn profile -o DIR`"
+    if not path.is_file():
+        raise ParadnnError(f"--ops {path}: no such file; allowed: {allowed}")
+    try:
+        ops = pd.read_csv(path)
+    except (UnicodeDecodeError, ValueError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
+        reason = " ".join(str(exc).split())[:200]
+        raise ParadnnError(f"--ops {path}: not a CSV file ({type(exc).__name__}: {reason}); allowed: {allowed}") from None
+    missing = [c for c in OPS_COLUMNS if c not in ops.columns]
+    if missing:
+        raise ParadnnError(f"--ops {path}: column {missing[0]!r} missing ({len(ops.columns)} columns "
+                           f"found); allowed: {allowed}, with columns {', '.join(OPS_COLUMNS)}")
+    for column in OPS_COLUMNS[1:]:
+        values = pd.to_numeric(ops[column], errors="coerce")
+        if values.isna().any() and not ops[column].isna().all():
+            raise ParadnnError(f"--ops {path}: column {column!r} holds values that are not numbers; "
+                               f"allowed: {allowed}")
+        ops[column] = values
+    meta = path.with_suffix(".json")
+    if meta.is_file():
+        try:
+            attrs = json.loads(meta.read_text())
+        except (UnicodeDecodeError, ValueError) as exc:
+            raise ParadnnError(f"--ops {path}: its {meta.name} is not JSON ({type(exc).__name__}); "
+                               "allowed: the ops.json `paradnn profile` writes, or none") from None
+        if not isinstance(attrs, dict):
+            raise ParadnnError(f"--ops {path}: its {meta.name} is not a JSON object; allowed: the "
+                               "ops.json `paradnn profile` writes, or none")
+        ops.attrs.update(attrs)
+    ops.attrs.update(_pairs(attr_items, "--ops-attr"))
+    for name in OPS_NUMERIC_ATTRS:
+        if ops.attrs.get(name) is not None:
+            ops.attrs[name] = parse_number(ops.attrs[name], f"--ops-attr {name}",
+                                           unit="FLOP/s" if name == "peak_flops" else "B/s")
+    return ops
+
+
 def _report(args: argparse.Namespace) -> int:
     out_dir = Path(args.output)  # checked before the (possibly long) load and analyses
     if out_dir.exists() and not out_dir.is_dir():
         raise ParadnnError(f"report -o {out_dir}: exists and is not a directory; allowed: a folder")
     check_output(out_dir / "index.html", "report -o", args.stores, args.force)
     df = load(args.stores)  # several stores: one frame, rows present in two kept once
-    ops = None
-    if args.ops:
-        ops_path = Path(args.ops)
-        if not ops_path.is_file():
-            raise ParadnnError(f"--ops {ops_path}: no such file; allowed: ops.csv of `paradnn profile -o DIR`")
-        ops = pd.read_csv(ops_path)
-        meta = ops_path.with_suffix(".json")
-        if meta.is_file():
-            ops.attrs.update(json.loads(meta.read_text()))
-        ops.attrs.update(_pairs(args.ops_attr, "--ops-attr"))
+    ops = read_ops(Path(args.ops), args.ops_attr) if args.ops else None
     path = _write_report_guarded(df, Path(args.output), args, ops)
     print(path)
     return 0

@@ -201,6 +201,10 @@ def _cmd_collectives(args: argparse.Namespace) -> int:
         ("simulated", "simulated_devices", str)])
     print("algbw = size / median time; busbw = algbw x 2(n-1)/n (all-reduce), (n-1)/n (all-gather, "
           "reduce-scatter), 1 (broadcast), as NCCL-tests")
+    for r in rows:
+        if r["status"] != "ok":
+            print(f"paradnn: {r['collective']} {r['size_bytes']} B over {r['devices']} devices: "
+                  f"{r['status']}: {' '.join(str(r['error']).split())[:300]}", file=sys.stderr)
     return 0 if ok else 1
 
 
