@@ -131,6 +131,13 @@ def summarize(rows: pd.DataFrame) -> pd.DataFrame:
     return ok.reset_index(drop=True)
 
 
+#: Largest generated file side over the crop side. Every crop decodes its whole file, so a file
+#: of 4x the crop's side costs 16x the crop's pixels: beyond that the pipeline measures the JPEG
+#: decoder, not a training input pipeline (8192 px files for 32 px crops grew past 5.8 GB of
+#: host memory in 200 s on a 2-core host, before one step was timed).
+MAX_SIDE_OVER_CROP = 4
+
+
 def stored_side(image: int) -> int:
     """Side (px) of the generated JPEG files for crops of ``image`` px (256 for 224)."""
     return int(round(image * STORED_OVER_CROP))
@@ -158,8 +165,9 @@ class PipelineConfig:
             raise SpecError("prefetch", self.prefetch, "an integer from 1 to 1024 batches")
         if not (isinstance(self.delay_ms, (int, float)) and 0 <= self.delay_ms <= 60_000):
             raise SpecError("delay_ms", self.delay_ms, "a number of milliseconds from 0 to 60000")
-        if self.jpeg_side < self.image:
-            raise SpecError("jpeg_side", self.jpeg_side, f"at least the crop side image={self.image} px")
+        if not self.image <= self.jpeg_side <= MAX_SIDE_OVER_CROP * self.image:
+            raise SpecError("jpeg_side", self.jpeg_side, f"from the crop side image={self.image} px to "
+                            f"{MAX_SIDE_OVER_CROP}x it, {MAX_SIDE_OVER_CROP * self.image} px")
 
 
 class DeviceFeeder:
@@ -288,6 +296,10 @@ def run_infeed(workload: Workload, workers: Sequence[int] = (1, 2, 4), steps: in
         raise SpecError("steps", steps, "an integer from 1 to 1000000")
     if not 0 <= int(warmup_steps) <= 1_000_000:
         raise SpecError("warmup_steps", warmup_steps, "an integer from 0 to 1000000")
+    crop = getattr(workload.spec, "image", None)
+    if jpeg_side is not None and isinstance(crop, int) and crop > 0:
+        # The crop side is known from the spec: refuse a bad file side before compiling.
+        PipelineConfig(workers[0], crop, int(jpeg_side), 1, workload.dtype, prefetch, float(delay_ms))
     trainer = make_trainer(workload)
     image, batch = image_batch_layout(trainer.batch)
     side = stored_side(image) if jpeg_side is None else int(jpeg_side)
