@@ -154,8 +154,14 @@ def local_context(framework: str = backends.DEFAULT) -> tuple[dict[str, Any], di
 
     try:
         return context(framework)
-    except RuntimeError as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    except ParadnnError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the framework's first use: its failure is the environment's
+        # JAX raises RuntimeError for an unknown platform, and an AssertionError with no message
+        # when a platform's plugin is installed but cannot start (JAX_PLATFORMS=cuda, no GPU).
+        text = str(exc).strip()
+        first = f"{type(exc).__name__}: {text.splitlines()[0]}" if text else (
+            f"{type(exc).__name__} (no message) while starting its devices")
         platforms = {k: v for k, v in os.environ.items() if k.endswith("_PLATFORMS")}
         raise InfrastructureError(
             f"{framework} cannot start a backend ({', '.join(f'{k}={v!r}' for k, v in platforms.items()) or 'no *_PLATFORMS set'}): "
