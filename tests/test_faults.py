@@ -616,7 +616,7 @@ def test_every_flag_has_help_and_store_commands_default_to_results_db(tmp_path):
 LIMIT_S, LIMIT_RSS = 30.0, 1 << 30  # each case: within 30 s and 1 GB (issue 24)
 
 
-def bounded(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+def bounded(*args: str, cwd: Path | None = None, environ: dict | None = None) -> subprocess.CompletedProcess:
     """``cli(*args)`` that also asserts the command's wall time and peak memory (its maximum
     resident set, children included, from wait4) stay within LIMIT_S and LIMIT_RSS."""
     import threading
@@ -625,7 +625,7 @@ def bounded(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
     with open(os.devnull, "rb") as stdin, \
             subprocess.Popen([sys.executable, "-m", "paradnn", *map(str, args)], stdin=stdin,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd,
-                             env=env()) as proc:
+                             env=environ or env()) as proc:
         streams: dict[str, bytes] = {}
         readers = [threading.Thread(target=lambda n, s: streams.__setitem__(n, s.read()),
                                     args=(n, s)) for n, s in (("out", proc.stdout), ("err", proc.stderr))]
@@ -958,3 +958,156 @@ def test_structure_damage_without_lost_rows_is_a_status_group(tmp_path):
     with pytest.warns(ParadnnWarning):
         assert merge([store], merged) == (12, 0)
     assert len(load(merged)) == 12
+
+
+# -- the newer commands (issue 23): each hostile input ends in one line, within 30 s and 1 GB ----
+
+TINY_CNN = ["cnn", "--block", "residual", "--blocks", "1", "--filters", "4", "--image", "32",
+            "--output", "10", "--batch", "2"]
+TRANSFORMER = ["transformer", "--layers", "1", "--d_model", "32", "--heads", "2", "--d_ff", "64",
+               "--vocab", "64", "--batch", "1"]
+
+
+def one_outcome_line(proc: subprocess.CompletedProcess, status: str, *words: str) -> str:
+    """Exit 1 with a recorded outcome, said in one stderr line ``paradnn: <status>: ...``."""
+    assert "Traceback" not in proc.stderr, proc.stderr
+    lines = [l for l in proc.stderr.strip().splitlines() if l.startswith("paradnn:")]
+    assert proc.returncode == 1, (proc.returncode, proc.stderr)
+    assert len(lines) == 1 and lines[0].startswith(f"paradnn: {status}: "), proc.stderr
+    for w in words:
+        assert w in lines[0], (w, lines[0])
+    return lines[0]
+
+
+@pytest.mark.parametrize("positions", ["learned", "sinusoidal"])
+def test_transformer_at_a_billion_tokens_is_refused_before_tracing(positions):
+    # Sinusoidal positions have no parameters per token: only the activation floor (block inputs
+    # and logits) and the token batch can refuse it before anything is traced.
+    proc = bounded("run", *TRANSFORMER, "--length", "1000000000", "--positions", positions, "--json")
+    one_outcome_line(proc, "oom", "predicted before compiling", "B per device > limit")
+    rec = json.loads(proc.stdout)
+    assert rec["status"] == "oom" and rec["oom_predicted"] is True
+    if positions == "sinusoidal":
+        assert "activations at least" in rec["error"]
+
+
+def test_activation_floor_is_below_the_compiled_total():
+    """The floor must never refuse a Transformer that fits: below XLA's compiled peak."""
+    from paradnn.measure import MeasureSettings
+    from paradnn.runner import run_workload
+    from paradnn.sizes import floor_bytes
+    from paradnn.specs import Workload, spec_from_dict
+
+    spec = spec_from_dict({"family": "transformer", "layers": 2, "d_model": 32, "heads": 2,
+                           "d_ff": 64, "length": 64, "vocab": 512, "positions": "sinusoidal"})
+    w = Workload(spec, 4)
+    rec = run_workload(w, MeasureSettings(steps_per_call=1, warmup_calls=1, min_calls=2, max_calls=2,
+                                          time_budget_s=0.1))
+    assert rec.status == "ok", rec.error
+    assert floor_bytes(w)["activations_bytes"] > 0
+    assert floor_bytes(w)["total_bytes"] <= rec.metrics["memory_peak_bytes"]
+
+
+@pytest.mark.parametrize("args, words", [
+    (["rnn", "--cell", "lstm", "--layers", "1", "--embed", "16", "--length", "4", "--vocab", "1e12",
+      "--batch", "2"], ["rnn on jax", "33000000002112 parameters"]),
+    (TINY_CNN[:7] + ["--image", "100000", "--output", "10", "--batch", "2"], ["input batch", "B per device"]),
+])
+def test_recorded_oom_of_run_says_so_in_one_line(args, words):
+    one_outcome_line(bounded("run", *args), "oom", *words)
+
+
+def test_ok_run_says_so_in_one_line():
+    # Not bounded: on a busy host the CPU's peak probe is not cached and runs with every command.
+    proc = cli("run", "fc", "--layers", "1", "--nodes", "8", "--input", "8", "--output", "2",
+                   "--steps-per-call", "1", "--warmup-calls", "1", "--warmup-s", "0", "--min-calls", "2",
+                   "--max-calls", "2", "--time-budget-s", "0.1")
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stderr.strip().splitlines()[-1].startswith("paradnn: ok: fc on jax measured: "), proc.stderr
+
+
+def test_ops_step_counts_and_sizes_are_bounded():
+    one_error_line(bounded("ops", "--matmul", "2048x2048x2048", "--steps-per-call", "100000"),
+                   "steps_per_call=100000", "time budget")
+    proc = bounded("ops", "--matmul", "1000000x1000000x1000000")
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert "oom: predicted before compiling" in proc.stderr
+
+
+@pytest.mark.parametrize("args", [
+    ["collectives", "--devices", "65536", "--simulate-devices"],
+    ["scaling", "fc", "--layers", "1", "--nodes", "8", "--input", "8", "--output", "2",
+     "--devices", "1,65536", "--simulate-devices"],
+])
+def test_simulated_device_counts_are_bounded_by_the_host(args):
+    one_error_line(bounded(*args), "devices=65536", "simulated devices")
+
+
+def test_collective_beyond_memory_is_an_oom_row():
+    proc = bounded("collectives", "--devices", "2", "--simulate-devices", "--sizes", "100GB",
+                   "--collective", "all_reduce")
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert "all_reduce 100000000000 B over 2 devices: oom: predicted before compiling" in proc.stderr
+
+
+@pytest.mark.slow
+def test_collectives_defaults_on_simulated_cpu_devices_finish_with_progress():
+    from paradnn import backends
+
+    if backends.get("jax").device_info()["device_platform"] != "cpu":
+        pytest.skip("the CPU defaults apply on a CPU host")
+    t0 = time.monotonic()
+    proc = cli("collectives", "--devices", "8", "--simulate-devices", timeout=240)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    assert time.monotonic() - t0 < 120
+    lines = proc.stderr.splitlines()
+    assert any(l.startswith("paradnn: collectives: defaults for a CPU host: --sizes 1KB..1MB") for l in lines)
+    progress = [l for l in lines if re.match(r"paradnn: collectives \d+/40: ", l)]
+    assert len(progress) == 40, proc.stderr
+
+
+@pytest.mark.parametrize("content, attrs, words", [
+    (bytes(range(256)) * 8, [], ["not a CSV file"]),
+    (b'a,b\n1,2\n"x\n', [], ["not a CSV file"]),
+    (b"a,b\n1,2\n", [], ["column 'category' missing"]),
+    (b"category,time_s,time_fraction,flops,bytes,flops_per_sec,arithmetic_intensity\nmatmul,x,1,2,3,2,0.6\n",
+     [], ["column 'time_s'", "not numbers"]),
+    (b"category,time_s,time_fraction,flops,bytes,flops_per_sec,arithmetic_intensity\nmatmul,1,1,2,3,2,0.6\n",
+     ["--ops-attr", "peak_flops=banana"], ["peak_flops", "banana", "finite number"]),
+])
+def test_report_ops_input_is_checked(tmp_path, content, attrs, words):
+    store = make_store(tmp_path / "r.db")
+    ops = tmp_path / "ops.csv"
+    ops.write_bytes(content)
+    one_error_line(bounded("report", store, "-o", tmp_path / "rep", "--ops", ops, *attrs), *words)
+    assert not (tmp_path / "rep").exists()
+
+
+@pytest.mark.parametrize("command", ["plan --store", "ops --store"])
+def test_truncated_store_is_one_line_for_plan_and_ops(tmp_path, command):
+    store = make_store(tmp_path / "r.db", n=40)
+    truncate_whole_pages(store)
+    before = store.read_bytes()
+    one_error_line(bounded(*store_commands(store, tmp_path)[command]), f"store {store}", "truncated")
+    assert store.read_bytes() == before
+
+
+def test_infeed_file_side_is_bounded_before_compiling(tmp_path):
+    one_error_line(bounded("infeed", *TINY_CNN, "--jpeg-side", "8192", "--data-dir", tmp_path / "jpegs"),
+                   "jpeg_side=8192", "128 px")
+    assert not (tmp_path / "jpegs").exists()
+
+
+def _has_cuda() -> bool:
+    return Path("/dev/nvidia0").exists() or Path("/proc/driver/nvidia").exists()
+
+
+@pytest.mark.skipif(_has_cuda(), reason="this host has an NVIDIA GPU: JAX_PLATFORMS=cuda starts")
+def test_cuda_platform_on_a_host_without_cuda_is_one_line(tmp_path):
+    cuda = env(JAX_PLATFORMS="cuda")
+    f = sweep_file(tmp_path / "s.yaml", SMALL_FILE)
+    store = tmp_path / "r.db"
+    one_error_line(bounded("run", "fc", "--layers", "1", "--nodes", "8", "--input", "8", "--output", "2",
+                           environ=cuda), "JAX_PLATFORMS='cuda'")
+    one_error_line(bounded("sweep", f, "--store", store, "--quiet", environ=cuda), "JAX_PLATFORMS='cuda'")
+    assert len(load(store)) == 0
