@@ -153,11 +153,25 @@ def plan(
     table = config_table(parsed.workloads, frame)
     limit, limit_source = memory_limit(memory_limit_bytes, parsed.run, platform)
     if compile:
-        compiled = [compiled_memory(w, measure.xla_preset, measure.step_loop) for w in parsed.workloads]
-        table["memory_bytes"] = [b for b, _ in compiled]
+        memory, compile_s, source = [], [], []
+        for i, w in enumerate(parsed.workloads):
+            if sizes.predicted_oom(w, limit) is not None:
+                # Cheapest check first: weights + optimizer state alone exceed the limit, so the
+                # config is never traced (a CNN of 10^9 blocks would trace for hours).
+                memory.append(float(np.nanmax([table["memory_floor_bytes"].iat[i],
+                                               sizes.floor_bytes(w)["total_bytes"]])))
+                compile_s.append(math.nan)
+                source.append("analytic floor (weights + optimizer state) above the limit: "
+                              "not compiled")
+                continue
+            peak, seconds = compiled_memory(w, measure.xla_preset, measure.step_loop)
+            memory.append(peak)
+            compile_s.append(seconds)
+            source.append("compiled memory analysis")
+        table["memory_bytes"] = memory
         table["memory_floor_bytes"] = table["memory_bytes"]
-        table["measured_compile_s"] = [s for _, s in compiled]
-        table["memory_source"] = "compiled memory analysis"
+        table["measured_compile_s"] = compile_s
+        table["memory_source"] = source
 
     # Resume: the record key the sweep would give each config here.
     settings_dict = measure.to_dict()
