@@ -121,22 +121,23 @@ class PathArg:
             raise ValueError(f"PathArg role {self.role!r}; allowed: {', '.join(ROLES)}")
 
     def parse(self, text: str) -> str:
-        """``text`` if it can name this argument's path; ParadnnError naming the flag, the value
-        and what is allowed otherwise. Reads nothing but the path's kind (file, folder)."""
+        """``text`` if it can name this argument's path; ParadnnError naming the value and what
+        is allowed otherwise (argparse puts the flag in front). Reads nothing but the path's
+        kind (file, folder)."""
         if self.stdout and text == "-":
             return text
         if not text or "\0" in text:
-            raise ParadnnError(f"{self.flag} {text!r}: allowed: a path")
+            raise ParadnnError(f"{text!r}: allowed: a path")
         if self.role == "output":
             if self.suffixes and Path(text).suffix.lower() not in self.suffixes:
                 allowed = ", ".join(self.suffixes[:-1]) + (" or " if len(self.suffixes) > 1 else "") \
                     + self.suffixes[-1]
-                raise ParadnnError(f"{self.flag} {text}: allowed: a {allowed} file"
+                raise ParadnnError(f"{text}: allowed: a {allowed} file"
                                    + (" (or - for standard output)" if self.stdout else ""))
             if os.path.isdir(text):
-                raise ParadnnError(f"{self.flag} {text}: is a directory; allowed: a file path")
+                raise ParadnnError(f"{text}: is a directory; allowed: a file path")
         elif self.role in ("folder", "cache") and os.path.exists(text) and not os.path.isdir(text):
-            raise ParadnnError(f"{self.flag} {text}: exists and is not a directory; allowed: a folder")
+            raise ParadnnError(f"{text}: exists and is not a directory; allowed: a folder")
         return text
 
 
