@@ -32,7 +32,7 @@ import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from paradnn.errors import ParadnnError
+from paradnn.errors import ParadnnError, echo
 
 #: Suffixes of the figure formats every command that saves a figure accepts (matplotlib writes
 #: each, chosen by the suffix).
@@ -127,17 +127,17 @@ class PathArg:
         if self.stdout and text == "-":
             return text
         if not text or "\0" in text:
-            raise ParadnnError(f"{text!r}: allowed: a path")
+            raise ParadnnError(f"{echo(text)}: allowed: a path")
         if self.role == "output":
             if self.suffixes and Path(text).suffix.lower() not in self.suffixes:
                 allowed = ", ".join(self.suffixes[:-1]) + (" or " if len(self.suffixes) > 1 else "") \
                     + self.suffixes[-1]
-                raise ParadnnError(f"{text}: allowed: a {allowed} file"
+                raise ParadnnError(f"{echo(text)}: allowed: a {allowed} file"
                                    + (" (or - for standard output)" if self.stdout else ""))
             if os.path.isdir(text):
-                raise ParadnnError(f"{text}: is a directory; allowed: a file path")
+                raise ParadnnError(f"{echo(text)}: is a directory; allowed: a file path")
         elif self.role in ("folder", "cache") and os.path.exists(text) and not os.path.isdir(text):
-            raise ParadnnError(f"{text}: exists and is not a directory; allowed: a folder")
+            raise ParadnnError(f"{echo(text)}: exists and is not a directory; allowed: a folder")
         return text
 
 
