@@ -138,7 +138,8 @@ def plan(
     per device for the ``oom`` prediction (default: the sweep file's, the device's, or on a CPU
     the host's memory). ``settings`` and ``repeat`` as in :func:`paradnn.sweep`. ``compile``:
     compile every config for the backend's memory analysis instead of the analytic estimate
-    (seconds per config). ``calibrate``: time ``calibrate_configs`` configs per family first (in
+    (seconds per config); a config whose analytic floor (weights + optimizer state) already
+    exceeds the limit is not compiled: its memory is that floor and it is predicted ``oom``. ``calibrate``: time ``calibrate_configs`` configs per family first (in
     a temporary store; minutes) and fit the time model to them instead of the store's records.
     """
     t_start = time.perf_counter()
