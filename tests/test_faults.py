@@ -798,22 +798,33 @@ def test_every_path_argument_goes_through_the_guard():
             else:
                 yield path, parser, action
 
-    undeclared, outputs, forced = [], [], set()
-    for path, parser, action in walk(build_parser(), []):
-        if action.dest in ("help", "version") or action.nargs == 0:
-            if action.dest == "force":
-                forced.add(id(parser))
-            continue
-        names = [*action.option_strings, action.dest, str(action.metavar or "")]
-        words = {w for n in names for w in re.split(r"[^a-z0-9]+", n.lower()) if w}
-        spec = path_arg(action)
-        if spec is not None:
-            assert spec.role in ROLES
-            if spec.role in ("output", "folder"):
-                outputs.append((path, parser, action, spec))
-            continue
-        if words & path_words and not set(action.option_strings) & spec_flags:
-            undeclared.append((" ".join(path), action.option_strings or action.dest))
+    def check(root):
+        undeclared, outputs, forced = [], [], set()
+        for path, parser, action in walk(root, []):
+            if action.dest in ("help", "version") or action.nargs == 0:
+                if action.dest == "force":
+                    forced.add(id(parser))
+                continue
+            names = [*action.option_strings, action.dest, str(action.metavar or "")]
+            words = {w for n in names for w in re.split(r"[^a-z0-9]+", n.lower()) if w}
+            spec = path_arg(action)
+            if spec is not None:
+                assert spec.role in ROLES
+                if spec.role in ("output", "folder"):
+                    outputs.append((path, parser, action, spec))
+                continue
+            if words & path_words and not set(action.option_strings) & spec_flags:
+                undeclared.append((" ".join(path), action.option_strings or action.dest))
+        return undeclared, outputs, forced
+
+    # The detector finds an option added without the guard (so the check below can fail).
+    probe = build_parser()
+    sub = next(a for a in probe._actions if isinstance(a, argparse._SubParsersAction))
+    sub.choices["status"].add_argument("--svg", metavar="FILE", help="a new figure")
+    sub.choices["status"].add_argument("--save-to", help="a new output")
+    assert check(probe)[0] == [("status", ["--svg"]), ("status", ["--save-to"])]
+
+    undeclared, outputs, forced = check(build_parser())
     assert undeclared == []
     assert {s.flag for *_, s in outputs} >= {"plot -o", "export -o", "report -o", "profile -o",
                                               "plan --csv", "infeed --plot", "compare --plot",
