@@ -54,7 +54,7 @@ from typing import Any, Callable, Iterator, Sequence
 import numpy as np
 import pandas as pd
 
-from paradnn import backends
+from paradnn import backends, sizes
 from paradnn.errors import ParadnnError, SpecError
 from paradnn.record import Record
 from paradnn.specs import Workload
@@ -300,6 +300,9 @@ def run_infeed(workload: Workload, workers: Sequence[int] = (1, 2, 4), steps: in
     if jpeg_side is not None and isinstance(crop, int) and crop > 0:
         # The crop side is known from the spec: refuse a bad file side before compiling.
         PipelineConfig(workers[0], crop, int(jpeg_side), 1, workload.dtype, prefetch, float(delay_ms))
+    # Cheapest check first (paradnn.sizes): weights + optimizer state against the device's
+    # memory, before the trainer traces the model.
+    sizes.refuse_oom(workload, backend.device_memory_bytes(), "infeed")
     trainer = make_trainer(workload)
     image, batch = image_batch_layout(trainer.batch)
     side = stored_side(image) if jpeg_side is None else int(jpeg_side)
