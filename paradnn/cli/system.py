@@ -54,6 +54,29 @@ def _need_devices(count: int, simulate: bool, framework: str = backends.DEFAULT)
     return simulated_devices(framework)
 
 
+def _platform_kind(framework: str = backends.DEFAULT) -> str:
+    """``"cpu"`` where ``framework`` runs on the host's CPU (devices simulated or one), else
+    ``"accelerator"``: the key of the system experiments' platform-aware defaults."""
+    from paradnn.runner import context
+
+    return "cpu" if context(framework)[0]["device_platform"] == "cpu" else "accelerator"
+
+
+def _platform_settings(args: argparse.Namespace, defaults: dict[str, Any], command: str, kind: str,
+                       used: list[str] | None = None):
+    """The MeasureSettings of the flags given, with ``defaults`` (MeasureSettings fields) for
+    the flags not given; says on stderr which defaults were used (with ``used``, other
+    defaults already chosen), so no number in the output comes from an unstated setting."""
+    from paradnn.cli.run import settings_from_args
+
+    chosen = {k: v for k, v in defaults.items() if getattr(args, k, None) is None}
+    used = [*(used or []), *(f"--{k.replace('_', '-')} {v}" for k, v in chosen.items())]
+    if used:
+        print(f"paradnn: {command}: defaults for {'a CPU host' if kind == 'cpu' else 'accelerators'}: "
+              f"{', '.join(used)} (give a flag to override)", file=sys.stderr)
+    return settings_from_args(args).replace(**chosen)
+
+
 def _add_settings(p: argparse.ArgumentParser) -> None:
     from paradnn.cli.run import add_settings_flags
 
@@ -157,28 +180,17 @@ def _cmd_ops(args: argparse.Namespace) -> int:
 
 def _cmd_collectives(args: argparse.Namespace) -> int:
     from paradnn import collectives
-    from paradnn.cli.run import settings_from_args
 
     devices = args.devices
     if devices[0] < 2:
         raise SpecError("devices", ",".join(map(str, devices)), "device counts of at least 2")
     simulated = _need_devices(devices[-1], args.simulate_devices)
-    from paradnn.runner import context
-
-    # Platform-aware defaults: a CPU host (its devices simulated) gets smaller sizes and a
-    # shorter budget than accelerators; flags given explicitly always win. Said on stderr.
-    kind = "cpu" if context(backends.DEFAULT)[0]["device_platform"] == "cpu" else "accelerator"
-    sizes = args.sizes
-    used = []
+    kind = _platform_kind()
+    sizes, used = args.sizes, []
     if sizes is None:
         sizes = collectives.parse_sizes(collectives.DEFAULT_SIZES[kind])
         used.append(f"--sizes {collectives.DEFAULT_SIZES[kind]}")
-    defaults = {k: v for k, v in collectives.DEFAULT_SETTINGS[kind].items() if getattr(args, k, None) is None}
-    settings = settings_from_args(args).replace(**defaults)
-    used += [f"--{k.replace('_', '-')} {v}" for k, v in defaults.items()]
-    if used:
-        print(f"paradnn: collectives: defaults for {'a CPU host' if kind == 'cpu' else 'accelerators'}: "
-              f"{', '.join(used)} (give a flag to override)", file=sys.stderr)
+    settings = _platform_settings(args, collectives.DEFAULT_SETTINGS[kind], "collectives", kind, used)
 
     def progress(done: int, total: int, rec) -> None:
         w = rec.workload
@@ -214,8 +226,8 @@ def _cmd_collectives(args: argparse.Namespace) -> int:
 # ----------------------------------------------------------------------------------------- scaling
 
 def _cmd_scaling(args: argparse.Namespace) -> int:
-    from paradnn.cli.run import settings_from_args, workload_from_args
-    from paradnn.scaling import run_scaling
+    from paradnn.cli.run import workload_from_args
+    from paradnn.scaling import DEFAULT_SETTINGS, run_scaling
 
     devices = args.devices
     if devices[0] != 1:
@@ -226,9 +238,10 @@ def _cmd_scaling(args: argparse.Namespace) -> int:
     if args.mode in ("strong", "both"):
         global_batch = args.global_batch or workload.batch * devices[-1]
     simulated = _need_devices(devices[-1], args.simulate_devices, workload.framework)
+    kind = _platform_kind(workload.framework)
+    settings = _platform_settings(args, DEFAULT_SETTINGS[kind], "scaling", kind)
     result = run_scaling(workload.spec, devices, per_device, global_batch, workload.dtype,
-                         workload.optimizer, settings_from_args(args), args.memory_limit,
-                         workload.framework)
+                         workload.optimizer, settings, args.memory_limit, workload.framework)
     save_records(result.records, args.store)
     table = result.table
     if args.json:
