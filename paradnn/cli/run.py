@@ -136,13 +136,15 @@ def _summary(record) -> str:
         f"precision         cv {d['step_time_cv']:.2%} (target {d['cv_target']:.2%}: "
         f"{'met' if d['stable'] else 'NOT met'}); {d['timed_calls']} timed calls x "
         f"{d['steps_per_call_used']} steps after {d['warmup_calls_used']} warm-up calls ({d['warmup_elapsed_s']:.3g} s)",
-        f"utilization       {d['model_flops_utilization']:.1%} of {peak} from useful FLOPs (analytic count)"
-        + (f"; {d['flops_utilization']:.1%} from executed FLOPs ({d['flops_source']})"
-           if d.get("flops_utilization") is not None else ""),
+        (f"utilization       {d['model_flops_utilization']:.1%} of {peak} from useful FLOPs (analytic count)"
+         + (f"; {d['flops_utilization']:.1%} from executed FLOPs ({d['flops_source']})"
+            if d.get("flops_utilization") is not None else "")
+         if d.get("model_flops_utilization") is not None else "utilization       not computed (no quiet peak on record)"),
         f"FLOPs per step    {si(d['model_flops_per_step'], 'FLOP')} useful (analytic), "
         + (f"{si(d['flops_per_step'], 'FLOP')} executed ({d['flops_source']}), ratio {d['useful_flops_ratio']:.3g}"
            if d.get("flops_per_step") else f"executed not counted ({d['flops_source']})"),
-        f"peak              {peak} ({d['peak_source']}; {d['peak_method']})",
+        f"peak              {peak} ({d['peak_source']}; {d['peak_method']}"
+        + (f"; spread cv {d['peak_spread']:.1%}" if d.get("peak_spread") else "") + ")",
         f"parameters        {d['params']:,}",
         f"compile           {d['compile_s']:.3g} s",
         f"platform          {d['device_platform']} / {d['device_kind']} ({d['cpu_model']}), "
@@ -228,7 +230,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_probe(args: argparse.Namespace) -> int:
-    from paradnn.hardware import probe
+    from paradnn.hardware import best_quiet, on_record, probe
 
     _check_backend()
     result = probe(refresh=args.refresh)
@@ -248,10 +250,22 @@ def _cmd_probe(args: argparse.Namespace) -> int:
           f"{result['spread']['bandwidth']:.1%})")
     if result.get("spec"):
         print(f"spec peaks {result['spec']}")
-    print(f"method     {result['method']}; measured {result['measured_utc']}")
+    load = result.get("host_load") or {}
+    other = load.get("other_busy_cores")
+    print(f"method     {result['method']}; measured {result['measured_utc']} (probe {result.get('id')}"
+          + (f"; other processes kept {other:.2f} of {load.get('cpus')} cores busy" if other is not None else "")
+          + ")")
+    entries = on_record()
+    quiet = sum(not e.get("contended") for e in entries)
+    used = best_quiet(entries, "float32")
+    print(f"on record  {len(entries)} probes of this host and software ({quiet} quiet, {len(entries) - quiet} "
+          "contended); utilization divides by "
+          + (f"probe {used['id']} ({used['measured_utc']}, float32 {si(used['peak_flops']['float32'], 'FLOP/s')})"
+             if used else "nothing: no quiet probe on record"))
     if result["contended"]:
-        print(f"paradnn: warning: the host was busy (spread above cv {result['max_cv']:.0%}): this probe "
-              "is not cached; run it again on a quiet host", file=sys.stderr)
+        print(f"paradnn: warning: the host was busy ({'; '.join(result.get('contended_reasons', []))}): this "
+              "probe is stored as contended and never used for utilization; run it again on a quiet host "
+              "(paradnn probe --refresh)", file=sys.stderr)
     return 0
 
 
