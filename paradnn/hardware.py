@@ -562,9 +562,11 @@ def _measure(backend: Any, methods: dict[str, Callable], info: dict[str, Any],
     budget = probe_budget_s()
     start = time.perf_counter()
     load0, _ = _busy_cores_since(None)
-    # Each dtype gets its share of the budget, so that a slow float32 never starves the others.
-    gemm = {d: measure_gemm(d, methods, deadline=start + budget * (i + 1) / len(dtypes))
-            for i, d in enumerate(dtypes)}
+    # Each dtype gets its share of the budget, so that a slow one never starves the others;
+    # float32 (the default dtype, and the floor of the others) gets half of it.
+    weights = [2.0 if d == "float32" else 1.0 for d in dtypes]
+    ends = np.cumsum(weights) / sum(weights)
+    gemm = {d: measure_gemm(d, methods, deadline=start + budget * float(end)) for d, end in zip(dtypes, ends)}
     stream = backend.measure_bandwidth()
     _, other_cores = _busy_cores_since(load0)
     bandwidth, bw_cv = stream["bytes_per_sec"], stream["cv"]

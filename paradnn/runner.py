@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from paradnn import backends, families, hardware, meters, sizes
+from paradnn import backends, families, hardware, meters, progress, sizes
 from paradnn.errors import InfrastructureError, ParadnnError, SpecError
 from paradnn.measure import MeasureSettings, time_calls
 from paradnn.record import Record, physics_warnings
@@ -101,6 +101,7 @@ def run_workload(
     metrics: dict[str, Any] = {"oom_predicted": False}
     tags: dict[str, Any] = {}
     try:
+        progress.phase("compiling")
         program = backend.compile(workload, settings)
         tags = dict(program.tags)
         metrics.update(program.metrics)
@@ -116,6 +117,7 @@ def run_workload(
                 f"predicted from compiled memory analysis: peak {peak} B > limit {limit} B",
                 metrics={**metrics, "oom_predicted": True}, tags=tags, **context_)
 
+        progress.phase("timing")
         state, batch = backend.init(program)
         timing = time_calls(program.call, state, batch, settings, sync=backend.sync,
                             loss_value=backend.loss_value,
@@ -129,9 +131,11 @@ def run_workload(
             return Record.failed(workload, "error", f"non-finite loss {timing.final_loss}",
                                  metrics=metrics, tags=tags, **context_)
 
+        progress.phase("counting costs and memory")
         metrics.update(backend.costs(program))
         metrics.update(backend.memory_breakdown(program))
         metrics["model_flops_per_step"] = model_flops_per_step(workload)
+        progress.phase("reading the peak")
         metrics.update(derived_metrics(metrics, workload, platform))
         warnings = physics_warnings(metrics, workload.devices, settings.cv_target)
     except ParadnnError:

@@ -8,7 +8,7 @@ import json
 import sys
 from typing import Any, Callable
 
-from paradnn import backends, families
+from paradnn import backends, families, progress
 from paradnn.specs import DTYPES, OPTIMIZERS, Workload
 from paradnn.units import si
 
@@ -214,12 +214,19 @@ def _check_backend(framework: str = backends.DEFAULT) -> tuple[dict[str, Any], d
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from paradnn.runner import run_workload
-
     workload = workload_from_args(args)
-    _check_backend(workload.framework)
     settings = settings_from_args(args)
-    record = run_workload(workload, settings, args.memory_limit)
+    # A line before the framework starts (seconds of imports), then one every few seconds.
+    spec = ", ".join(f"{k}={v}" for k, v in workload.spec.to_dict().items() if k != "family")
+    print(f"paradnn: measuring {workload.family} ({spec}), batch {workload.batch}, {workload.dtype}, with "
+          f"{workload.framework} (time budget "
+          f"{settings.time_budget_s:g} s after compiling)", file=sys.stderr, flush=True)
+    with progress.heartbeat("run"):
+        progress.phase(f"starting {workload.framework}")
+        from paradnn.runner import run_workload
+
+        _check_backend(workload.framework)
+        record = run_workload(workload, settings, args.memory_limit)
     if args.json:
         print(json.dumps(record.to_dict(), default=str))
     else:
