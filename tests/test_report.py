@@ -158,7 +158,9 @@ def test_report_marks_unstable_runs_and_says_how_many_were_left_out(trust_writte
     m = re.search(r"geometric mean ([0-9.]+)x, 95% CI ([0-9.]+)x-([0-9.]+)x", caption)
     assert m and float(m.group(2)) <= float(m.group(1)) <= float(m.group(3))
     assert "4 cross-hatched cells rest on unstable runs only" in page
-    assert "unstable runs left out" in page  # utilization ranges
+    # Utilization ranges draw unstable runs, marked, and say how many.
+    assert re.search(r"\d+ of \d+ runs are unstable \(timing missed its precision target\): their ranges are "
+                     "hatched", page)
 
 
 def test_report_warnings_section_lists_flagged_runs_with_cause(trust_written, trust):

@@ -10,7 +10,7 @@ from typing import Any, Callable
 
 from paradnn import backends, families, progress
 from paradnn.specs import DTYPES, OPTIMIZERS, Workload
-from paradnn.units import si
+from paradnn.units import precise_duration, si, significant
 
 #: Most data-parallel devices a workload may name (far above any single host).
 MAX_DEVICES = 65_536
@@ -126,13 +126,12 @@ def _summary(record) -> str:
     lines = [f"{w['family']}: {spec}", f"status: {record.status}" + (f" ({record.error})" if record.error else "")]
     if record.status != "ok":
         return "\n".join(lines)
-    ms = 1e3
+    t = precise_duration  # 20.4 µs, 2.51 ms, 25.1 s: never 2.506e+04 ms
     peak = f"{si(d['peak_flops'], 'FLOP/s')} per device x {w['devices']}"
     lines += [
-        f"throughput        {d['examples_per_sec']:.4g} examples/s",
-        f"step time         {d['step_time_s'] * ms:.4g} ms median (95% CI {d['step_time_ci_low_s'] * ms:.4g}-"
-        f"{d['step_time_ci_high_s'] * ms:.4g} ms; p10 {d['step_time_p10_s'] * ms:.4g}, p90 "
-        f"{d['step_time_p90_s'] * ms:.4g} ms)",
+        f"throughput        {significant(d['examples_per_sec'], 4)} examples/s",
+        f"step time         {t(d['step_time_s'])} median (95% CI {t(d['step_time_ci_low_s'])} to "
+        f"{t(d['step_time_ci_high_s'])}; p10 {t(d['step_time_p10_s'])}, p90 {t(d['step_time_p90_s'])})",
         f"precision         cv {d['step_time_cv']:.2%} (target {d['cv_target']:.2%}: "
         f"{'met' if d['stable'] else 'NOT met'}); {d['timed_calls']} timed calls x "
         f"{d['steps_per_call_used']} steps after {d['warmup_calls_used']} warm-up calls ({d['warmup_elapsed_s']:.3g} s)",
