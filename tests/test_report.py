@@ -432,7 +432,7 @@ def test_report_renders_in_headless_chromium_at_1400px(trust_written):
         browser.open(path.as_uri())
         state = browser.eval(_LAYOUT)
         shots = {"top": browser.screenshot()}
-        for name in ("warnings", "heatmap:fc", "roofline", "speedup:dtype", "saturation", "unsupported"):
+        for name in ("summary", "warnings", "heatmap:fc", "roofline", "speedup:dtype", "saturation", "unsupported"):
             top = state["anchors"][name]
             shots[name] = browser.screenshot({"x": 0, "y": top, "width": 1400, "height": 1000})
         errors = browser.errors()
@@ -440,6 +440,9 @@ def test_report_renders_in_headless_chromium_at_1400px(trust_written):
         browser.close()
     assert errors == []
     assert state["title"] == "paradnn report"
+    # The first screen answers "how fast?": the summary of every run starts within it, above
+    # the warnings.
+    assert state["anchors"]["summary"] < 600 and state["anchors"]["summary"] < state["anchors"]["warnings"]
     assert state["images"] >= len(ALL) and state["broken"] == 0
     assert state["sections"][:2] == ["params_range", "heatmap:fc"]
     # No horizontal scroll, nothing sticks out of the viewport.
@@ -564,3 +567,19 @@ def test_missing_saturation_gives_the_batches_to_add(gold, tmp_path):
     assert sorted(w.batch for w in plan.workloads) == [128, 256, 512, 1024]
     assert {(w.spec.layers, w.spec.nodes) for w in plan.workloads} == {(4, 256)}
     assert m.configs == 3 and m.command == "paradnn sweep saturation.yaml --store results.db"
+
+
+def test_first_section_is_every_runs_throughput_step_time_and_utilization(trust_written, trust):
+    from paradnn.report.summary import STEP_TIME, THROUGHPUT, summary_table
+
+    _, page = trust_written
+    table = summary_table(trust)
+    assert len(table) == len(trust)  # every run, failed ones included
+    assert {THROUGHPUT, STEP_TIME, "model_flops_utilization [%]", "status"} <= set(table.columns)
+    ok = table[table["status"].str.startswith("ok")]
+    assert ok[THROUGHPUT].str.len().min() > 0 and ok[STEP_TIME].str.contains(r"\(.+ to .+\)").all()
+    assert (table["status"] == "ok, unstable").sum() == 4
+    assert not table[STEP_TIME].str.contains("e[+-]", regex=True).any()
+    # On the page: after the header, before the contents and the warnings.
+    assert page.index('id="summary"') < page.index("<h2>Contents</h2>") < page.index('id="warnings"')
+    assert "How fast: every run" in page
