@@ -583,3 +583,19 @@ def test_first_section_is_every_runs_throughput_step_time_and_utilization(trust_
     # On the page: after the header, before the contents and the warnings.
     assert page.index('id="summary"') < page.index("<h2>Contents</h2>") < page.index('id="warnings"')
     assert "How fast: every run" in page
+
+
+def test_remeasure_recipe_lists_exactly_the_unstable_configs_with_the_flag(trust):
+    import yaml
+
+    from paradnn.analysis.columns import ok_rows, unstable_mask
+    from paradnn.report.recipes import REMEASURE_FILE, remeasure_unstable
+
+    again = remeasure_unstable(trust, "trust.db")
+    ok = ok_rows(trust)
+    assert again["unstable"] == int(unstable_mask(ok).sum()) == 4
+    assert again["command"] == f"paradnn sweep {REMEASURE_FILE} --store trust.db --remeasure-unstable"
+    spec = yaml.safe_load(again["sweep_file"])
+    listed = sum(len(p["axes"]["batch"]) for p in spec["parts"])
+    assert listed == again["configs"] <= 4 and listed >= 1
+    assert remeasure_unstable(ok[~unstable_mask(ok)], "trust.db") is None
