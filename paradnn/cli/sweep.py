@@ -49,11 +49,14 @@ def _status(args: argparse.Namespace) -> int:
     stores = [args.store] if isinstance(args.store, str) else list(args.store)
     df = load(stores)
     print(f"{', '.join(stores)}: {len(df)} rows")
-    if not len(df):
+    table = failures(df)  # with the unreadable rows of a damaged store, even if none is read
+    if not len(df) and not len(table):
         print("nothing measured yet: `paradnn sweep sweeps/smoke.yaml` fills a store")
         return 0
-    ok = int((df["status"] == "ok").sum())
+    ok = int((df["status"] == "ok").sum()) if len(df) else 0
     print(f"ok {ok}, failed {len(df) - ok}")
+    if not len(df):
+        return _print_failures(table)
 
     def crosstab(index) -> str:
         table = pd.crosstab(index, df["status"])
@@ -66,7 +69,10 @@ def _status(args: argparse.Namespace) -> int:
     print("\nrows by platform and status:")
     print(crosstab(platform))
     _print_unstable(df, stores)
-    table = failures(df)
+    return _print_failures(table)
+
+
+def _print_failures(table: pd.DataFrame) -> int:
     if not len(table):
         print("\nno failures")
         return 0
@@ -92,8 +98,8 @@ def _print_unstable(df: pd.DataFrame, stores: list[str]) -> None:
     ok = df[df["status"] == "ok"]
     bad = unstable_mask(ok)
     if not bad.any():
-        print(f"\nunstable: none of the {len(ok)} ok rows (every timing met its precision target)"
-              if "stable" in ok.columns else "")
+        if "stable" in ok.columns:
+            print(f"\nunstable: none of the {len(ok)} ok rows (every timing met its precision target)")
         return
     per_family = ok[bad]["family"].fillna("?").value_counts()
     print(f"\nunstable: {int(bad.sum())} of {len(ok)} ok rows missed their precision target (stable "
