@@ -54,11 +54,12 @@ def _measurements(cache):
 
 def test_best_method_wins_and_quiet_result_is_cached(cache, monkeypatch):
     monkeypatch.setenv("PARADNN_PROBE_MAX_CV", "5")  # the real bandwidth probe on a busy host
-    _methods(monkeypatch, {"slow": _sleeper(0.004), "fast": _sleeper(0.002)})
+    # Sleeps of tens of ms: a busy host oversleeps by a few ms, not by 100%.
+    _methods(monkeypatch, {"slow": _sleeper(0.04), "fast": _sleeper(0.02)})
     result = hardware.probe(dtypes=("float32",))
     assert result["best_method"]["float32"] == "fast"
     n = max(hardware._PROBE_SIZES["float32"])
-    assert result["peak_flops"]["float32"] == pytest.approx(2 * n**3 / 0.002, rel=0.3)
+    assert result["peak_flops"]["float32"] == pytest.approx(2 * n**3 / 0.02, rel=0.3)
     assert result["gemm"]["float32"]["slow"] < result["gemm"]["float32"]["fast"]
     assert result["contended"] is False and result["in_use"] is True
     assert _measurements(cache)[0]["peak_flops"] == result["peak_flops"]
@@ -96,18 +97,21 @@ def test_a_contended_probe_does_not_change_the_utilization_of_a_config(cache, mo
     config divides by the same peak: the best quiet one on record."""
     from paradnn import FC, run
 
-    # Sleeps of tens of ms: steady to a few % even on a busy host (a sleep's jitter is ~1 ms).
-    monkeypatch.setenv("PARADNN_PROBE_MAX_CV", "0.25")
+    # The quiet probes are accepted under a raised threshold (the real bandwidth loop on a
+    # shared test host spreads); the busy one's GEMM spread (cv about 0.7) exceeds any usual one.
+    monkeypatch.setenv("PARADNN_PROBE_MAX_CV", "5")
     _methods(monkeypatch, {"lib": _sleeper(0.02)})
     first = hardware.probe()
     assert first["contended"] is False
     before = run(FC(2, 16, 12, 5), batch=4, settings=tiny_settings)
     # The host gets busy: a probe measures a slower, noisy GEMM. It is stored, contended.
-    _methods(monkeypatch, {"lib": _sleeper([0.04, 0.12])})
+    monkeypatch.setenv("PARADNN_PROBE_MAX_CV", "0.3")
+    _methods(monkeypatch, {"lib": _sleeper([0.03, 0.15])})
     busy = hardware.probe(refresh=True)
     assert busy["contended"] is True and busy["peak_flops"]["float32"] < first["peak_flops"]["float32"]
     # A quiet probe that came out lower (a method slowed down) does not replace the best one.
-    _methods(monkeypatch, {"lib": _sleeper(0.03)})
+    monkeypatch.setenv("PARADNN_PROBE_MAX_CV", "5")
+    _methods(monkeypatch, {"lib": _sleeper(0.04)})
     lower = hardware.probe(refresh=True)
     assert lower["contended"] is False and lower["in_use"] is False
     monkeypatch.setattr(hardware, "_MEMO", {})  # as a new process would: from the file

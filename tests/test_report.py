@@ -599,3 +599,21 @@ def test_remeasure_recipe_lists_exactly_the_unstable_configs_with_the_flag(trust
     listed = sum(len(p["axes"]["batch"]) for p in spec["parts"])
     assert listed == again["configs"] <= 4 and listed >= 1
     assert remeasure_unstable(ok[~unstable_mask(ok)], "trust.db") is None
+
+
+def test_sensitivity_resting_on_unstable_runs_recommends_measuring_them_again(gold):
+    """Enough FC runs for the regression, but all except two unstable: the recipe is the sweep
+    of exactly those configs with --remeasure-unstable, not a new grid."""
+    import yaml
+
+    df = gold.assign(stable=True)
+    fc = df[(df["family"] == "fc") & (df["status"] == "ok")].index
+    df.loc[fc[2:], "stable"] = False
+    _, missing = report.plan(df, store="g.db")
+    m = next(m for m in missing if m.id == "sensitivity:fc")
+    assert m.command == "paradnn sweep remeasure-unstable.yaml --store g.db --remeasure-unstable"
+    spec = yaml.safe_load(m.sweep_file)
+    # The distinct configs of the unstable runs of the store's main platform (repeats and other
+    # platforms' runs are not listed, and the text says so).
+    assert 0 < sum(len(p["axes"]["batch"]) for p in spec["parts"]) == m.configs < len(fc) - 2
+    assert "other platforms" in m.change

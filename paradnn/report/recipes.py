@@ -114,9 +114,10 @@ def remeasure_unstable(df: pd.DataFrame, store: str) -> dict[str, Any] | None:
     bad = ok[unstable_mask(ok)] if len(ok) else ok
     if not len(bad):
         return None
-    settings = _store_settings(bad)
-    # Only the most common protocol's runs are listed: a config's key includes its settings.
-    same = bad
+    # Only the most common platform's runs under its most common protocol are listed: a sweep
+    # measures the platform it runs on, and a config's key includes its settings.
+    same = most_common_platform(bad)
+    settings = _store_settings(same)
     for k, v in settings.items():
         same = same[same[k].astype(str) == str(v)]
     replay = _replay_yaml(same, None, settings,
@@ -129,8 +130,9 @@ def remeasure_unstable(df: pd.DataFrame, store: str) -> dict[str, Any] | None:
         out["sweep_file"], out["configs"] = replay
         out["change"] = (f"{why}; this file lists their configs with their own settings, and "
                          "--remeasure-unstable measures configs that have only unstable runs again"
-                         + (f" ({len(bad) - len(same)} runs of other settings or real models are not listed: "
-                            "run the sweep files that made them with --remeasure-unstable)"
+                         + (f" ({len(bad) - len(same)} unstable runs of other platforms, other settings or "
+                            "real models are not listed: run the sweep files that made them with "
+                            "--remeasure-unstable where they ran)"
                             if len(same) < len(bad) else ""))
     else:
         out["command"] = f"paradnn sweep YOUR_SWEEP.yaml --store {store} --remeasure-unstable"
