@@ -33,9 +33,11 @@ def _spec_field_type(fam: families.Family, name: str, default: Any):
     return integer_or_word
 
 
-def add_spec_subparsers(parser: argparse.ArgumentParser, handler: Callable, settings: bool = True) -> None:
+def add_spec_subparsers(parser: argparse.ArgumentParser, handler: Callable, settings: bool = True,
+                        cache: bool = False) -> None:
     """Add ``fc|cnn|rnn|real`` sub-subcommands whose flags are the spec's fields, plus
-    --batch --dtype --optimizer --devices (and the measurement settings when ``settings``)."""
+    --batch --dtype --optimizer --devices (and the measurement settings when ``settings``,
+    ``--no-cache`` when ``cache``: the command uses the compilation cache)."""
     from paradnn.cli import _Parser, typed
     from paradnn.units import parse_bytes as _bytes, parse_int
 
@@ -75,6 +77,10 @@ def add_spec_subparsers(parser: argparse.ArgumentParser, handler: Callable, sett
                        "weights+optimizer state or compiled peak exceed it are recorded oom "
                        "(default: the device's memory; the host's on a CPU)")
         p.add_argument("--json", action="store_true", help="print exactly one JSON object")
+        if cache:
+            p.add_argument("--no-cache", action="store_true",
+                           help="do not use the persistent compilation cache (default: the one "
+                           "sweeps use, $XDG_CACHE_HOME/paradnn/xla or ~/.cache/paradnn/xla)")
         if settings:
             add_settings_flags(p)
         p.set_defaults(func=handler)
@@ -225,6 +231,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
         from paradnn.runner import run_workload
 
         _check_backend(workload.framework)
+        from paradnn.executors import Caches, default_cache_dir
+
+        # The compilation cache a sweep uses: a model run before compiles in a fraction of the
+        # time (compile_s says which), as in a sweep.
+        Caches(None if args.no_cache else default_cache_dir()).ensure(workload.framework)
         record = run_workload(workload, settings, args.memory_limit)
     if args.json:
         print(json.dumps(record.to_dict(), default=str))
@@ -356,7 +367,7 @@ def _cmd_maxbatch(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("run", help="measure one training workload", description="Measure one training workload.")
-    add_spec_subparsers(p, _cmd_run)
+    add_spec_subparsers(p, _cmd_run, cache=True)
     p = sub.add_parser("probe", help="measure GEMM FLOPS and memory bandwidth of this device")
     p.add_argument("--json", action="store_true", help="print exactly one JSON object")
     p.add_argument("--refresh", action="store_true", help="measure again instead of reading the cache")
