@@ -169,6 +169,8 @@ def _every_figure(gold, trust):
         "params": lambda: P.params_range(A.params_range(gold)),
         "utilization": lambda: P.utilization_comparison(
             A.family_ranges(gold, "flops_utilization", by="device_kind")),
+        "utilization-unstable": lambda: P.utilization_comparison(
+            A.family_ranges(trust, "model_flops_utilization", by="device_kind", include_unstable=True)),
         "saturation": lambda: P.saturation(A.saturation(fc)),
         "saturation-trust": lambda: P.saturation(A.saturation(trust[trust.family == "fc"]), max_models=8),
         "op_roofline": lambda: P.op_roofline(A.op_roofline(ops, 1e11, 1e9)),
@@ -178,7 +180,7 @@ def _every_figure(gold, trust):
 
 FIGURES = ["heatmap-panels", "heatmap-trust", "heatmap-paper-size", "heatmap-cnn", "heatmap-rnn", "sensitivity",
            "roofline", "roofline-trust", "roofline-batch", "speedup", "speedup-dtype",
-           "speedup-ranges", "params", "utilization", "saturation", "saturation-trust",
+           "speedup-ranges", "params", "utilization", "utilization-unstable", "saturation", "saturation-trust",
            "op_roofline", "op_breakdown"]
 
 

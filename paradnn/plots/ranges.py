@@ -50,7 +50,7 @@ def family_ranges(fr: pd.DataFrame, title: str | None = None, log: bool = True) 
                 ax.plot([r["median"]], [yv], marker="|", color="black", markersize=13)
             if shaky:
                 ax.annotate(f"{shaky}/{int(r['n'])} unstable", (r["max"], yv), xytext=(4, 0),
-                            textcoords="offset points", va="center", fontsize=7)
+                            textcoords="offset points", va="center", fontsize=8)
         if g is not None:
             handles.append(Patch(color=color, label=str(g)))
     ax.set_yticks(range(len(labels)), labels)
