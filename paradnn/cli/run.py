@@ -38,12 +38,12 @@ def add_spec_subparsers(parser: argparse.ArgumentParser, handler: Callable, sett
     """Add ``fc|cnn|rnn|real`` sub-subcommands whose flags are the spec's fields, plus
     --batch --dtype --optimizer --devices (and the measurement settings when ``settings``,
     ``--no-cache`` when ``cache``: the command uses the compilation cache)."""
-    from paradnn.cli import _Parser, typed
+    from paradnn.cli import Parser, typed
     from paradnn.units import parse_bytes as _bytes, parse_int
 
     names = families.names()
     sub = parser.add_subparsers(dest="family", required=True, metavar="{" + ",".join(names) + "}",
-                                parser_class=_Parser)
+                                parser_class=Parser)
     for family in names:
         fam = families.get(family)
         p = sub.add_parser(family, help=fam.description, description=fam.description)
@@ -209,7 +209,7 @@ def warning_lines(record) -> list[str]:
     return lines
 
 
-def _check_backend(framework: str = backends.DEFAULT) -> tuple[dict[str, Any], dict[str, Any]]:
+def check_backend(framework: str = backends.DEFAULT) -> tuple[dict[str, Any], dict[str, Any]]:
     """Start the framework's backend and return its (platform, software); one it cannot start
     (JAX_PLATFORMS naming an absent platform, a framework not installed) is one line and exit 2
     rather than a traceback."""
@@ -230,7 +230,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         progress.phase(f"starting {workload.framework}")
         from paradnn.runner import run_workload
 
-        _check_backend(workload.framework)
+        check_backend(workload.framework)
         from paradnn.executors import Caches, default_cache_dir
 
         # The compilation cache a sweep uses: a model run before compiles in a fraction of the
@@ -249,7 +249,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 def _cmd_probe(args: argparse.Namespace) -> int:
     from paradnn.hardware import best_quiet, on_record, probe
 
-    _check_backend()
+    check_backend()
     result = probe(refresh=args.refresh)
     if args.json:
         print(json.dumps(result, default=str))
@@ -344,7 +344,7 @@ def _cmd_maxbatch(args: argparse.Namespace) -> int:
     from paradnn.maxbatch import max_batch
 
     workload = workload_from_args(args)
-    _check_backend(workload.framework)
+    check_backend(workload.framework)
     result = max_batch(workload.spec, dtype=workload.dtype, optimizer=workload.optimizer,
                        devices=workload.devices, memory_limit_bytes=args.memory_limit,
                        framework=workload.framework)
