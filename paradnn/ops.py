@@ -205,19 +205,20 @@ def measure_op(shape: OpShape, dtype: str = "float32", settings: MeasureSettings
                       f"memory {memory} B", **context)
     if peak is None:
         peak = hardware.peaks(platform["device_kind"], dtype, platform["device_platform"])
-    one_s = flops / peak.flops  # the least time one op can take
-    if (1 + MIN_TIMED_CALLS) * one_s > MAX_OP_TIMING_S:
-        raise SpecError(shape.op, shape.label(), f"an op whose warm-up and {MIN_TIMED_CALLS} timed "
-                        f"calls can finish within {MAX_OP_TIMING_S:g} s: {flops:.3g} FLOP take at "
-                        f"least {one_s:.3g} s each at the peak {peak.flops:.3g} FLOP/s ({peak.source})")
-    k = settings.steps_per_call
-    most = max(1, int(settings.time_budget_s // one_s))
-    if k is not None and k > most:
-        raise SpecError("steps_per_call", k, f"at most {most} for {shape.label()} {dtype}: one call "
-                        f"of {k} ops takes at least {k * one_s:.3g} s at the peak "
-                        f"{peak.flops:.3g} FLOP/s ({peak.source}), beyond the time budget "
-                        f"{settings.time_budget_s:g} s (raise --time-budget-s, or leave "
-                        "--steps-per-call out to let the protocol choose)")
+    fastest, basis = _fastest_flops(peak, dtype, platform["device_platform"])
+    if fastest is not None:
+        one_s = flops / fastest  # the least time one op can take
+        if (1 + MIN_TIMED_CALLS) * one_s > MAX_OP_TIMING_S:
+            raise SpecError(shape.op, shape.label(), f"an op whose warm-up and {MIN_TIMED_CALLS} timed "
+                            f"calls can finish within {MAX_OP_TIMING_S:g} s: {flops:.3g} FLOP take at "
+                            f"least {one_s:.3g} s each at {fastest:.3g} FLOP/s ({basis})")
+        k = settings.steps_per_call
+        most = max(1, int(settings.time_budget_s // one_s))
+        if k is not None and k > most:
+            raise SpecError("steps_per_call", k, f"at most {most} for {shape.label()} {dtype}: one call "
+                            f"of {k} ops takes at least {k * one_s:.3g} s at {fastest:.3g} FLOP/s "
+                            f"({basis}), beyond the time budget {settings.time_budget_s:g} s (raise "
+                            "--time-budget-s, or leave --steps-per-call out to let the protocol choose)")
     try:
         op = program(shape, dtype)
         timing = time_calls(op["call"], op["state"], op["operands"], settings, sync=backend.sync)
@@ -238,15 +239,33 @@ def measure_op(shape: OpShape, dtype: str = "float32", settings: MeasureSettings
         peak_bytes_per_sec=peak.bytes_per_sec,
         peak_source=peak.source,
         peak_method=peak.method,
-        flops_utilization=flops / step / peak.flops,
-        model_flops_utilization=flops / step / peak.flops,
+        peak_id=peak.id,
+        peak_measured_utc=peak.measured_utc,
+        peak_spread=peak.spread,
+        flops_utilization=flops / step / peak.flops if peak.flops else None,
+        model_flops_utilization=flops / step / peak.flops if peak.flops else None,
         arithmetic_intensity=flops / xla_bytes if xla_bytes else None,
         useful_flops_ratio=1.0,
         op_label=shape.label(),
         final_loss=timing.final_loss,
     )
     return Record(status="ok", workload=workload, metrics=metrics,
-                  warnings=physics_warnings(metrics), **context)
+                  warnings=physics_warnings(metrics, cv_target=settings.cv_target), **context)
+
+
+def _fastest_flops(peak: Any, dtype: str, platform: str) -> tuple[float | None, str]:
+    """An upper bound of the device's FLOP/s for ``dtype`` and where it comes from, for the
+    time bounds before compiling (so they never refuse an op that could finish): the larger of
+    the peak utilization divides by and, on a CPU, its nominal peak (cores x clock x vector
+    width, :func:`paradnn.hardware.nominal_cpu_flops`), which a probe measured under load does
+    not understate; (None, reason) where neither is known."""
+    candidates = []
+    if peak.flops:
+        candidates.append((float(peak.flops), f"peak, {peak.source}"))
+    nominal = hardware.nominal_cpu_flops() if platform == "cpu" else None
+    if nominal and nominal[0].get(dtype):
+        candidates.append((float(nominal[0][dtype]), f"nominal CPU peak: {nominal[1]}"))
+    return max(candidates) if candidates else (None, "no peak known")
 
 
 def run_ops(shapes: Sequence[OpShape], dtypes: Sequence[str] = ("float32",),
