@@ -1206,12 +1206,26 @@ TRANSFORMER = ["transformer", "--layers", "1", "--d_model", "32", "--heads", "2"
                "--vocab", "64", "--batch", "1"]
 
 
+OUTCOMES = ("ok", "oom", "error", "timeout", "crashed")
+
+
+def without_progress(proc: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
+    """``proc`` with the progress lines of ``run`` left out of its stderr (the first line
+    naming what it measures, and heartbeats naming a phase): what is left is the outcome."""
+    lines = [l for l in proc.stderr.strip().splitlines()
+             if not l.startswith("paradnn: measuring ") and not re.match(r"paradnn: [^:]+: .* for .* so far\)", l)]
+    return subprocess.CompletedProcess(proc.args, proc.returncode, proc.stdout, "\n".join(lines))
+
+
 def one_outcome_line(proc: subprocess.CompletedProcess, status: str, *words: str) -> str:
-    """Exit 1 with a recorded outcome, said in one stderr line ``paradnn: <status>: ...``."""
+    """Exit 1 with a recorded outcome, said in one stderr line ``paradnn: <status>: ...``, the
+    last one (after the progress lines)."""
     assert "Traceback" not in proc.stderr, proc.stderr
-    lines = [l for l in proc.stderr.strip().splitlines() if l.startswith("paradnn:")]
+    lines = proc.stderr.strip().splitlines()
+    outcomes = [l for l in lines if any(l.startswith(f"paradnn: {o}: ") for o in OUTCOMES)]
     assert proc.returncode == 1, (proc.returncode, proc.stderr)
-    assert len(lines) == 1 and lines[0].startswith(f"paradnn: {status}: "), proc.stderr
+    assert outcomes == lines[-1:] and outcomes[0].startswith(f"paradnn: {status}: "), proc.stderr
+    lines = outcomes
     for w in words:
         assert w in lines[0], (w, lines[0])
     return lines[0]
@@ -1345,7 +1359,7 @@ def test_cuda_platform_on_a_host_without_cuda_is_one_line(tmp_path):
     cuda = env(JAX_PLATFORMS="cuda")
     f = sweep_file(tmp_path / "s.yaml", SMALL_FILE)
     store = tmp_path / "r.db"
-    one_error_line(bounded("run", "fc", "--layers", "1", "--nodes", "8", "--input", "8", "--output", "2",
-                           environ=cuda), "JAX_PLATFORMS='cuda'")
+    run = bounded("run", "fc", "--layers", "1", "--nodes", "8", "--input", "8", "--output", "2", environ=cuda)
+    one_error_line(without_progress(run), "JAX_PLATFORMS='cuda'")
     one_error_line(bounded("sweep", f, "--store", store, "--quiet", environ=cuda), "JAX_PLATFORMS='cuda'")
     assert len(load(store)) == 0
