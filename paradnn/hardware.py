@@ -107,13 +107,29 @@ def cpu_model() -> str:
     return _platform.processor() or _platform.machine()
 
 
+def cpu_affinity_kind(kind: str) -> str:
+    """A CPU device's kind as recorded: ``kind`` itself when this process may run on every
+    logical CPU of the host, else ``kind`` plus the share it may use, e.g. ``cpu (affinity 1 of
+    2 logical CPUs)`` under ``taskset -c 0``. A restricted CPU is another platform: its peak
+    differs (the probe cache is keyed on the kind), its records must not resume or average with
+    the unrestricted ones, and figures must tell the two apart; an unrestricted CPU keeps the
+    plain kind, so its record keys are those of earlier paradnn versions."""
+    if not hasattr(os, "sched_getaffinity"):
+        return kind
+    allowed, total = len(os.sched_getaffinity(0)), os.cpu_count()
+    if not total or allowed >= total:
+        return kind
+    return f"{kind} (affinity {allowed} of {total} logical CPUs)"
+
+
 def platform_info() -> dict[str, Any]:
     """device_platform (cpu|gpu|tpu), device_kind, device_count, host, cpu_model of the default
-    JAX backend."""
+    JAX backend; a CPU's kind names a restricted CPU affinity (:func:`cpu_affinity_kind`)."""
     devices = jax.devices()
+    kind = devices[0].device_kind
     return {
         "device_platform": devices[0].platform,
-        "device_kind": devices[0].device_kind,
+        "device_kind": cpu_affinity_kind(kind) if devices[0].platform == "cpu" else kind,
         "device_count": len(devices),
         "host": socket.gethostname(),
         "cpu_model": cpu_model(),

@@ -17,7 +17,10 @@ from paradnn.specs import Workload, stable_hash
 
 SCHEMA_VERSION = 2  # 2: device platform field `backend` -> `device_platform`, plus `framework`
 
-STATUSES = ("ok", "oom", "error", "timeout", "crashed")
+#: A predicted row (paradnn.predictor) is not a measurement: no analysis or figure of measured
+#: rows uses it (they take ``ok`` rows), and it never counts as a config's record on resume.
+PREDICTED = "predicted"
+STATUSES = ("ok", "oom", "error", "timeout", "crashed", PREDICTED)
 
 # name -> (unit, where it comes from). Names are a contract (docs/metrics.md): added, never renamed.
 METRICS: dict[str, tuple[str, str]] = {
@@ -203,5 +206,5 @@ class Record:
     @classmethod
     def failed(cls, workload: Workload, status: str, error: str, **context: Any) -> "Record":
         """A record for a run that did not produce metrics (oom, error, timeout, crashed)."""
-        assert status in STATUSES and status != "ok", status
+        assert status in STATUSES and status not in ("ok", PREDICTED), status
         return cls(status=status, workload=workload.to_dict(), error=error, **context)

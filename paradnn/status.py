@@ -22,6 +22,7 @@ from typing import Any, Union
 import pandas as pd
 
 from paradnn import families
+from paradnn.record import PREDICTED
 
 __all__ = ["failures", "reason", "rerun_command", "FAILURE_COLUMNS"]
 
@@ -104,7 +105,8 @@ def failures(paths: PathLike | Sequence[PathLike] | pd.DataFrame) -> pd.DataFram
         from paradnn.store import load
 
         df = load(paths)
-    failed = df[df["status"] != "ok"] if len(df) else df
+    # Predicted rows (paradnn predict) are not runs, so they are never failures.
+    failed = df[~df["status"].isin(("ok", PREDICTED))] if len(df) else df
     if not len(failed):
         return pd.DataFrame(columns=list(FAILURE_COLUMNS))
     predicted = failed["oom_predicted"] if "oom_predicted" in failed else [None] * len(failed)

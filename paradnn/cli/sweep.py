@@ -55,8 +55,9 @@ def _status(args: argparse.Namespace) -> int:
     if not len(df):
         print("nothing measured yet: `paradnn sweep sweeps/smoke.yaml` fills a store")
         return 0
-    ok = int((df["status"] == "ok").sum())
-    print(f"ok {ok}, failed {len(df) - ok}")
+    ok, predicted = int((df["status"] == "ok").sum()), int((df["status"] == "predicted").sum())
+    print(f"ok {ok}, failed {len(df) - ok - predicted}"
+          + (f", predicted {predicted} (not measured: paradnn predict)" if predicted else ""))
 
     def crosstab(index) -> str:
         table = pd.crosstab(index, df["status"])
