@@ -8,11 +8,12 @@ import time
 import pandas as pd
 
 from paradnn import predictor
+from paradnn.store import load
 from paradnn.analysis import prediction as P
 
 pd.set_option("display.width", 200)
 store, unstable = sys.argv[1], "--include-unstable" in sys.argv
-rows = predictor.sized(predictor._rows(store))
+rows = predictor.sized(load(store))
 for name in [c for c in P.CORRECTIONS if c != "none"]:
     t0 = time.time()
     table = P.score(rows, name, include_unstable=unstable, baseline=name == "ridge")

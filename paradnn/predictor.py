@@ -382,32 +382,6 @@ def _baseline_of(model: P.StepTimeModel, train_rows: pd.DataFrame) -> P.StepTime
 
 # -- the adaptive sweep -----------------------------------------------------------------------
 
-def _farthest_first(x: np.ndarray, k: int, chosen: Sequence[int] = ()) -> list[int]:
-    """``k`` indices of rows of ``x`` spread over the space: the row nearest the centre (unless
-    some are ``chosen`` already), then repeatedly the row farthest from every chosen one."""
-    picked = list(chosen)
-    if not picked and len(x):
-        picked.append(int(np.argmin(((x - x.mean(axis=0)) ** 2).sum(axis=1))))
-    while len(picked) < min(k + len(chosen), len(x)):
-        d = np.sqrt(((x[:, None, :] - x[None, picked, :]) ** 2).sum(axis=2)).min(axis=1)
-        d[picked] = -1.0
-        picked.append(int(np.argmax(d)))
-    return picked[len(chosen):]
-
-
-def _start_set(cand: pd.DataFrame, n: int) -> list[str]:
-    """The space-filling start: ``n`` workload keys spread over each group's axes in proportion
-    to the group's size (at least ``MIN_CONFIGS`` per group where it has them)."""
-    out = []
-    groups = list(cand.groupby(["framework", "dtype", "family"], sort=True))
-    for _, rows in groups:
-        share = max(P.MIN_CONFIGS, int(round(n * len(rows) / len(cand))))
-        space = P._Space.of(str(rows["family"].iloc[0]), rows)
-        idx = _farthest_first(space.axes(rows), min(share, len(rows)))
-        out.extend(rows["workload_key"].iloc[idx])
-    return out
-
-
 def _measured_keys(frame: pd.DataFrame, keys: set[str], like: pd.DataFrame) -> set[str]:
     """Workload keys of ``keys`` that have a measured (not predicted) row in ``frame`` on the
     platform and with the settings of the rows ``like``."""
@@ -436,7 +410,7 @@ def adaptive_sweep(
     """Measure at most ``budget`` configs of a sweep file or grid, chosen for the model, then
     predict the others into ``store``.
 
-    First a space-filling start (``start`` configs, default 40 percent of the budget: the
+    First a space-filling start (``start`` configs, default ``START_FRACTION`` of the budget: the
     config nearest the centre of each group's log-scaled axes, then repeatedly the farthest
     from those chosen), then rounds of ``per_round`` configs: the model is fitted on what is
     measured and the configs whose ``level`` interval is widest relative to the predicted step
@@ -490,8 +464,8 @@ def adaptive_sweep(
     if budget >= len(by_key):
         say(f"the budget ({budget}) covers all {len(by_key)} configs: measuring them all")
         return measure(list(by_key))
-    n_start = min(budget, start if start is not None else max(P.MIN_CONFIGS, int(round(0.4 * budget))))
-    first = _start_set(cand, n_start)[:budget]
+    n_start = min(budget, start) if start is not None else P.start_size(budget)
+    first = P.space_filling(cand, n_start)[:budget]
     say(f"{len(by_key)} configs, budget {budget}: a space-filling start of {len(first)}, then "
         f"{per_round} per round where the {level:.0%} interval is widest")
     like = measure(first)
@@ -510,12 +484,12 @@ def adaptive_sweep(
         except ParadnnError as exc:
             # Too few usable configs yet (failures, unstable runs): more of the start.
             say(f"no model yet ({exc}); measuring more of the space-filling start")
-            extra = [k for k in _start_set(cand, len(done) + per_round) if k not in done][:per_round]
+            extra = [k for k in P.space_filling(cand, len(done) + per_round) if k not in done][:per_round]
             extra = extra or list(left["workload_key"].iloc[:per_round])
             measure(extra)
             rounds.append({"round": len(rounds), "measured": extra, "why": "no model yet"})
             continue
-        picks, widest = _next(predictor, left, min(per_round, budget - len(done)))
+        picks, widest = P.next_configs(predictor, left, min(per_round, budget - len(done)))
         if target_width is not None and np.isfinite(widest) and widest <= target_width:
             say(f"every interval is at most {target_width:g} wide (widest {widest:.3g}): done "
                 f"with {len(done)} measured")
@@ -539,41 +513,3 @@ def adaptive_sweep(
     out = frame[frame["workload_key"].isin(set(by_key))].reset_index(drop=True)
     out.attrs["rounds"] = rounds
     return out
-
-
-def _next(predictor: P.Predictor, left: pd.DataFrame, k: int) -> tuple[list[str], float]:
-    """The ``k`` configs of ``left`` to measure next (widest relative interval first, each pick
-    counting as measured for the next) and the widest relative width (inf: no finite interval
-    yet, then the most difficult configs go first)."""
-    scored = []
-    for (fw, dtype, fam), rows in left.groupby(["framework", "dtype", "family"], sort=True):
-        model = next((m for m in predictor.models if (m.group.get("framework"), m.group.get("dtype"),
-                                                     m.group.get("family")) == (fw, dtype, fam)), None)
-        if model is None:  # a group with no model yet: its configs are the most uncertain
-            scored.extend((np.inf, np.inf, key, None, None) for key in rows["workload_key"])
-            continue
-        pred = model.predict(rows)
-        diff = model.difficulty(rows)
-        for key, width, d in zip(rows["workload_key"], pred["prediction_relative_width"], diff):
-            scored.append((float(width), float(d), key, model, rows[rows["workload_key"] == key]))
-    widest = max(s[0] for s in scored)
-    picks: list[str] = []
-    while scored and len(picks) < k:
-        scored.sort(key=lambda s: (s[0], s[1]), reverse=True)
-        width, _d, key, model, row = scored.pop(0)
-        picks.append(key)
-        if model is None:
-            continue
-        # Believe the pick measured: it is a neighbour of the others from now on, so the next
-        # pick of this round goes elsewhere.
-        model._train_axes = np.vstack([model._train_axes, model._space.axes(row)])
-        model._residuals = np.append(model._residuals, model._res_median)
-        scored = [(s[0], s[1], s[2], s[3], s[4]) if s[3] is not model else
-                  _rescore(model, s) for s in scored]
-    return picks, widest
-
-
-def _rescore(model: P.StepTimeModel, s: tuple) -> tuple:
-    d = float(model.difficulty(s[4])[0])
-    width = float(np.exp(model.quantile * d) - np.exp(-model.quantile * d))
-    return (width if np.isfinite(model.quantile) else np.inf, d, s[2], s[3], s[4])

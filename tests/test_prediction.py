@@ -349,3 +349,39 @@ def test_cross_platform_estimate_uses_the_other_platforms_peaks(tmp_path):
     stored = rows[rows["status"] == PREDICTED]
     assert set(stored["device_kind"]) == {"synthetic x2"}
     assert stored["prediction_basis"].str.contains("assumes").all()
+
+
+# -- figures and the report section ---------------------------------------------------------
+
+def test_report_section_figures_and_table(tmp_path):
+    from paradnn import plots_prediction as PP
+    from paradnn.prediction_report import prediction_sections
+    from paradnn.predictor import predict
+    from paradnn.report import render_html
+
+    wl = fc_grid(layers=[1, 4], batch=[8, 64, 512])
+    db = _store(tmp_path / "s.db", wl[::2])
+    df = load(db)
+    assert prediction_sections(df) == ([], [])  # no predictions: no section
+    predict(wl, store=db, correction="none")
+    df = load(db)
+    sections, missing = prediction_sections(df, correction="none")
+    assert not missing and [s.id for s in sections] == ["prediction"]
+    items = sections[0].items
+    table = items[0].table
+    assert {"median |error| (%)", "interval coverage (%)"} <= set(table.columns)
+    assert set(table["scheme"]) >= {"k-fold", "leave out nodes"}
+    hm = items[-1].table
+    assert set(hm["source"]) == {"measured", "predicted"}
+    assert hm["examples_per_sec"].notna().all()  # every cell filled
+    # Measured cells carry their measurement, predicted ones their prediction.
+    meas = hm[hm["source"] == "measured"].iloc[0]
+    row = df[(df["status"] == "ok") & (df["batch"] == meas["batch"]) & (df["nodes"] == meas["nodes"])
+             & (df["layers"] == hm.attrs["fixed"]["layers"])]
+    assert meas["examples_per_sec"] == pytest.approx(float(row["examples_per_sec"].iloc[0]))
+    page = render_html(df, sections, missing)
+    assert "Prediction (paradnn predict)" in page and page.count("<img") == 2
+    fig = PP.completed_heatmap(hm)
+    assert "framed" in fig._suptitle.get_text()
+    with pytest.raises(ParadnnError, match="expected the held-out predictions"):
+        PP.predicted_vs_measured(pd.DataFrame())

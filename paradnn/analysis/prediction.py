@@ -35,6 +35,7 @@ leave-one-value-out along each axis) beside the pure-roofline baseline.
 
 from __future__ import annotations
 
+import copy
 import math
 import warnings
 from dataclasses import dataclass, field
@@ -690,8 +691,8 @@ SCORE_COLUMNS = ("group", "scheme", "held_out", "model", "configs", "median_ape"
                  "coverage", "median_relative_width")
 
 
-def _errors(pred: pd.DataFrame) -> dict[str, float]:
-    """median and p90 absolute percentage error of examples/s (fractions), coverage of the
+def errors(pred: pd.DataFrame) -> dict[str, float]:
+    """Median and p90 absolute percentage error of examples/s (fractions), coverage of the
     intervals, median relative width, over rows with both a measurement and a prediction."""
     t = _num(pred, "step_time_s").to_numpy(float)
     tp = _num(pred, "predicted_step_time_s").to_numpy(float)
@@ -766,7 +767,7 @@ def score(df: pd.DataFrame, correction: str = DEFAULT_CORRECTION, level: float =
                 pred = pd.concat(parts, ignore_index=True)
                 out.append({"group": label, "scheme": scheme, "held_out": what,
                             "model": "roofline only" if m == "none" else f"roofline + {m}",
-                            **_errors(pred)})
+                            **errors(pred)})
                 if keep_predictions:
                     preds.append(pred.assign(group=label, scheme=scheme, model=m))
     result = pd.DataFrame(out, columns=list(SCORE_COLUMNS))
@@ -786,7 +787,7 @@ def score_on(model: StepTimeModel, rows: pd.DataFrame, peak_flops: float | None 
         raise ParadnnError("predict: no measured configs to score on (ok and stable rows with a "
                            "step time)")
     pred = model.predict(table, peak_flops, peak_bytes_per_sec, basis)
-    return _errors(pred), pred
+    return errors(pred), pred
 
 
 # -- measured and predicted together, only when asked ----------------------------------------
@@ -820,3 +821,98 @@ def completed(df: pd.DataFrame, value: str = "examples_per_sec") -> pd.DataFrame
     pred = pred.assign(source="predicted", status="ok")
     pred[value] = pred[f"predicted_{value}"]
     return pd.concat([meas, pred], ignore_index=True)
+
+
+# -- what to measure next (the adaptive sweep) ------------------------------------------------
+
+def _farthest_first(x: np.ndarray, k: int, chosen: Sequence[int] = ()) -> list[int]:
+    """``k`` indices of rows of ``x`` spread over the space: the row nearest the centre (unless
+    some are ``chosen`` already), then repeatedly the row farthest from every chosen one."""
+    picked = list(chosen)
+    if not picked and len(x):
+        picked.append(int(np.argmin(((x - x.mean(axis=0)) ** 2).sum(axis=1))))
+    while len(picked) < min(k + len(chosen), len(x)):
+        d = np.sqrt(((x[:, None, :] - x[None, picked, :]) ** 2).sum(axis=2)).min(axis=1)
+        d[picked] = -1.0
+        picked.append(int(np.argmax(d)))
+    return picked[len(chosen):]
+
+
+#: Share of a budget that the space-filling start takes; the rest goes to the widest intervals.
+START_FRACTION = 0.4
+
+
+def start_size(budget: int) -> int:
+    """Configs of the space-filling start of an adaptive sweep of ``budget`` configs."""
+    return min(budget, max(MIN_CONFIGS, int(round(START_FRACTION * budget))))
+
+
+def space_filling(cand: pd.DataFrame, n: int) -> list[str]:
+    """The space-filling start: ``n`` workload keys spread over each group's axes in proportion
+    to the group's size (at least ``MIN_CONFIGS`` per group where it has them)."""
+    out = []
+    groups = list(cand.groupby(["framework", "dtype", "family"], sort=True))
+    for _, rows in groups:
+        share = max(MIN_CONFIGS, int(round(n * len(rows) / len(cand))))
+        space = _Space.of(str(rows["family"].iloc[0]), rows)
+        idx = _farthest_first(space.axes(rows), min(share, len(rows)))
+        out.extend(rows["workload_key"].iloc[idx])
+    return out
+
+
+def next_configs(predictor: Predictor, left: pd.DataFrame, k: int) -> tuple[list[str], float]:
+    """The ``k`` configs of ``left`` to measure next (widest relative interval first, each pick
+    counting as measured for the next) and the widest relative width (inf: no finite interval
+    yet, then the most difficult configs go first)."""
+    scored = []
+    for (fw, dtype, fam), rows in left.groupby(["framework", "dtype", "family"], sort=True):
+        model = next((m for m in predictor.models if (m.group.get("framework"), m.group.get("dtype"),
+                                                     m.group.get("family")) == (fw, dtype, fam)), None)
+        if model is None:  # a group with no model yet: its configs are the most uncertain
+            scored.extend((np.inf, np.inf, key, None, None) for key in rows["workload_key"])
+            continue
+        model = copy.copy(model)  # the picks below extend its neighbours, not the caller's
+        pred = model.predict(rows)
+        diff = model.difficulty(rows)
+        for key, width, d in zip(rows["workload_key"], pred["prediction_relative_width"], diff):
+            scored.append((float(width), float(d), key, model, rows[rows["workload_key"] == key]))
+    widest = max(s[0] for s in scored)
+    picks: list[str] = []
+    while scored and len(picks) < k:
+        scored.sort(key=lambda s: (s[0], s[1]), reverse=True)
+        width, _d, key, model, row = scored.pop(0)
+        picks.append(key)
+        if model is None:
+            continue
+        # Believe the pick measured: it is a neighbour of the others from now on, so the next
+        # pick of this round goes elsewhere.
+        model._train_axes = np.vstack([model._train_axes, model._space.axes(row)])
+        model._residuals = np.append(model._residuals, model._res_median)
+        scored = [(s[0], s[1], s[2], s[3], s[4]) if s[3] is not model else
+                  _rescore(model, s) for s in scored]
+    return picks, widest
+
+
+def _rescore(model: StepTimeModel, s: tuple) -> tuple:
+    d = float(model.difficulty(s[4])[0])
+    width = float(np.exp(model.quantile * d) - np.exp(-model.quantile * d))
+    return (width if np.isfinite(model.quantile) else np.inf, d, s[2], s[3], s[4])
+
+
+def completed_heatmap(df: pd.DataFrame, x: str, y: str, value: str = "examples_per_sec",
+                      fixed: Mapping[str, Any] | None = None) -> pd.DataFrame:
+    """:func:`paradnn.analysis.heatmap` of :func:`completed` rows (one map, ``panels`` off):
+    measured cells and predicted ones, with a ``source`` column (``measured`` where the cell
+    has a measured ``ok`` run, else ``predicted``)."""
+    from paradnn.analysis.heatmap import heatmap
+
+    both = completed(df, value)
+    hm = heatmap(both, x, y, value, fixed=fixed)
+    meas = both[both["source"] == "measured"]
+    for col, v in hm.attrs["fixed"].items():
+        if col in meas.columns:
+            meas = meas[meas[col] == v]
+    seen = {(float(a), float(b)) for a, b in zip(meas[x], meas[y])} if len(meas) else set()
+    hm["source"] = ["measured" if (float(a), float(b)) in seen else "predicted"
+                    for a, b in zip(hm[x], hm[y])]
+    return hm

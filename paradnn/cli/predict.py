@@ -127,3 +127,33 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--force", action="store_true", help="replace an existing --csv file that "
                    "paradnn did not write")
     p.set_defaults(func=_predict)
+
+
+def budget_sweep(args: argparse.Namespace) -> int:
+    """``paradnn sweep FILE --budget N [--target-width W]``: the adaptive sweep."""
+    from paradnn.predictor import adaptive_sweep
+    from paradnn.sweeper import DEFAULT_CACHE
+
+    if args.repeat not in (None, 1) or args.remeasure_unstable:
+        raise ParadnnError("--budget measures each chosen config once: --repeat and "
+                           "--remeasure-unstable do not apply")
+    if args.no_cache and args.cache_dir:
+        raise ParadnnError("--cache-dir and --no-cache exclude each other")
+    if args.budget is None:
+        from paradnn.grids import load_sweep_file
+
+        args.budget = len(load_sweep_file(args.file, args.max_configs).workloads)
+    options = {k: v for k, v in {
+        "executor": args.executor, "memory_limit_bytes": args.memory_limit,
+        "timeout_s": args.timeout, "address": args.address}.items() if v is not None}
+    options["cache_dir"] = None if args.no_cache else (args.cache_dir or DEFAULT_CACHE)
+    df = adaptive_sweep(args.file, args.budget, store=args.store, target_width=args.target_width,
+                        progress=not args.quiet, **options)
+    counts = df["status"].value_counts().to_dict()
+    measured = {s: n for s, n in counts.items() if s != "predicted"}
+    print(f"{args.store}: {sum(measured.values())} config(s) measured ("
+          + ", ".join(f"{s} {n}" for s, n in sorted(measured.items())) + f"), "
+          f"{counts.get('predicted', 0)} predicted row(s) (status predicted) in "
+          f"{len(df['workload_key'].unique())} configs of {args.file}; `paradnn predict "
+          f"--score --store {args.store}` scores the model")
+    return 0

@@ -17,6 +17,10 @@ def _sweep(args: argparse.Namespace) -> int:
 
         return show_plan(args.file, store=args.store, memory_limit=args.memory_limit,
                          repeat=args.repeat)
+    if args.budget is not None or args.target_width is not None:
+        from paradnn.cli.predict import budget_sweep
+
+        return budget_sweep(args)
     import datetime as _dt
 
     started = _dt.datetime.now(_dt.timezone.utc)
@@ -105,7 +109,7 @@ def _export(args: argparse.Namespace) -> int:
 def register(sub: argparse._SubParsersAction) -> None:
     from paradnn.cli import DEFAULT_STORE, typed
     from paradnn.grids import MAX_CONFIGS
-    from paradnn.units import parse_bytes, parse_duration, parse_int
+    from paradnn.units import parse_bytes, parse_duration, parse_int, parse_number
 
     p = sub.add_parser("sweep", help="run a sweep file into a results store (resumable)",
                        description="Run every config of a YAML sweep file (docs/sweeps.md) into "
@@ -137,6 +141,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--remeasure-unstable", action="store_true",
                    help="measure again the configs whose stored runs missed their precision "
                    "target (stable false); their old rows stay")
+    p.add_argument("--budget", type=typed(parse_int, "budget"), default=None, metavar="N",
+                   help="measure at most N configs, chosen adaptively for `paradnn predict` "
+                   "(a space-filling start, then the widest prediction intervals), then predict "
+                   "the rest into the store (docs/prediction.md; default: measure every config)")
+    p.add_argument("--target-width", type=typed(parse_number, "target-width"), default=None,
+                   metavar="W", help="with --budget: stop early once every 90%% interval is at "
+                   "most W wide, relative to its prediction (0.2 = 20%%)")
     p.add_argument("--quiet", action="store_true", help="no progress line on stderr")
     p.add_argument("--dry-run", action="store_true",
                    help="run nothing: print the plan (configs, parameters, FLOPs, predicted "
