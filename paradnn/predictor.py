@@ -167,16 +167,16 @@ def _records(pred: pd.DataFrame, workloads: dict[str, Workload], platform: dict[
     out = []
     for _, r in pred.iterrows():
         w = workloads[r["workload_key"]]
-        metrics = {c: r[c] for c in P.PREDICTION_COLUMNS if c in r.index and c != "measurement_key"}
+        metrics = {c: r[c] for c in P.PREDICTION_COLUMNS if c in r.index}
         metrics["params"] = r["params"]  # analytic, as a measured row's
         metrics["model_flops_per_step"] = r["model_flops_per_step"]
         rec = Record(status=PREDICTED, workload=w.to_dict(), platform=plat, software=software,
                      settings=settings, metrics=metrics, time_utc=now)
         row = rec.to_dict()
-        # The key a measurement of this config would have, and a key of the prediction's own:
-        # a predicted row never counts as a measurement of its config when a sweep resumes.
-        row["measurement_key"] = row["key"]
-        row["key"] = stable_hash([PREDICTED, row["key"], r["prediction_fit_id"]])
+        # A key of the prediction's own (config, platform, fit), never a measurement's: a
+        # predicted row never counts as a measurement of its config when a sweep resumes.
+        row["key"] = stable_hash([PREDICTED, w.key, [plat.get(c) for c in PLATFORM_KEY],
+                                  r["prediction_fit_id"]])
         row["schema_version"] = SCHEMA_VERSION
         out.append(row)
     return out
@@ -246,8 +246,9 @@ def predict(
 
     Returns one row per target config that a model covers: its fields and sizes, the
     ``PREDICTION_COLUMNS`` (s, examples/s), ``measured_step_time_s`` (s; NaN where the config
-    has no measured ``ok`` row on the platform predicted for) and ``written`` (True where a
-    predicted row went into ``store``). ``attrs``: ``models`` (each fit's description),
+    has no measured ``ok`` row on the platform predicted for) and ``stored`` (True where
+    ``store`` holds this prediction as a row, written now or by an earlier call of the same
+    fit). ``attrs``: ``models`` (each fit's description),
     ``skipped`` (groups not fitted, with the reason), ``uncovered`` (target configs no model
     covers), ``written`` (rows added). With ``write`` (default), the predictions of configs not
     measured on that platform are added to ``store`` as ``status = "predicted"`` rows (a
@@ -302,9 +303,6 @@ def predict(
             done = dict(zip(meas.get("workload_key", []), meas.get("step_time_s", [])))
             pred["measured_step_time_s"] = pred["workload_key"].map(done).astype(float)
             recs = _records(pred[pred["measured_step_time_s"].isna()], by_key, plat, context, now)
-            pred["measurement_key"] = None
-            for rec in recs:
-                pred.loc[pred["workload_key"] == rec["workload_key"], "measurement_key"] = rec["measurement_key"]
             records.extend(recs)
             parts.append(pred)
     if not parts:
@@ -313,7 +311,7 @@ def predict(
                            "measure some configs of their family and dtype first")
     out = pd.concat(parts, ignore_index=True)
     written = _write(store, records) if write and records else 0
-    out["written"] = out["measured_step_time_s"].isna() & bool(write)
+    out["stored"] = out["measured_step_time_s"].isna() & bool(write)
     out.attrs.update(models=[m.describe() for m in predictor.models], skipped=predictor.skipped,
                      uncovered=uncovered, written=written, cross_platform=target is not None)
     return out

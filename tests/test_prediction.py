@@ -224,13 +224,11 @@ def test_predictions_are_stored_as_their_own_rows(tmp_path):
     assert stored["examples_per_sec"].isna().all() and stored["step_time_s"].isna().all()
     assert stored["predicted_examples_per_sec"].notna().all()
     assert stored["host"].isna().all()
-    # Its key is its own, never the key a measurement of the config would have.
-    assert not set(stored["key"]) & set(stored["measurement_key"])
+    # Its key is its own, never a measurement's.
     assert not set(stored["key"]) & set(rows.loc[rows["status"] == "ok", "key"])
-    # A predicted config's measurement key is what the sweep would record: check on a
-    # measured config predicted again without writing.
+    # A measured config is predicted too (beside its measurement), but not stored.
     again = predict(measured[:1], store=db, correction="none", write=False)
-    assert again["measured_step_time_s"].notna().all() and not again["written"].any()
+    assert again["measured_step_time_s"].notna().all() and not again["stored"].any()
     # Running it again with the same fit adds nothing.
     assert predict(wl, store=db, correction="none").attrs["written"] == 0
     # Prediction error on the unmeasured configs is the noise.
@@ -385,3 +383,48 @@ def test_report_section_figures_and_table(tmp_path):
     assert "framed" in fig._suptitle.get_text()
     with pytest.raises(ParadnnError, match="expected the held-out predictions"):
         PP.predicted_vs_measured(pd.DataFrame())
+
+
+def test_the_cli_predicts_a_sweep_file_and_scores(tmp_path, capsys):
+    from paradnn.cli import main
+
+    wl = fc_grid(layers=[1, 4], batch=[8, 64, 512])
+    db = _store(tmp_path / "s.db", wl[::2])
+    sweep_file = tmp_path / "g.yaml"
+    sweep_file.write_text("family: fc\nfixed: {input: 512, output: 100}\naxes:\n"
+                          "  layers: [1, 4, 16]\n  nodes: [32, 64, 128, 256, 512, 1024]\n"
+                          "  batch: [8, 64, 512]\n")
+    assert main(["predict", str(sweep_file), "--store", str(db), "--correction", "none",
+                 "--score", "--show", "5"]) == 0
+    out = capsys.readouterr().out
+    assert "held-out scores" in out and "leave out nodes" in out and "roofline only" in out
+    assert "54 configs predicted" in out and "OUT OF RANGE: " in out
+    assert "layers 16 above the fitted 4" in out
+    assert "36 predicted row(s) written" in out  # 54 configs, 18 measured
+    assert (load(db)["status"] == PREDICTED).sum() == 36
+    assert main(["status", str(db)]) == 0
+    status = capsys.readouterr().out
+    assert "ok 18, failed 0, predicted 36" in status and "no failures" in status
+
+
+@pytest.mark.slow
+def test_sweep_budget_measures_real_configs_then_predicts(tmp_path, paradnn_cmd):
+    """The adaptive sweep end to end on this CPU: real compiled steps, a real store."""
+    import subprocess
+
+    sweep_file = tmp_path / "g.yaml"
+    sweep_file.write_text(
+        "family: fc\nfixed: {input: 32, output: 8}\naxes:\n  layers: [1, 2]\n"
+        "  nodes: [16, 32, 64]\n  batch: [4, 8]\nsettings: {steps_per_call: 2, warmup_calls: 1, "
+        "warmup_s: 0, min_calls: 2, max_calls: 3, cv_target: 0.5, time_budget_s: 0.2}\n"
+        "run: {executor: inprocess}\n")
+    db = tmp_path / "b.db"
+    cmd = [*paradnn_cmd, "sweep", str(sweep_file), "--store", str(db), "--budget", "6",
+           "--no-cache", "--quiet"]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    rows = load(db)
+    assert (rows["status"] == "ok").sum() == 6 and (rows["status"] == PREDICTED).sum() == 6
+    assert "6 config(s) measured" in done.stdout
+    again = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0 and (load(db)["status"] == "ok").sum() == 6  # resumed: no new runs

@@ -44,6 +44,13 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 from scipy.optimize import least_squares, nnls
+from sklearn.ensemble import GradientBoostingRegressor
+from sklearn.gaussian_process import GaussianProcessRegressor
+from sklearn.gaussian_process.kernels import RBF, ConstantKernel, WhiteKernel
+from sklearn.linear_model import RidgeCV
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import PolynomialFeatures, StandardScaler
+from threadpoolctl import threadpool_limits  # a scikit-learn dependency
 
 from paradnn.analysis._common import (
     FAMILY_FIELDS, PLATFORM_KEY, drop_unstable, fmt, ok_rows, platform_label, require_columns,
@@ -89,7 +96,6 @@ PREDICTION_COLUMNS: dict[str, tuple[str, str]] = {
                          "estimate with its assumption"),
     "prediction_model": ("", "the fit: group, configs, efficiencies, overhead, correction"),
     "prediction_fit_id": ("", "identity of the fit (its training rows and options)"),
-    "measurement_key": ("", "the record key a measurement of this config would have"),
 }
 
 
@@ -104,13 +110,6 @@ class Correction:
         """The regressor for ``n`` training configs. ``like``: a fitted regressor of this kind
         whose hyperparameters to keep (the GP's kernel: the folds that calibrate an interval
         reuse the kernel fitted on all the training configs instead of optimizing it again)."""
-        from sklearn.ensemble import GradientBoostingRegressor
-        from sklearn.gaussian_process import GaussianProcessRegressor
-        from sklearn.gaussian_process.kernels import RBF, ConstantKernel, WhiteKernel
-        from sklearn.linear_model import RidgeCV
-        from sklearn.pipeline import make_pipeline
-        from sklearn.preprocessing import PolynomialFeatures, StandardScaler
-
         if self.name == "ridge":
             return make_pipeline(StandardScaler(), RidgeCV(alphas=np.logspace(-3, 3, 13)))
         if self.name == "ridge2":
@@ -527,8 +526,6 @@ def fit(rows: pd.DataFrame, correction: str = DEFAULT_CORRECTION, level: float =
 def _one_thread() -> Any:
     """BLAS on one thread while fitting: the matrices are small, and on a loaded host a thread
     pool per call made a Gaussian-process fit 6x slower (48 s against 7.5 s, 180 configs)."""
-    from threadpoolctl import threadpool_limits
-
     return threadpool_limits(1)
 
 
@@ -794,12 +791,13 @@ def score_on(model: StepTimeModel, rows: pd.DataFrame, peak_flops: float | None 
 
 def predicted_rows(df: pd.DataFrame) -> pd.DataFrame:
     """The rows of ``df`` that are predictions (``status == "predicted"``), the latest one per
-    predicted config (``measurement_key``) when a config was predicted several times."""
+    config and platform when a config was predicted several times."""
     if "status" not in df.columns:
         return df.iloc[0:0]
     rows = df[df["status"] == PREDICTED]
-    if len(rows) and "measurement_key" in rows.columns and "time_utc" in rows.columns:
-        rows = rows.sort_values("time_utc").drop_duplicates("measurement_key", keep="last")
+    ident = [c for c in ("workload_key", *PLATFORM_KEY) if c in rows.columns]
+    if len(rows) and "time_utc" in rows.columns and ident:
+        rows = rows.sort_values("time_utc").drop_duplicates(ident, keep="last")
     return rows
 
 
