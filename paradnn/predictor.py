@@ -402,6 +402,7 @@ def adaptive_sweep(
     correction: str = P.DEFAULT_CORRECTION,
     level: float = P.DEFAULT_LEVEL,
     predict_rest: bool = True,
+    retry_unstable: bool = True,
     progress: bool | IO[str] = True,
     **sweep_options: Any,
 ) -> pd.DataFrame:
@@ -417,6 +418,9 @@ def adaptive_sweep(
     ``target_width`` (relative: (high - low) / predicted), or when every config is measured.
     Resumable like every sweep: configs measured before (same platform and settings) count
     towards the budget and are not measured again; a stopped sweep goes on where it stopped.
+    The model fits only runs that met their precision target, so with ``retry_unstable`` a
+    chosen config whose run missed it is measured once more at once (the budget counts configs,
+    not runs; its unstable row stays in the store).
     ``sweep_options`` go to :func:`paradnn.sweeper.sweep` (``executor``, ``timeout_s``,
     ``memory_limit_bytes``, ``cache_dir``, ...); a sweep file's ``settings`` and ``run``
     apply as in a sweep.
@@ -425,6 +429,7 @@ def adaptive_sweep(
     ``predict_rest``, the predicted ones (``status = "predicted"``); ``attrs["rounds"]`` lists
     what each round measured and why.
     """
+    from paradnn.store import load
     from paradnn.sweeper import sweep as run_sweep
     from paradnn.units import parse_int
 
@@ -457,7 +462,19 @@ def adaptive_sweep(
             stream.flush()
 
     def measure(keys: list[str]) -> pd.DataFrame:
-        return run_sweep([by_key[k] for k in keys], store=store, progress=stream or False, **options)
+        got = run_sweep([by_key[k] for k in keys], store=store, progress=stream or False, **options)
+        if not retry_unstable or not len(got):
+            return got
+        steady = set(P.measured(got)[0]["workload_key"])
+        again = [k for k in keys if k not in steady
+                 and (got.loc[got["workload_key"] == k, "status"] == "ok").any()]
+        if not again:
+            return got
+        say(f"{len(again)} config(s) missed the precision target: measuring them once more")
+        run_sweep([by_key[k] for k in again], store=store, progress=stream or False,
+                  remeasure_unstable=True, **options)
+        return load(store).pipe(lambda f: f[f["key"].isin(set(got["key"])) | (
+            f["workload_key"].isin(set(keys)) & (f["status"] != PREDICTED))])
 
     if budget >= len(by_key):
         say(f"the budget ({budget}) covers all {len(by_key)} configs: measuring them all")
@@ -468,8 +485,6 @@ def adaptive_sweep(
         f"{per_round} per round where the {level:.0%} interval is widest")
     like = measure(first)
     rounds = [{"round": 0, "measured": list(first), "why": "space-filling start"}]
-    from paradnn.store import load
-
     while True:
         frame = load(store)
         done = _measured_keys(frame, set(by_key), like)

@@ -305,15 +305,33 @@ def synthetic_run(workload, settings, memory_limit_bytes):
 
 # -- the adaptive sweep -------------------------------------------------------------------------
 
+_RUNS: dict[str, int] = {}
+
+
+def flaky_synthetic_run(workload, settings, memory_limit_bytes):
+    """As synthetic_run, but the first run of every config with layers == 2 misses its
+    precision target (stable false), as a run on a busy host does."""
+    rec = synthetic_run(workload, settings, memory_limit_bytes)
+    _RUNS[workload.key] = _RUNS.get(workload.key, 0) + 1
+    if workload.spec.layers == 2 and _RUNS[workload.key] == 1:
+        rec.metrics["stable"] = False
+    return rec
+
+
 def test_adaptive_sweep_measures_the_budget_then_predicts_the_rest_and_resumes(tmp_path):
     from paradnn.predictor import adaptive_sweep
 
     wl = fc_grid(layers=[1, 2, 4, 8], nodes=[32, 128, 512], batch=[8, 64, 512])  # 36 configs
     db = tmp_path / "a.db"
-    kw = dict(store=db, run_fn=synthetic_run, executor="inprocess", progress=False,
+    kw = dict(store=db, run_fn=flaky_synthetic_run, executor="inprocess", progress=False,
               cache_dir=None, correction="none", per_round=3)
     out = adaptive_sweep(wl, budget=15, **kw)
-    assert (out["status"] == "ok").sum() == 15
+    ok = out[out["status"] == "ok"]
+    assert ok["workload_key"].nunique() == 15
+    # A run that missed its precision target was repeated at once, and only those.
+    runs = ok.groupby("workload_key").size()
+    layers2 = set(ok.loc[ok["layers"] == 2, "workload_key"])
+    assert layers2 and (runs[list(layers2)] == 2).all() and (runs.drop(list(layers2)) == 1).all()
     assert (out["status"] == PREDICTED).sum() == len(wl) - 15
     assert out.attrs["rounds"][0]["why"] == "space-filling start"
     # The start spans each axis: its smallest and largest values are measured.
@@ -321,7 +339,7 @@ def test_adaptive_sweep_measures_the_budget_then_predicts_the_rest_and_resumes(t
     assert {1, 8} <= set(start["layers"]) and {8, 512} <= set(start["batch"])
     # Resumed with a larger budget: only the difference is measured.
     again = adaptive_sweep(wl, budget=18, **kw)
-    assert (again["status"] == "ok").sum() == 18
+    assert again.loc[again["status"] == "ok", "workload_key"].nunique() == 18
     # The held-out error on the predicted configs is the synthetic noise.
     pred = again[again["status"] == PREDICTED].drop_duplicates("workload_key", keep="last")
     truth_t = np.array([truth(w)[0] for w in wl])
