@@ -303,6 +303,10 @@ class StepTimeModel:
     quantile: float  # q of the conformal interval (inf: too few configs)
     ranges: dict[str, tuple[float, float]]
     fit_id: str = ""
+    #: Held-out error of the fit itself: median and p90 absolute percentage error of examples/s
+    #: (fractions) of its configs, each predicted by the fold model that did not see it.
+    cv_median_ape: float = float("nan")
+    cv_p90_ape: float = float("nan")
     _space: _Space | None = field(default=None, repr=False)
     _regressor: Any = field(default=None, repr=False)
     _train_axes: np.ndarray | None = field(default=None, repr=False)
@@ -403,11 +407,14 @@ class StepTimeModel:
         interval = (f"{self.level:.0%} interval q={self.quantile:.3g}" if np.isfinite(self.quantile)
                     else f"no finite {self.level:.0%} interval ({self.n_configs} configs, needs "
                          f"{_min_for_interval(self.level)})")
+        held = (f"{FOLDS}-fold held-out |error| of examples/s median {100 * self.cv_median_ape:.1f}%"
+                f", p90 {100 * self.cv_p90_ape:.1f}%" if np.isfinite(self.cv_median_ape) else
+                "no held-out error (too few configs)")
         return (f"{group_label(self.group)}: {self.n_configs} configs ({self.n_rows} rows); "
                 f"compute {self.compute_efficiency:.3g} x {self.peak_flops:.3g} FLOP/s, "
                 f"bandwidth {self.bandwidth_efficiency:.3g} x {self.peak_bytes_per_sec:.3g} B/s "
                 f"({self.peak_source}), overhead {self.overhead_s:.3g} s/step, bytes "
-                f"{self.bytes_source}; correction {self.correction}; {interval}")
+                f"{self.bytes_source}; correction {self.correction}; {interval}; {held}")
 
 
 def _show(x: float) -> str:
@@ -602,6 +609,11 @@ def _calibrate(model: StepTimeModel, train: pd.DataFrame, corr: Correction, leve
     x = model._space.axes(train)
     good = np.isfinite(resid)
     absr = np.abs(resid)
+    if good.any():
+        # examples/s = batch / t, so its relative error is |t / t_predicted - 1| = |exp(r) - 1|.
+        ape = np.abs(np.expm1(resid[good]))
+        model.cv_median_ape = float(np.median(ape))
+        model.cv_p90_ape = float(np.quantile(ape, 0.9))
     # Nearest-neighbour spacing of the fitted configs: the floor of the difficulty, so that a
     # config next to measured ones gets the typical interval, and a far one a wider one.
     d = np.sqrt(((x[:, None, :] - x[None, :, :]) ** 2).sum(axis=2))
