@@ -1,8 +1,8 @@
 """Adaptive (``--budget``) against random choices of the configs to measure, on a store that
 holds the whole grid measured (docs/prediction.md).
 
-PYTHONPATH=$PWD python measure/study_budget.py measure/fc_2cpu.db [--fractions 0.1,0.2,0.3]
-    [--correction gp] [--seeds 5]
+PYTHONPATH=$PWD python measure/study_budget.py measure/fc_1cpu.db [--fractions 0.1,0.2,0.3]
+    [--correction gp] [--seeds 5] [--target wall|cpu]
 
 For each fraction f of the grid's measured configs: the adaptive choice (the same code as
 ``paradnn sweep --budget``: paradnn.analysis.prediction.space_filling and next_configs, one
@@ -22,6 +22,7 @@ import pandas as pd
 
 from paradnn import predictor
 from paradnn.store import load
+from study_common import cpu_time_target
 from paradnn.analysis import prediction as P
 
 parser = argparse.ArgumentParser()
@@ -30,9 +31,14 @@ parser.add_argument("--fractions", default="0.1,0.15,0.2,0.3")
 parser.add_argument("--correction", default=P.DEFAULT_CORRECTION)
 parser.add_argument("--seeds", type=int, default=5)
 parser.add_argument("--include-unstable", action="store_true")
+parser.add_argument("--target", choices=("wall", "cpu"), default="wall",
+                    help="cpu: CPU time per step instead of the wall step time (a diagnostic, "
+                    "measure/study_common.py)")
 args = parser.parse_args()
 
 rows = predictor.sized(load(args.store))
+if args.target == "cpu":
+    rows = cpu_time_target(rows)
 meas, left_out = P.measured(rows, args.include_unstable)
 table = P.config_table(meas).reset_index(drop=True)
 print(f"{', '.join(args.store)}: {len(table)} measured configs ({left_out} unstable rows left "

@@ -1,6 +1,6 @@
 """Which learned correction? Held-out scores of every correction on a store (docs/prediction.md).
 
-PYTHONPATH=$PWD python measure/study_corrections.py measure/fc_2cpu.db [--include-unstable]
+PYTHONPATH=$PWD python measure/study_corrections.py measure/fc_1cpu.db [--include-unstable] [--target-cpu]
 """
 import sys
 import time
@@ -9,11 +9,14 @@ import pandas as pd
 
 from paradnn import predictor
 from paradnn.store import load
+from study_common import cpu_time_target
 from paradnn.analysis import prediction as P
 
 pd.set_option("display.width", 200)
 store, unstable = sys.argv[1], "--include-unstable" in sys.argv
 rows = predictor.sized(load(store))
+if "--target-cpu" in sys.argv:  # CPU time per step, a diagnostic (measure/study_common.py)
+    rows = cpu_time_target(rows)
 for name in [c for c in P.CORRECTIONS if c != "none"]:
     t0 = time.time()
     table = P.score(rows, name, include_unstable=unstable, baseline=name == "ridge")

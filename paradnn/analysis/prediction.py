@@ -72,6 +72,8 @@ FOLDS = 5
 MIN_CONFIGS = 4
 #: Neighbours whose residuals set a config's local difficulty.
 NEIGHBOURS = 5
+#: Calibrate the intervals on leave-one-axis-value-out residuals too, not only K-fold ones.
+CALIBRATE_AXES = True
 #: Axes of the leave-one-value-out scores (extrapolation along each), where they vary.
 SCORE_AXES: tuple[str, ...] = ("nodes", "layers", "batch", "filters", "blocks", "embed", "length")
 
@@ -498,7 +500,8 @@ def _peak(train: pd.DataFrame, col: str) -> float:
 
 
 def fit(rows: pd.DataFrame, correction: str = DEFAULT_CORRECTION, level: float = DEFAULT_LEVEL,
-        folds: int = FOLDS, seed: int = 0, include_unstable: bool = False) -> StepTimeModel:
+        folds: int = FOLDS, seed: int = 0, include_unstable: bool = False,
+        calibrate_axes: bool = CALIBRATE_AXES) -> StepTimeModel:
     """Fit the model of one group from its rows (``paradnn.load`` rows plus ``SIZE_COLUMNS``).
 
     The rows must all be of one group (``GROUP_KEY``); ``ok`` and stable rows are used (all
@@ -526,7 +529,7 @@ def fit(rows: pd.DataFrame, correction: str = DEFAULT_CORRECTION, level: float =
     with _one_thread():
         model = _fit_core(train, group, corr, level)
         model.n_rows, model.n_unstable = len(meas), n_unstable
-        _calibrate(model, train, corr, level, folds, seed)
+        _calibrate(model, train, corr, level, folds, seed, calibrate_axes)
     return model
 
 
@@ -602,9 +605,25 @@ def _oof(train: pd.DataFrame, group: dict[str, Any], corr: Correction, level: fl
     return resid, fold
 
 
+def _axis_splits(train: pd.DataFrame, numeric: Sequence[str]) -> list[np.ndarray]:
+    """One mask per value of every ``SCORE_AXES`` axis of ``numeric`` with at least 3 values,
+    where the other configs still make a fit."""
+    out = []
+    for axis in (a for a in SCORE_AXES if a in numeric):
+        values = train[axis].dropna().unique()
+        if len(values) < 3:
+            continue
+        for v in values:
+            mask = (train[axis] == v).to_numpy()
+            if (~mask).sum() >= MIN_CONFIGS:
+                out.append(mask)
+    return out
+
+
 def _calibrate(model: StepTimeModel, train: pd.DataFrame, corr: Correction, level: float,
-               folds: int, seed: int) -> None:
-    """Conformal calibration of ``model``'s interval on K-fold out-of-fold residuals."""
+               folds: int, seed: int, axes: bool = True) -> None:
+    """Conformal calibration of ``model``'s interval on cross-validation residuals: K-fold by
+    config, and with ``axes`` also each value of each axis left out in turn."""
     resid, fold = _oof(train, model.group, corr, level, folds, seed, model._regressor)
     x = model._space.axes(train)
     good = np.isfinite(resid)
@@ -631,7 +650,21 @@ def _calibrate(model: StepTimeModel, train: pd.DataFrame, corr: Correction, leve
         mine, others = fold == f, fold != f
         s[mine] = _difficulty(x[mine], x[others], model._residuals[others], model._scale0,
                               model._res_median)
-    scores = absr[good] / s[good]
+    scores = list(absr[good] / s[good])
+    if axes:
+        # Unmeasured configs of a grid are often whole missing slices (a value of an axis not
+        # measured at all), which random folds never hold out: their residuals join the pool,
+        # so the intervals cover such configs too.
+        logt = np.log(_num(train, "step_time_s").to_numpy(float))
+        for mask in _axis_splits(train, model._space.numeric):
+            m = _fit_core(train[~mask].reset_index(drop=True), model.group, corr, level,
+                          model._regressor)
+            held = train[mask]
+            r = logt[mask] - np.log(m.baseline(held) * np.exp(m._log_correction(held)))
+            d = _difficulty(x[mask], x[~mask], model._residuals[~mask], model._scale0,
+                            model._res_median)
+            scores.extend(np.abs(r) / d)
+    scores = np.asarray(scores)
     n = len(scores)
     rank = int(math.ceil((n + 1) * level))
     model.quantile = float(np.sort(scores)[rank - 1]) if 0 < rank <= n else float("inf")
@@ -715,18 +748,19 @@ def errors(pred: pd.DataFrame) -> dict[str, float]:
 
 
 def held_out(rows: pd.DataFrame, test_mask: np.ndarray, correction: str, level: float,
-             seed: int = 0) -> pd.DataFrame:
+             seed: int = 0, calibrate_axes: bool = CALIBRATE_AXES) -> pd.DataFrame:
     """Fit on the configs of ``rows`` (a config table) outside ``test_mask``, predict those in it:
     the test configs with ``PREDICTION_COLUMNS`` and their measured ``step_time_s``."""
     train, test = rows[~test_mask], rows[test_mask]
-    model = fit(train, correction, level, seed=seed, include_unstable=True)
+    model = fit(train, correction, level, seed=seed, include_unstable=True,
+                calibrate_axes=calibrate_axes)
     return model.predict(test)
 
 
 def score(df: pd.DataFrame, correction: str = DEFAULT_CORRECTION, level: float = DEFAULT_LEVEL,
           folds: int = FOLDS, seed: int = 0, axes: Sequence[str] = SCORE_AXES,
           baseline: bool = True, include_unstable: bool = False,
-          keep_predictions: bool = False) -> pd.DataFrame:
+          keep_predictions: bool = False, calibrate_axes: bool = CALIBRATE_AXES) -> pd.DataFrame:
     """Held-out errors of the model of every group of ``df`` (rows with ``SIZE_COLUMNS``).
 
     Schemes: ``k-fold`` (``folds`` folds by config, shuffled with ``seed``) and ``leave out
@@ -770,7 +804,7 @@ def score(df: pd.DataFrame, correction: str = DEFAULT_CORRECTION, level: float =
                 for mask in masks:
                     if (~mask).sum() < MIN_CONFIGS or not mask.any():
                         continue
-                    parts.append(held_out(table, mask, m, level, seed))
+                    parts.append(held_out(table, mask, m, level, seed, calibrate_axes))
                 if not parts:
                     continue
                 pred = pd.concat(parts, ignore_index=True)
