@@ -31,6 +31,7 @@ _LAZY = {
     "grids": None,
     "load": "paradnn.store",
     "analysis": None,
+    "compare": None,  # a callable module: paradnn.compare(base, new), paradnn.compare.history(...)
     "plots": None,
 }
 

@@ -1,8 +1,9 @@
 """Collective-communication bandwidth: all-reduce, all-gather, reduce-scatter and broadcast.
 
-Each collective runs through JAX's collectives (``jax.lax.psum``, ``all_gather``,
-``psum_scatter``; the broadcast as a psum of the root's buffer) inside ``jax.shard_map`` over a 1-D mesh of ``devices``
-devices, compiled once and timed with :func:`paradnn.measure.time_calls`.
+Each collective is the framework's (``Backend.collective_program``; JAX's by default: ``jax.lax.psum``,
+``all_gather``, ``psum_scatter``, the broadcast as a psum of the root's buffer, inside
+``jax.shard_map`` over a 1-D mesh of ``devices`` devices), compiled once and timed with
+:func:`paradnn.measure.time_calls`. Everything else here is framework-free.
 
 Sizes follow NCCL-tests (its PERFORMANCE.md): ``size_bytes`` is the per-device buffer of the
 all-reduce and broadcast, the per-device *output* of the all-gather and the per-device *input*
@@ -13,16 +14,18 @@ of the reduce-scatter. Then
   (all-gather, reduce-scatter) and ``1`` (broadcast): the rate each link would need for a
   ring algorithm, comparable across device counts and with the hardware's link bandwidth.
 
-With ``--xla_force_host_platform_device_count`` on one CPU host the "devices" are threads of one
-process sharing one memory: such rows carry ``simulated_devices = True`` and their times are not
-a multi-device measurement (no link is crossed).
+With ``--xla_force_host_platform_device_count`` (JAX's simulated devices) on one CPU host the
+"devices" are threads of one process sharing one memory: such rows carry ``simulated_devices =
+True`` and their times are not a multi-device measurement (no link is crossed).
 """
 
 from __future__ import annotations
 
-import functools
 from typing import Any, Sequence
 
+import numpy as np
+
+from paradnn import backends
 from paradnn.errors import SpecError
 from paradnn.measure import MeasureSettings, time_calls
 from paradnn.record import Record
@@ -36,9 +39,6 @@ BUS_FACTORS: dict[str, Any] = {
     "broadcast": lambda n: 1.0,
 }
 COLLECTIVES: tuple[str, ...] = tuple(BUS_FACTORS)
-#: How the broadcast is implemented, recorded with its rows: it moves as much data as an
-#: all-reduce, so its bus bandwidth (factor 1) is a lower bound on a native broadcast's.
-BROADCAST_IMPL = "psum of the root's buffer, zeros elsewhere (no native broadcast lowering on every backend)"
 COLLECTIVE_FAMILY = "collective"
 
 
@@ -66,53 +66,29 @@ def parse_sizes(text: str, parameter: str = "sizes", factor: int = 2) -> list[in
         [parse_bytes(text, parameter)]
 
 
-def simulated_devices() -> bool:
-    """Whether this process's devices are forced host-platform devices on one CPU host."""
-    import jax
-
-    return jax.default_backend() == "cpu" and jax.device_count() > 1
-
-
-def _program(collective: str, n: int, elements: int, dtype: str):
-    """(compiled shard_map program, its global input) for ``elements`` per device."""
-    import jax
-    import jax.numpy as jnp
-    import numpy as np
-    from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
-
-    mesh = Mesh(np.array(jax.devices()[:n]), ("d",))
-    if collective == "all_reduce":
-        body = functools.partial(jax.lax.psum, axis_name="d")
-    elif collective == "all_gather":
-        body = functools.partial(jax.lax.all_gather, axis_name="d", tiled=True)
-    elif collective == "reduce_scatter":
-        body = functools.partial(jax.lax.psum_scatter, axis_name="d", tiled=True)
-    else:
-        # jax.lax.pbroadcast has no lowering on XLA:CPU (jax 0.10): the portable broadcast is
-        # the psum of the root's buffer with zeros elsewhere (see BROADCAST_IMPL).
-        def body(x):
-            root = jax.lax.axis_index("d") == 0
-            return jax.lax.psum(jnp.where(root, x, jnp.zeros_like(x)), "d")
-    f = jax.jit(jax.shard_map(body, mesh=mesh, in_specs=P("d"), out_specs=P("d")))
-    x = jax.device_put(jnp.ones((n * elements,), dtype), NamedSharding(mesh, P("d")))
-    return f.lower(x).compile(), x
+def simulated_devices(framework: str = backends.DEFAULT) -> bool:
+    """Whether this process's devices of ``framework`` are simulated on one CPU host (JAX:
+    forced host-platform devices); False for a framework that cannot simulate devices."""
+    simulated = getattr(backends.get(framework), "simulated_devices", None)
+    return bool(simulated()) if simulated is not None else False
 
 
 def measure_collective(collective: str, devices: int, size_bytes: int, dtype: str = "float32",
-                       settings: MeasureSettings | None = None) -> Record:
+                       settings: MeasureSettings | None = None, framework: str = backends.DEFAULT) -> Record:
     """Time one collective of ``size_bytes`` (NCCL-tests convention, see the module) over the
-    first ``devices`` devices; return its row (``family = "collective"``). The size is rounded
-    down to whole elements (divisible by ``devices`` where the collective splits the buffer);
-    ``size_bytes`` in the row is the size actually moved."""
-    import jax
-    import numpy as np
-
+    first ``devices`` devices of ``framework``; return its row (``family = "collective"``). The
+    size is rounded down to whole elements (divisible by ``devices`` where the collective splits
+    the buffer); ``size_bytes`` in the row is the size actually moved."""
     from paradnn.runner import context
 
     if collective not in BUS_FACTORS:
         raise SpecError("collective", collective, "one of " + ", ".join(COLLECTIVES))
-    if not 2 <= devices <= jax.device_count():
-        raise SpecError("devices", devices, f"an integer from 2 to {jax.device_count()} (devices of this process)")
+    backend = backends.get(framework)
+    program = backends.capability(framework, "collective_program", "run collectives")
+    platform, software = context(framework)
+    count = platform["device_count"]
+    if not 2 <= devices <= count:
+        raise SpecError("devices", devices, f"an integer from 2 to {count} (devices of this process)")
     settings = settings or MeasureSettings()
     itemsize = np.dtype(dtype).itemsize
     unit = devices if collective in ("all_gather", "reduce_scatter") else 1
@@ -121,26 +97,17 @@ def measure_collective(collective: str, devices: int, size_bytes: int, dtype: st
         raise SpecError("size", size_bytes, f"at least {unit * itemsize} B for {collective} over {devices} devices")
     # Per-device input elements: the all-gather's input is 1/n of its output.
     per_device_in = elements // devices if collective == "all_gather" else elements
-    platform, software = context()
     workload = {"family": COLLECTIVE_FAMILY, "collective": collective,
                 "size_bytes": elements * itemsize, "dtype": dtype, "devices": devices}
-    context = {"platform": platform, "software": software, "settings": settings.to_dict(),
+    context = {"platform": platform, "software": software, "settings": settings.to_dict(framework),
                "tags": {"kind": "collective"}}
-
-    def call(state, batch, k):
-        out = state
-        for _ in range(k):  # queued asynchronously; time_calls waits for the last one
-            out = compiled(batch)
-        return out, out[0].astype("float32")
-
+    simulated = simulated_devices(framework)
     try:
-        compiled, x = _program(collective, devices, per_device_in, dtype)
-        timing = time_calls(call, compiled(x), x, settings)
+        op = program(collective, devices, per_device_in, dtype)
+        timing = time_calls(op["call"], op["state"], op["batch"], settings, sync=backend.sync)
     except Exception as exc:  # noqa: BLE001 - a size that does not fit becomes a row
-        from paradnn.backends.jax.backend import BACKEND
-
-        return Record(status="oom" if BACKEND.is_oom(exc) else "error", workload=workload,
-                      metrics={"simulated_devices": simulated_devices()},
+        return Record(status="oom" if backend.is_oom(exc) else "error", workload=workload,
+                      metrics={"simulated_devices": simulated},
                       error=f"{type(exc).__name__}: {exc}"[:4000], **context)
     stats = timing.stats()
     moved = elements * itemsize
@@ -148,13 +115,15 @@ def measure_collective(collective: str, devices: int, size_bytes: int, dtype: st
     metrics = {**stats, "size_bytes": moved, "algbw_bytes_per_sec": algbw,
                "busbw_bytes_per_sec": bus_bandwidth(collective, algbw, devices),
                "bus_factor": BUS_FACTORS[collective](devices),
-               "simulated_devices": simulated_devices(), "final_loss": timing.final_loss}
-    if collective == "broadcast":
-        metrics["implementation"] = BROADCAST_IMPL
+               "simulated_devices": simulated, "final_loss": timing.final_loss}
+    if op.get("implementation"):
+        metrics["implementation"] = op["implementation"]
     return Record(status="ok", workload=workload, metrics=metrics, **context)
 
 
 def run_collectives(devices: Sequence[int], sizes: Sequence[int], collectives: Sequence[str] = COLLECTIVES,
-                    dtype: str = "float32", settings: MeasureSettings | None = None) -> list[Record]:
+                    dtype: str = "float32", settings: MeasureSettings | None = None,
+                    framework: str = backends.DEFAULT) -> list[Record]:
     """Every collective at every size over every device count, in this process."""
-    return [measure_collective(c, n, s, dtype, settings) for n in devices for c in collectives for s in sizes]
+    return [measure_collective(c, n, s, dtype, settings, framework)
+            for n in devices for c in collectives for s in sizes]

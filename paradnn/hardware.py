@@ -1,8 +1,12 @@
-"""Device detection, the accelerator peak table, and measured peaks (``paradnn probe``).
+"""Host facts, the accelerator peak table, and measured peaks (``paradnn probe``).
 
 Utilization uses the vendor peak of a known device (``peak_source = "spec"``) and otherwise the
 GEMM FLOPS and memory bandwidth that :func:`probe` measured on this host with this software,
 cached under ``~/.cache/paradnn/probe.json`` (``peak_source = "measured"``).
+
+No framework is imported here: the probe's matrix multiplications and bandwidth loop are the
+capabilities ``gemm_methods``, ``measure_bandwidth`` and ``probe_versions`` of a backend
+(:mod:`paradnn.backends`; JAX's by default); this module chooses, times, caches and applies them.
 """
 
 from __future__ import annotations
@@ -15,17 +19,15 @@ import math
 import os
 import platform as _platform
 import re
-import socket
+import tempfile
 import time
 from pathlib import Path
 from typing import Any, Callable, NamedTuple
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 
-from paradnn.backends.jax import xla_stack as xla_stack
-from paradnn.errors import ParadnnError
+from paradnn import backends
+from paradnn.errors import InfrastructureError, ParadnnError
 
 T = 1e12
 # Vendor peak of one JAX device: "flops" {dtype: FLOP/s} (what utilization divides by), "bw"
@@ -122,18 +124,13 @@ def cpu_affinity_kind(kind: str) -> str:
     return f"{kind} (affinity {allowed} of {total} logical CPUs)"
 
 
-def platform_info() -> dict[str, Any]:
-    """device_platform (cpu|gpu|tpu), device_kind, device_count, host, cpu_model of the default
-    JAX backend; a CPU's kind names a restricted CPU affinity (:func:`cpu_affinity_kind`)."""
-    devices = jax.devices()
-    kind = devices[0].device_kind
-    return {
-        "device_platform": devices[0].platform,
-        "device_kind": cpu_affinity_kind(kind) if devices[0].platform == "cpu" else kind,
-        "device_count": len(devices),
-        "host": socket.gethostname(),
-        "cpu_model": cpu_model(),
-    }
+def local_device_info(info: dict[str, Any]) -> dict[str, Any]:
+    """A backend's ``device_info`` as this process records it: a CPU's ``device_kind`` names a
+    restricted CPU affinity (:func:`cpu_affinity_kind`), whichever framework reported it, so that
+    the runner and the peak probe (keyed on the kind) agree on the platform."""
+    if info.get("device_platform") != "cpu":
+        return info
+    return {**info, "device_kind": cpu_affinity_kind(str(info.get("device_kind") or "cpu"))}
 
 
 # Seconds each git call may take when reading paradnn's source revision: a slow or hung git
@@ -177,45 +174,34 @@ def paradnn_revision() -> str:
 
 
 def software_info() -> dict[str, Any]:
-    """Versions of everything that shapes a measurement, and the paradnn source revision
-    (:func:`paradnn_revision`; recorded in every row but not part of the record key)."""
-    import flax
-    import jaxlib
-    import optax
-
+    """The framework-free software fields of every record: ``paradnn_version``, the paradnn
+    source revision (:func:`paradnn_revision`; recorded in every row but not part of the record
+    key) and ``python_version``. A backend adds its framework's (``Backend.software_info``)."""
     import paradnn
 
     return {
         "paradnn_version": paradnn.__version__,
         "paradnn_revision": paradnn_revision(),
-        "jax_version": jax.__version__,
-        "jaxlib_version": jaxlib.__version__,
-        "flax_version": flax.__version__,
-        "optax_version": optax.__version__,
-        # The JAX backend runs no TensorFlow; a TF backend will record its version here. Never
-        # "whatever happens to be imported": the version is part of the resume key.
-        "tf_version": None,
         "python_version": _platform.python_version(),
-        "xla_flags": os.environ.get("XLA_FLAGS", ""),
-        # What each xla_preset setting means here: the preset a record ran is in its settings.
-        "xla_compile_options": xla_stack.describe(jax.default_backend()),
     }
 
 
-def device_memory_bytes() -> int | None:
-    """Memory of one device in bytes: from the runtime where it reports it, else the spec table,
-    else, on a CPU, the host's memory (:func:`host_memory_bytes`); None if none is known."""
-    device = jax.devices()[0]
+def device_memory_bytes(framework: str = backends.DEFAULT) -> int | None:
+    """Memory of one device of ``framework`` in bytes (``Backend.device_memory_bytes``: the
+    runtime's figure, else the spec table, else on a CPU the host's memory); None if unknown."""
+    return backends.get(framework).device_memory_bytes()
+
+
+def check_writable(folder: Path, what: str, advice: str) -> None:
+    """Create ``folder`` and a file in it, or raise InfrastructureError naming it, ``what`` it
+    is for and ``advice`` on what to do (a compilation cache, the probe cache)."""
     try:
-        stats = device.memory_stats()
-    except Exception:  # some backends raise instead of returning None
-        stats = None
-    if stats and stats.get("bytes_limit"):
-        return int(stats["bytes_limit"])
-    entry = spec_peak(device.device_kind)
-    if entry:
-        return int(entry["mem"])
-    return host_memory_bytes() if device.platform == "cpu" else None
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as exc:
+        raise InfrastructureError(f"{what} {folder} is not writable ({exc.strerror or exc}); "
+                                  f"{advice}") from None
 
 
 def host_memory_bytes() -> int | None:
@@ -269,46 +255,15 @@ _SPREAD_REPS = 5  # repetitions of the winner, whose spread decides whether the 
 _MEMO: dict[str, dict[str, Any]] = {}
 
 
-def _xla_gemm(options: dict[str, Any] | None) -> Callable[[str, int], Callable[[], Any]]:
-    def make(dtype: str, n: int) -> Callable[[], Any]:
-        key = jax.random.key(n)
-        a = jax.random.normal(key, (n, n), jnp.float32).astype(dtype)
-        b = jax.random.normal(jax.random.fold_in(key, 1), (n, n), jnp.float32).astype(dtype)
-        compiled = jax.jit(jnp.dot).lower(a, b).compile(options)
-        return lambda: jax.block_until_ready(compiled(a, b))
-
-    return make
-
-
-def _numpy_gemm(dtype: str, n: int) -> Callable[[], Any] | None:
+def numpy_gemm(dtype: str, n: int) -> Callable[[], Any] | None:
+    """A GEMM method of the probe: numpy's BLAS (float32 only; numpy has no BLAS path for
+    bfloat16/float16, only a generic loop that is not a peak). Backends add it to theirs."""
     if dtype != "float32":
-        return None  # numpy has no BLAS path for bfloat16/float16 (a generic loop, not a peak)
+        return None
     rng = np.random.default_rng(n)
     a = rng.standard_normal((n, n), dtype=np.float32)
     b = rng.standard_normal((n, n), dtype=np.float32)
     return lambda: a @ b
-
-
-#: How the probe multiplies matrices on a CPU: name -> factory(dtype, N) of a zero-argument call
-#: that multiplies two NxN matrices and waits for the result (None: not available for the dtype).
-#: The peak is the best of all, so that a slow default path cannot pass for a well-used machine.
-def _xla_preset_methods() -> dict[str, Callable[[str, int], Callable[[], Any] | None]]:
-    """XLA under each distinct option set of paradnn's compile presets (presets with the same
-    options share one method, named after all of them), so the peak is at least what the
-    measured step's own stack reaches."""
-    names: dict[str, list[str]] = {}
-    for preset in xla_stack.PRESETS:
-        options = xla_stack.compile_options(preset, "cpu")
-        names.setdefault(json.dumps(options, sort_keys=True), []).append(preset)
-    return {"xla-" + "/".join(presets): _xla_gemm(json.loads(key))
-            for key, presets in names.items()}
-
-
-CPU_GEMM_METHODS: dict[str, Callable[[str, int], Callable[[], Any] | None]] = {
-    **_xla_preset_methods(),
-    "xla-onednn": _xla_gemm({"xla_cpu_use_onednn": True}),
-    "numpy-blas": _numpy_gemm,
-}
 
 
 def _times(fn: Callable[[], Any], reps: int, warm: bool = True) -> list[float]:
@@ -326,12 +281,13 @@ def _cv(times: list[float]) -> float:
     return float(np.std(times) / np.mean(times))
 
 
-def measure_gemm(dtype: str, methods: dict[str, Callable] | None = None,
+def measure_gemm(dtype: str, methods: dict[str, Callable[[str, int], Callable[[], Any] | None]],
                  sizes: tuple[int, ...] | None = None) -> dict[str, Any]:
-    """Square-matmul throughput of every method for ``dtype``: ``{"by_method": {name: FLOP/s},
+    """Square-matmul throughput of every method (name -> factory(dtype, N) of a zero-argument
+    call that multiplies two NxN matrices and waits for the result; None where the method lacks
+    the dtype) for ``dtype``: ``{"by_method": {name: FLOP/s},
     "best_method", "best_size", "flops"` (best FLOP/s), ``"cv"`` (spread of the winner over
     repeated runs)}. A method that fails (an unknown compiler option) is left out."""
-    methods = CPU_GEMM_METHODS if methods is None else methods
     sizes = sizes or _PROBE_SIZES.get(dtype, (1024, 2048))
     by_method: dict[str, float] = {}
     best: tuple[float, str, int, Callable] | None = None
@@ -356,21 +312,6 @@ def measure_gemm(dtype: str, methods: dict[str, Callable] | None = None,
     by_method[name] = rate
     return {"by_method": by_method, "best_method": name, "best_size": n, "flops": rate,
             "cv": _cv(spread)}
-
-
-def measure_bandwidth(megabytes: int = 256, reps: int = 5) -> tuple[float, float]:
-    """Best streaming bandwidth in B/s (read and write one float32 array in place, donated)
-    and the coefficient of variation of the repetitions."""
-    n = megabytes * 2**20 // 4
-    f = jax.jit(lambda x: x * 1.0001 + 1.0, donate_argnums=0)
-    x = jnp.zeros((n,), jnp.float32)
-    x = jax.block_until_ready(f(x))
-    times = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        x = jax.block_until_ready(f(x))
-        times.append(time.perf_counter() - t0)
-    return 2.0 * n * 4 / min(times), _cv(times)
 
 
 def nominal_cpu_flops() -> tuple[dict[str, float], str] | None:
@@ -403,11 +344,14 @@ def nominal_cpu_flops() -> tuple[dict[str, float], str] | None:
     return {"float32": fp32, "bfloat16": bf16, "float16": fp32}, basis
 
 
-def _probe_versions(sw: dict[str, Any]) -> dict[str, Any]:
-    """What a probe result depends on besides the hardware: it expires when any of these change."""
-    return {"jax": sw["jax_version"], "jaxlib": sw["jaxlib_version"], "numpy": np.__version__,
-            "paradnn": sw["paradnn_version"], "xla_flags": sw["xla_flags"],
-            "methods": sorted(CPU_GEMM_METHODS)}
+def _probe_versions(versions: dict[str, Any], methods: dict[str, Any]) -> dict[str, Any]:
+    """What a probe result depends on besides the hardware: the backend's ``probe_versions()``
+    (its framework and compiler versions and flags), numpy's and paradnn's versions and the
+    method names. The result expires when any of these change."""
+    import paradnn
+
+    return {**versions, "numpy": np.__version__, "paradnn": paradnn.__version__,
+            "methods": sorted(methods)}
 
 
 def _probe_key(info: dict[str, Any], versions: dict[str, Any]) -> str:
@@ -435,9 +379,12 @@ def _read_cache() -> dict[str, Any]:
         return {}  # missing or corrupt: measured again, not fatal
 
 
-def probe(refresh: bool = False, dtypes: tuple[str, ...] = ("float32", "bfloat16", "float16")) -> dict[str, Any]:
+def probe(refresh: bool = False, dtypes: tuple[str, ...] = ("float32", "bfloat16", "float16"),
+          framework: str = backends.DEFAULT) -> dict[str, Any]:
     """Measure (or read from the cache) the best GEMM FLOP/s per dtype and the memory bandwidth
-    of the current device.
+    of the current device, with ``framework``'s probe methods (``Backend.gemm_methods``,
+    ``measure_bandwidth``, ``probe_versions``; the reference framework's by default, so that
+    every framework's utilization on a CPU divides by the same measured peak).
 
     Returns ``peak_flops`` {dtype: FLOP/s}, ``gemm`` {dtype: {method: FLOP/s}}, ``best_method``
     {dtype: method}, ``spread`` {dtype or "bandwidth": coefficient of variation},
@@ -446,8 +393,11 @@ def probe(refresh: bool = False, dtypes: tuple[str, ...] = ("float32", "bfloat16
     host and versions. A reduced-precision peak is at least the float32 one: XLA:CPU may run
     reduced-precision matmuls in float32, so the float32 rate is attainable in such a program.
     """
-    info, sw = platform_info(), software_info()
-    versions = _probe_versions(sw)
+    backend = backends.get(framework)
+    gemm_methods = backends.capability(framework, "gemm_methods", "measure GEMM peaks")
+    info = local_device_info(backend.device_info())
+    methods = gemm_methods(info["device_platform"])
+    versions = _probe_versions(backend.probe_versions(), methods)
     key = _probe_key(info, versions)
     if not refresh:
         hit = _MEMO.get(key) or _read_cache().get(key)
@@ -457,7 +407,7 @@ def probe(refresh: bool = False, dtypes: tuple[str, ...] = ("float32", "bfloat16
         cache = _read_cache()
         if not refresh and key in cache and all(d in cache[key].get("peak_flops", {}) for d in dtypes):
             return cache[key]  # another process measured it while this one waited
-        result = _measure(info, versions, tuple(dict.fromkeys(("float32", *dtypes))))
+        result = _measure(backend, methods, info, versions, tuple(dict.fromkeys(("float32", *dtypes))))
         _MEMO[key] = result
         if not result["contended"]:
             # Entries of this host and device from other software versions have expired.
@@ -471,20 +421,19 @@ def probe(refresh: bool = False, dtypes: tuple[str, ...] = ("float32", "bfloat16
     return result
 
 
-def _measure(info: dict[str, Any], versions: dict[str, Any], dtypes: tuple[str, ...]) -> dict[str, Any]:
+def _measure(backend: Any, methods: dict[str, Callable], info: dict[str, Any],
+             versions: dict[str, Any], dtypes: tuple[str, ...]) -> dict[str, Any]:
     on_cpu = info["device_platform"] == "cpu"
-    # Accelerators: XLA's own default GEMM only (their peak for utilization is the spec).
-    methods = CPU_GEMM_METHODS if on_cpu else {"xla-stock": _xla_gemm(None)}
     gemm = {d: measure_gemm(d, methods) for d in dtypes}
-    bandwidth, bw_cv = measure_bandwidth()
+    stream = backend.measure_bandwidth()
+    bandwidth, bw_cv = stream["bytes_per_sec"], stream["cv"]
     peak_flops = {d: max(g["flops"], gemm["float32"]["flops"]) for d, g in gemm.items()}
     best_method = {d: g["best_method"] if g["flops"] >= gemm["float32"]["flops"]
                    else f"float32 {gemm['float32']['best_method']}" for d, g in gemm.items()}
     spread = {d: g["cv"] for d, g in gemm.items()}
     spread["bandwidth"] = bw_cv
     result: dict[str, Any] = {
-        **info, "versions": versions,
-        "jax_version": versions["jax"], "jaxlib_version": versions["jaxlib"],
+        **info, "versions": versions, "framework": backend.name,
         "peak_flops": peak_flops, "gemm": {d: g["by_method"] for d, g in gemm.items()},
         "best_method": best_method, "spread": spread, "peak_bytes_per_sec": bandwidth,
         "contended": max(spread.values()) > probe_max_cv(),
@@ -493,7 +442,7 @@ def _measure(info: dict[str, Any], versions: dict[str, Any], dtypes: tuple[str, 
         "method": (f"best of methods {', '.join(methods)} on square NxN matmuls (N per dtype: "
                    + "; ".join(f"{d} {_PROBE_SIZES.get(d)}" for d in dtypes)
                    + f"), best of {_PROBE_REPS} after a warm call, winner repeated {_SPREAD_REPS}x; "
-                   "bandwidth: in-place x*a+b on 256 MiB float32, donated, best of 5"),
+                   f"bandwidth: {stream['method']}"),
     }
     nominal = nominal_cpu_flops() if on_cpu else None
     result["nominal_flops"] = nominal[0] if nominal else None

@@ -1,7 +1,8 @@
 """Host infeed: one model trained from synthetic device-resident batches and from a real host
 input pipeline, and how long the device waits for input (ParaDnn's Figure 5).
 
-Two feeds of the same jitted training step (:func:`paradnn.backends.jax.step.prepare`, the state donated):
+Two feeds of the same compiled training step (the framework's ``Backend.infeed_trainer``: JAX's
+jitted step, the state donated):
 
 * ``synthetic``: the batch made on the device from a fixed seed (the path of ``paradnn run``);
   no data preparation at all, the throughput the device alone allows.
@@ -9,14 +10,11 @@ Two feeds of the same jitted training step (:func:`paradnn.backends.jax.step.pre
   and flips them, normalizes them with the ImageNet mean and standard deviation and batches
   them, with ``workers`` parallel map calls on a private pool of ``workers`` threads, and
   prefetches ``prefetch`` batches on the host. A feeder thread moves each numpy batch to the
-  device (``jax.device_put``, waited for there) and keeps one transferred batch ready while the
-  step runs on the other: double buffering.
+  device (the trainer's ``to_device``, waited for there) and keeps one transferred batch ready
+  while the step runs on the other: double buffering.
 
-Why tf.data: its decode, crop and flip run as C++ kernels on its own threads, outside Python's
-GIL, so ``workers`` map calls really run in parallel next to the JAX step loop;
-``num_parallel_calls`` and the private thread pool set the worker count exactly; ``prefetch``
-overlaps the host with the device. Grain would add a dependency and run Python decoding
-in worker processes. TensorFlow here runs on the CPU only (its GPUs are hidden).
+The pipeline is the TensorFlow package's (:mod:`paradnn.backends.tensorflow.pipeline`, where
+the choice of tf.data is explained); TensorFlow there runs on the CPU only (its GPUs hidden).
 
 The JPEG files are generated locally (smooth random colour fields with noise, encoded with
 ``tf.io.encode_jpeg``, quality 90) and cached in ``data_dir``; nothing is downloaded.
@@ -43,11 +41,9 @@ Rows are :class:`~paradnn.record.Record` objects with ``family = "infeed"`` and 
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import queue
-import shutil
 import tempfile
 import threading
 import time
@@ -58,18 +54,18 @@ from typing import Any, Callable, Iterator, Sequence
 import numpy as np
 import pandas as pd
 
+from paradnn import backends
 from paradnn.errors import ParadnnError, SpecError
 from paradnn.record import Record
 from paradnn.specs import Workload
 
 INFEED_FAMILY = "infeed"
 FEEDS = ("synthetic", "pipeline")
-#: ImageNet channel mean and standard deviation on the 0-255 scale (RGB), the normalization of
-#: the reference ResNet input pipelines.
-IMAGENET_MEAN = (123.675, 116.28, 103.53)
-IMAGENET_STD = (58.395, 57.12, 57.375)
-#: JPEG quality of the generated files (ImageNet's files are mostly quality 90 or above).
-JPEG_QUALITY = 90
+#: The framework whose ``host_batches`` capability is the host pipeline (tf.data).
+PIPELINE_FRAMEWORK = "tensorflow"
+#: The software field of a pipeline row that records the pipeline framework's version (None in
+#: the synthetic feed's rows, which run no pipeline).
+PIPELINE_VERSION_FIELD = "tf_version"
 #: Side of the stored images over the crop side: 256 px files for 224 px crops, as ImageNet
 #: training pipelines resize before cropping.
 STORED_OVER_CROP = 256 / 224
@@ -135,81 +131,9 @@ def summarize(rows: pd.DataFrame) -> pd.DataFrame:
     return ok.reset_index(drop=True)
 
 
-# ---------------------------------------------------------------------------------------------
-# The host input pipeline (TensorFlow, imported here only).
-
-def _tf():
-    """TensorFlow, quiet and on the CPU only (it must not take an accelerator from JAX)."""
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    try:
-        import tensorflow as tf
-    except ImportError as exc:
-        raise ParadnnError("infeed: the host input pipeline needs TensorFlow (tf.data): install "
-                           f"paradnn[tf] ({exc})") from None
-    for kind in ("GPU", "TPU"):
-        try:
-            tf.config.set_visible_devices([], kind)
-        except (RuntimeError, ValueError):
-            pass  # already initialized, or no such device type in this build: nothing to hide
-    return tf
-
-
-def tf_version() -> str | None:
-    """TensorFlow's version if it is installed (the pipeline rows record it), else None."""
-    try:
-        return _tf().__version__
-    except ParadnnError:
-        return None
-
-
 def stored_side(image: int) -> int:
     """Side (px) of the generated JPEG files for crops of ``image`` px (256 for 224)."""
     return int(round(image * STORED_OVER_CROP))
-
-
-def make_jpegs(data_dir: str | os.PathLike, side: int, count: int, classes: int,
-               seed: int = 0) -> tuple[list[str], list[int]]:
-    """``count`` JPEG files of ``side`` x ``side`` RGB pixels and their labels (integers below
-    ``classes``) in a folder of ``data_dir`` named by the parameters; made once, then reused.
-
-    Each image is a random 8x8 colour field resized to ``side`` plus Gaussian noise (sigma 12),
-    so it compresses like a photograph more than white noise does. The folder is written under
-    a temporary name and renamed when complete, so a half-written set is never used."""
-    side = int(side)
-    if not 8 <= side <= 8192:
-        raise SpecError("jpeg_side", side, "an integer from 8 to 8192 pixels")
-    if not 1 <= count <= 1_000_000:
-        raise SpecError("files", count, "an integer from 1 to 1000000")
-    root = Path(data_dir)
-    folder = root / f"jpeg-{side}px-{count}-c{classes}-s{seed}"
-    manifest = folder / "manifest.json"
-    if manifest.is_file():
-        entries = json.loads(manifest.read_text())
-        return [str(folder / e["file"]) for e in entries], [int(e["label"]) for e in entries]
-    tf = _tf()
-    root.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix=folder.name + ".tmp-", dir=root))
-    rng = np.random.default_rng(seed)
-    entries = []
-    try:
-        for i in range(count):
-            field = rng.uniform(0, 255, size=(1, 8, 8, 3)).astype(np.float32)
-            smooth = tf.image.resize(field, (side, side), method="bilinear")[0].numpy()
-            pixels = np.clip(smooth + rng.normal(0, 12, size=smooth.shape), 0, 255).astype(np.uint8)
-            name = f"img_{i:06d}.jpg"
-            data = tf.io.encode_jpeg(pixels, quality=JPEG_QUALITY).numpy()
-            (work / name).write_bytes(data)
-            entries.append({"file": name, "label": int(rng.integers(0, classes))})
-        (work / "manifest.json").write_text(json.dumps(entries))
-        try:
-            os.replace(work, folder)
-        except OSError:
-            if not manifest.is_file():  # not a concurrent maker that finished first
-                raise
-    finally:
-        if work.exists():
-            shutil.rmtree(work, ignore_errors=True)
-    return make_jpegs(data_dir, side, count, classes, seed)
 
 
 @dataclass(frozen=True)
@@ -238,61 +162,26 @@ class PipelineConfig:
             raise SpecError("jpeg_side", self.jpeg_side, f"at least the crop side image={self.image} px")
 
 
-def build_pipeline(files: Sequence[str], labels: Sequence[int], config: PipelineConfig, seed: int = 0):
-    """The tf.data pipeline of ``config`` over ``files``: endless, shuffled every epoch; yields
-    ``(images, labels)`` batches, images NHWC in ``config.dtype``, labels int32."""
-    tf = _tf()
-    image, workers = config.image, config.workers
-    mean = tf.constant(IMAGENET_MEAN, tf.float32)
-    std = tf.constant(IMAGENET_STD, tf.float32)
-    out_dtype = tf.as_dtype(config.dtype)
-
-    def load(path, label):
-        pixels = tf.io.decode_jpeg(tf.io.read_file(path), channels=3)
-        pixels = tf.image.random_crop(pixels, [image, image, 3])
-        pixels = tf.image.random_flip_left_right(pixels)
-        pixels = (tf.cast(pixels, tf.float32) - mean) / std
-        return tf.cast(pixels, out_dtype), label
-
-    def slow(path, label):
-        # time.sleep releases the GIL, so sleeping map calls overlap like real work would.
-        tf.py_function(lambda: time.sleep(config.delay_ms / 1e3), [], [])
-        return load(path, label)
-
-    ds = tf.data.Dataset.from_tensor_slices((list(files), np.asarray(labels, np.int32)))
-    ds = ds.shuffle(len(files), seed=seed, reshuffle_each_iteration=True).repeat()
-    ds = ds.map(slow if config.delay_ms > 0 else load, num_parallel_calls=workers, deterministic=False)
-    ds = ds.batch(config.batch, drop_remainder=True).prefetch(config.prefetch)
-    options = tf.data.Options()
-    options.threading.private_threadpool_size = workers
-    options.threading.max_intra_op_parallelism = 1  # one worker decodes one image on one thread
-    options.autotune.enabled = False  # the worker count and buffers are what we set, not tuned
-    options.deterministic = False
-    return ds.with_options(options)
-
-
 class DeviceFeeder:
     """Moves host batches to the device in a background thread, one ahead of the consumer:
     while the step uses one batch, the next is already transferred (double buffering).
 
-    ``batches`` yields dicts of numpy arrays; ``sharding`` (or None: the default device) is
-    where they go. Errors of the producer are raised by :meth:`next`."""
+    ``batches`` yields dicts of numpy arrays; ``to_device(batch)`` (the trainer's) moves one to
+    the device(s) and returns once it is transferred. Errors of the producer are raised by
+    :meth:`next`."""
 
-    def __init__(self, batches: Iterator[dict[str, np.ndarray]], sharding: Any = None):
+    def __init__(self, batches: Iterator[dict[str, np.ndarray]], to_device: Callable[[Any], Any]):
         self._batches = batches
-        self._sharding = sharding
+        self._to_device = to_device
         self._queue: queue.Queue = queue.Queue(maxsize=DEVICE_BUFFER)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="paradnn-infeed", daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
-        import jax
-
         try:
             for host in self._batches:
-                device = jax.device_put(host, self._sharding)
-                jax.block_until_ready(device)  # "ready" means transferred, not merely queued
+                device = self._to_device(host)  # returns once transferred, not merely queued
                 while not self._stop.is_set():
                     try:
                         self._queue.put(("batch", device), timeout=0.1)
@@ -326,12 +215,11 @@ class DeviceFeeder:
 # Measurement.
 
 def time_stream(step: Callable, state: Any, next_batch: Callable[[], Any], steps: int,
-                warmup_steps: int) -> tuple[Any, np.ndarray, np.ndarray, float]:
+                warmup_steps: int, sync: Callable[[Any], Any]) -> tuple[Any, np.ndarray, np.ndarray, float]:
     """Run ``warmup_steps`` untimed and ``steps`` timed training steps, each fed by
     ``next_batch()``; returns (state, wait_s, step_s, final loss): per timed step the seconds
-    spent waiting for input and the seconds of the whole step (wait, dispatch and compute)."""
-    import jax
-
+    spent waiting for input and the seconds of the whole step (wait, dispatch and compute).
+    ``sync(loss)`` waits until the step's loss is computed on the device."""
     wait = np.empty(steps)
     total = np.empty(steps)
     loss = None
@@ -340,7 +228,7 @@ def time_stream(step: Callable, state: Any, next_batch: Callable[[], Any], steps
         batch = next_batch()
         t1 = time.perf_counter()
         state, loss = step(state, batch)
-        jax.block_until_ready(loss)  # nothing runs on the device while the next input is awaited
+        sync(loss)  # nothing runs on the device while the next input is awaited
         t2 = time.perf_counter()
         if i >= warmup_steps:
             wait[i - warmup_steps] = t1 - t0
@@ -363,13 +251,6 @@ def image_batch_layout(batch: dict[str, Any]) -> tuple[int, int]:
     return int(inputs.shape[1]), int(inputs.shape[0])
 
 
-def _classes(spec: Any) -> int:
-    """Classes of the model's output: a generated CNN's ``output``, else ImageNet's 1000."""
-    from paradnn.backends.jax.models.zoo.layers import IMAGENET_CLASSES
-
-    return int(getattr(spec, "output", 0) or IMAGENET_CLASSES)
-
-
 @dataclass(frozen=True)
 class InfeedResult:
     """The rows of one infeed experiment (one per feed and worker count) and its table."""
@@ -388,12 +269,17 @@ def run_infeed(workload: Workload, workers: Sequence[int] = (1, 2, 4), steps: in
     ``synthetic``) and from the host pipeline at each worker count; ``steps`` timed steps after
     ``warmup_steps`` untimed ones per feed (the step is compiled once before). ``files`` JPEG files of
     ``jpeg_side`` px (default: :func:`stored_side` of the model's image) are made in ``data_dir``
-    (default :func:`default_data_dir`) once. ``delay_ms`` adds host time per image on purpose."""
-    import jax
-
-    from paradnn.backends.jax import step as wl
-    from paradnn.backends.jax import xla_stack as xla_stack
+    (default :func:`default_data_dir`) once. ``delay_ms`` adds host time per image on purpose.
+    The training side is the workload framework's ``infeed_trainer``; the host pipeline
+    ``PIPELINE_FRAMEWORK``'s ``host_batches`` (tf.data)."""
+    from paradnn.collectives import simulated_devices
     from paradnn.runner import context
+
+    framework = workload.framework
+    backend = backends.get(framework)
+    make_trainer = backends.capability(framework, "infeed_trainer", "train from a host infeed")
+    host_batches = backends.capability(PIPELINE_FRAMEWORK, "host_batches", "build a host input pipeline")
+    pipeline = backends.get(PIPELINE_FRAMEWORK)
 
     workers = sorted(set(workers))
     for w in workers:
@@ -402,31 +288,21 @@ def run_infeed(workload: Workload, workers: Sequence[int] = (1, 2, 4), steps: in
         raise SpecError("steps", steps, "an integer from 1 to 1000000")
     if not 0 <= int(warmup_steps) <= 1_000_000:
         raise SpecError("warmup_steps", warmup_steps, "an integer from 0 to 1000000")
-    prepared = wl.prepare(workload)
-    image, batch = image_batch_layout(prepared.batch)
+    trainer = make_trainer(workload)
+    image, batch = image_batch_layout(trainer.batch)
     side = stored_side(image) if jpeg_side is None else int(jpeg_side)
     configs = [PipelineConfig(w, image, side, batch, workload.dtype, prefetch, float(delay_ms)) for w in workers]
     data_dir = Path(data_dir) if data_dir is not None else default_data_dir()
-    paths, labels = make_jpegs(data_dir, side, files, _classes(workload.spec))
+    paths, labels = pipeline.make_jpegs(data_dir, side, files, trainer.classes)
+    state = trainer.state
 
-    t = time.perf_counter()
-    step = wl.compile_step(wl.jit_step(prepared.model, prepared.optimizer_name, prepared.mesh, donate=True),
-                           prepared.state, prepared.batch)
-    compile_s = time.perf_counter() - t
-    state = prepared.state
-    sharding = None
-    if prepared.mesh is not None:
-        P = jax.sharding.PartitionSpec
-        sharding = jax.sharding.NamedSharding(prepared.mesh, P("data"))
-
-    platform, software = context()
-    device_is_host = jax.default_backend() == "cpu"
-    settings = {"infeed_steps": int(steps), "infeed_warmup_steps": int(warmup_steps),
-                "xla_preset": xla_stack.DEFAULT_PRESET}
-    from paradnn.collectives import simulated_devices
+    platform, software = context(framework)
+    device_is_host = platform["device_platform"] == "cpu"
+    settings = {"infeed_steps": int(steps), "infeed_warmup_steps": int(warmup_steps), **trainer.settings}
+    simulated = simulated_devices(framework)
 
     # simulated_devices: several forced host-platform devices (one CPU host), as scaling rows say.
-    common = {"device_is_host": device_is_host, "simulated_devices": simulated_devices(), "compile_s": compile_s,
+    common = {"device_is_host": device_is_host, "simulated_devices": simulated, "compile_s": trainer.compile_s,
               "host_cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
               "infeed_source": "measured: per step, wall time waiting for the next device batch "
                                "(the device idle) over the whole step time"}
@@ -440,30 +316,27 @@ def run_infeed(workload: Workload, workers: Sequence[int] = (1, 2, 4), steps: in
                   "jpeg_files": files if config else None,
                   "host_prefetch_batches": config.prefetch if config else None}
         return Record(status=status, workload=fields, platform=platform,
-                      software={**software, "tf_version": tf}, settings=settings,
+                      software={**software, PIPELINE_VERSION_FIELD: tf}, settings=settings,
                       metrics={**common, **metrics}, error=error, tags={"kind": INFEED_FAMILY})
 
     records: list[Record] = []
-    tf_ver = tf_version()
+    tf_ver = pipeline.pipeline_version()
     feeds: list[tuple[str, PipelineConfig | None]] = [("synthetic", None)] if synthetic else []
     feeds += [("pipeline", c) for c in configs]
     for feed, config in feeds:
         feeder = None
         try:
             if config is None:
-                resident = prepared.batch
+                resident = trainer.batch
                 next_batch: Callable[[], Any] = lambda: resident  # noqa: E731
             else:
-                pipeline = build_pipeline(paths, labels, config)
-                feeder = DeviceFeeder(({"inputs": x, "labels": y} for x, y in pipeline.as_numpy_iterator()),
-                                      sharding)
+                feeder = DeviceFeeder(host_batches(paths, labels, config), trainer.to_device)
                 next_batch = feeder.next
-            state, wait, total, loss = time_stream(step, state, next_batch, steps, warmup_steps)
+            state, wait, total, loss = time_stream(trainer.step, state, next_batch, steps, warmup_steps,
+                                                   trainer.sync)
         except Exception as exc:  # noqa: BLE001 - a failed feed (bad file, OOM) is a row; the scan goes on
-            from paradnn.backends.jax.backend import BACKEND
-
             records.append(record(feed, {}, config, f"{type(exc).__name__}: {exc}"[:4000],
-                                  tf_ver if config else None, "oom" if BACKEND.is_oom(exc) else "error"))
+                                  tf_ver if config else None, "oom" if backend.is_oom(exc) else "error"))
             continue
         finally:
             if feeder is not None:
@@ -489,7 +362,7 @@ def infeed_rows(df: pd.DataFrame) -> pd.DataFrame:
 
 
 __all__ = [
-    "DEVICE_IS_HOST_NOTE", "FEEDS", "INFEED_FAMILY", "DeviceFeeder", "InfeedResult", "PipelineConfig",
-    "build_pipeline", "default_data_dir", "image_batch_layout", "infeed_fraction", "infeed_rows",
-    "make_jpegs", "run_infeed", "stored_side", "stream_metrics", "summarize", "time_stream",
+    "DEVICE_IS_HOST_NOTE", "FEEDS", "INFEED_FAMILY", "PIPELINE_FRAMEWORK", "DeviceFeeder", "InfeedResult",
+    "PipelineConfig", "default_data_dir", "image_batch_layout", "infeed_fraction", "infeed_rows",
+    "run_infeed", "stored_side", "stream_metrics", "summarize", "time_stream",
 ]

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from paradnn import backends, sizes
 from paradnn.errors import ParadnnError, SpecError
 from paradnn.measure import MeasureSettings
 from paradnn.specs import ModelSpec, Workload
@@ -45,14 +46,11 @@ def probe_batch(workload: Workload, memory_limit_bytes: int, settings: MeasureSe
     resident floor (weights + optimizer state, B) from shapes, and the compiled
     program's peak (B; None when the floor already fails or compilation ran out of memory).
     """
-    from paradnn import backends
-    from paradnn.preflight import floor_bytes, predicted_oom
-
     # Cheapest check first: the closed-form weights + optimizer state, before any trace.
-    too_big = predicted_oom(workload, memory_limit_bytes)
+    too_big = sizes.predicted_oom(workload, memory_limit_bytes)
     if too_big is not None:
         return {"batch": workload.batch, "fits": False,
-                "floor_bytes": floor_bytes(workload)["total_bytes"], "peak_bytes": None,
+                "floor_bytes": sizes.floor_bytes(workload)["total_bytes"], "peak_bytes": None,
                 "compile_s": None, "reason": too_big["error"]}
     backend = backends.get(workload.framework)
     out: dict[str, Any] = {"batch": workload.batch, "fits": False, "floor_bytes": None,
@@ -90,7 +88,7 @@ def max_batch(
     limit: int = 65536,
     trial: bool = True,
     settings: MeasureSettings | None = None,
-    framework: str = "jax",
+    framework: str = backends.DEFAULT,
 ) -> dict[str, Any]:
     """The largest global batch ``start * 2**k <= limit`` whose training step fits in memory.
 
@@ -112,8 +110,6 @@ def max_batch(
     if start % _positive_int("devices", devices):
         raise SpecError("start", start, f"a multiple of devices={devices}")
     if memory_limit_bytes is None:
-        from paradnn import backends
-
         memory_limit_bytes = backends.get(framework).device_memory_bytes()
         source = "device"
         if memory_limit_bytes is None:

@@ -34,8 +34,10 @@ from typing import Any, Callable
 
 import numpy as np
 
-from paradnn.backends.jax import xla_stack as xla_stack
+from paradnn import backends
+from paradnn.backends import setting as _setting
 from paradnn.errors import SpecError
+from paradnn.families import FieldsView
 from paradnn.units import parse_int, parse_number
 
 #: A spread needs two samples: the budget never cuts the timed phase below this many calls.
@@ -52,40 +54,17 @@ def _steps(value: Any, parameter: str) -> int | None:
     return parse_int(value, parameter, 1, MAX_STEPS_PER_CALL)
 
 
-#: How a timed call runs its K steps (paradnn.backends.jax.step.compile_measured): ``device`` (a loop
-#: inside the compiled program: dispatch costs nothing), ``host`` (a one-step program with the
-#: state donated, called K times without waiting: JAX dispatches asynchronously), ``auto``
-#: (device, except host where the device loop is known to be slower: convolutions on XLA:CPU).
-STEP_LOOPS = ("auto", "device", "host")
-
-
-def _step_loop(value: Any, parameter: str) -> str:
-    if not isinstance(value, str) or value not in STEP_LOOPS:
-        raise SpecError(parameter, value, "one of " + ", ".join(STEP_LOOPS))
-    return value
-
-
-#: Values of the setting ``torch_compile`` (the PyTorch backend; other frameworks ignore it):
-#: eager execution, or a ``torch.compile`` mode.
-TORCH_COMPILE_MODES = ("default", "eager", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
-
-
-def _torch_compile(value: Any, parameter: str) -> str:
-    if not isinstance(value, str) or value not in TORCH_COMPILE_MODES:
-        raise SpecError(parameter, value, "one of " + ", ".join(TORCH_COMPILE_MODES))
-    return value
-
-
-def _setting(default: Any, parse: Callable[..., Any], help: str, **limits: Any) -> Any:
-    """A settings field whose metadata says how to parse it from text and what it means: the
-    CLI flags, the sweep files' ``settings`` keys and validation all read it."""
-    return dataclasses.field(default=default, metadata={"parse": parse, "limits": limits, "help": help})
-
-
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class MeasureSettings:
     """Measurement settings; all are recorded with every run (times in seconds). Each field's
     meaning is in its metadata (``SETTING_HELP``).
+
+    The fields are the timing protocol's. The registered frameworks' options (``xla_preset``
+    and ``step_loop`` of JAX, ``torch_compile`` of PyTorch, ...: :func:`paradnn.backends.
+    option_fields`) are accepted as keywords too and read as attributes (an option not given
+    reads as its default); they are kept in ``options`` (name -> value, only those given) and
+    each backend reads its own with :meth:`options_for`. A record stores the protocol fields
+    and its own framework's options (:meth:`to_dict`).
 
     The CV rule applies from ``min_calls`` timed calls on; the time budget may stop the timed
     phase before ``min_calls`` (never before :data:`MIN_TIMED_CALLS`).
@@ -106,44 +85,78 @@ class MeasureSettings:
                                 "variation of call times is at most this (1 = 100 percent)", maximum=10.0)
     time_budget_s: float = _setting(5.0, parse_number, "seconds for warm-up and timed calls together "
                                     "(at least 2 timed calls always run)", maximum=86_400.0)
-    step_loop: str = _setting("auto", _step_loop, "how a call runs its K steps: device (a loop in the "
-                              "compiled program), host (a one-step program called K times), auto "
-                              "(device, but host for convolutions on XLA:CPU, whose loop bodies are slow)")
-    xla_preset: str = _setting(xla_stack.DEFAULT_PRESET, xla_stack.parse_preset,
-                               "XLA compile options of the measured step: best (the platform's "
-                               "fastest correct stack) or stock (XLA's defaults)")
-    torch_compile: str = _setting("default", _torch_compile,
-                                  "PyTorch only: torch.compile mode of the step (default, "
-                                  "reduce-overhead, max-autotune, max-autotune-no-cudagraphs) or "
-                                  "eager (no compilation)")
+    #: Framework options given (sorted (name, value) pairs, parsed); not a protocol setting.
+    options: tuple[tuple[str, Any], ...] = dataclasses.field(default=(), metadata={"option_bag": True})
 
-    def __post_init__(self) -> None:
-        for f in dataclasses.fields(self):
-            object.__setattr__(self, f.name, parse_setting(getattr(self, f.name), f.name))
+    def __init__(self, options: Any = (), **values: Any) -> None:
+        given = dict(options or ())
+        protocol = {f.name for f in _PROTOCOL}
+        for name in list(values):
+            if name not in protocol:
+                given[name] = values.pop(name)
+        for f in _PROTOCOL:
+            object.__setattr__(self, f.name, parse_setting(values.get(f.name, f.default), f.name))
+        parsed = {name: parse_setting(value, name) for name, value in given.items()}
+        object.__setattr__(self, "options", tuple(sorted(parsed.items())))
         if self.max_calls < self.min_calls:
             raise SpecError("max_calls", self.max_calls, f"an integer >= min_calls={self.min_calls}")
 
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+    def __getattr__(self, name: str) -> Any:
+        # Only called for names that are not fields: a framework option, given or default.
+        if name.startswith("__") or name not in backends.option_fields():
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        return dict(self.options).get(name, backends.option_default(name))
+
+    def options_for(self, framework: str) -> Any:
+        """The options of ``framework`` (its ``FrameworkInfo.options`` class): those given here,
+        defaults for the rest."""
+        cls = backends.meta(framework).options
+        given = dict(self.options)
+        return cls(**{f.name: given[f.name] for f in dataclasses.fields(cls) if f.name in given})
+
+    def to_dict(self, framework: str | None = None) -> dict[str, Any]:
+        """The protocol fields and the options of ``framework`` (None: of every registered
+        framework), defaults included: the record's settings columns."""
+        out = {f.name: getattr(self, f.name) for f in _PROTOCOL}
+        for name in (backends.names() if framework is None else (framework,)):
+            out.update(self.options_for(name).to_dict())
+        return out
 
     def replace(self, **changes: Any) -> "MeasureSettings":
-        return dataclasses.replace(self, **changes)
+        values = {f.name: getattr(self, f.name) for f in _PROTOCOL}
+        return MeasureSettings(options=self.options, **{**values, **changes})
 
 
-_FIELDS = {f.name: f for f in dataclasses.fields(MeasureSettings)}
-#: The settings' names, in order: the store's columns and the sweep files' ``settings`` keys.
-SETTINGS_FIELDS: tuple[str, ...] = tuple(_FIELDS)
-#: name -> what the setting means (with its unit), for help texts and docs.
+#: The timing protocol's fields (every field but the options).
+_PROTOCOL = tuple(f for f in dataclasses.fields(MeasureSettings) if not f.metadata.get("option_bag"))
+_FIELDS = {f.name: f for f in _PROTOCOL}
+#: The timing protocol's setting names, in order.
+PROTOCOL_FIELDS: tuple[str, ...] = tuple(_FIELDS)
+
+
+def _settings_fields() -> tuple[str, ...]:
+    return (*PROTOCOL_FIELDS, *backends.option_names())
+
+
+#: Every setting name, the protocol's then the registered frameworks' options, read at each use
+#: (a framework registered later adds its options): the store's columns and the sweep files'
+#: ``settings`` keys.
+SETTINGS_FIELDS = FieldsView(_settings_fields)
+#: name -> what the protocol setting means (with its unit), for help texts and docs; the
+#: options' meanings are :func:`paradnn.backends.option_help`.
 SETTING_HELP: dict[str, str] = {name: f.metadata["help"] for name, f in _FIELDS.items()}
 
 
 def parse_setting(value: Any, name: str) -> Any:
-    """A measurement setting from text, a YAML value or a Python value, typed and range-checked
-    (raises SpecError naming the setting, the value and what is allowed)."""
-    if name not in _FIELDS:
-        raise SpecError("setting", name, "one of " + ", ".join(SETTINGS_FIELDS))
-    meta = _FIELDS[name].metadata
-    return meta["parse"](value, name, **meta["limits"])
+    """A measurement setting (a protocol field or a framework option) from text, a YAML value or
+    a Python value, typed and range-checked (raises SpecError naming the setting, the value and
+    what is allowed)."""
+    if name in _FIELDS:
+        meta = _FIELDS[name].metadata
+        return meta["parse"](value, name, **meta["limits"])
+    if name in backends.option_fields():
+        return backends.parse_option(value, name)
+    raise SpecError("setting", name, "one of " + ", ".join(_settings_fields()))
 
 
 def median_ci(sorted_x: np.ndarray, level: float = 0.95) -> tuple[float, float]:
@@ -196,7 +209,9 @@ class Timing:
         return float(np.std(t) / mean) if mean > 0 else math.nan
 
     def stats(self) -> dict[str, Any]:
-        """The record's timing metrics (times in seconds per step)."""
+        """The record's timing metrics (times in seconds per step), with ``step_times_s``: the
+        per-step time of every timed call in call order (the evidence a later comparison tests,
+        :mod:`paradnn.analysis.compare`)."""
         t = np.sort(self.step_times_s)
         low, high = median_ci(t)
         cv = self.cv
@@ -213,7 +228,19 @@ class Timing:
             "warmup_calls_used": self.warmup_calls,
             "warmup_elapsed_s": self.warmup_s,
             "timing_s": self.timing_s,
+            "step_times_s": sample_list(self.step_times_s),
         }
+
+
+#: Significant digits kept of each per-call time in ``step_times_s``: far below the timing
+#: noise of any clock (a 1e-6 relative error), and it keeps a 200-call row at about 3 KB.
+SAMPLE_DIGITS = 6
+
+
+def sample_list(times_s: np.ndarray) -> list[float]:
+    """Per-call times (s) as the compact JSON list a record stores (``step_times_s``), in call
+    order, each rounded to :data:`SAMPLE_DIGITS` significant digits."""
+    return [float(f"{float(x):.{SAMPLE_DIGITS}g}") for x in np.asarray(times_s, dtype=float)]
 
 
 def choose_steps(step_s: float, target_s: float) -> int:
@@ -236,20 +263,15 @@ def time_calls(
     state: Any,
     batch: Any,
     settings: MeasureSettings,
-    sync: Callable[[Any], Any] | None = None,
+    sync: Callable[[Any], Any],
     clock: Callable[[], float] = time.perf_counter,
     window: Callable[[], Any] | None = None,
     loss_value: Callable[[Any], float] = float,
 ) -> Timing:
     """Run the protocol on ``call(state, batch, k) -> (state, loss)``, k steps per call (state
-    donated). ``sync`` blocks until its argument is ready on the device (default
-    ``jax.block_until_ready``); ``clock`` returns seconds; ``loss_value`` turns the framework's
-    loss into a float (after the timed phase)."""
-    if sync is None:
-        import jax
-
-        sync = jax.block_until_ready
-
+    donated). ``sync`` blocks until its argument is ready on the device (the backend's
+    ``Backend.sync``); ``clock`` returns seconds; ``loss_value`` turns the framework's loss into
+    a float (after the timed phase)."""
     loss: Any = None
 
     def timed(k: int) -> float:

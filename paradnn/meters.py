@@ -1,7 +1,7 @@
 """One window around the timed phase that reads every meter: energy (``paradnn.energy``), host
 CPU utilization and, when asked, device busy time (``paradnn.hostutil``).
 
->>> with window("cpu", jax.devices()[:1]) as w:  # doctest: +SKIP
+>>> with window("cpu", program.devices) as w:  # doctest: +SKIP
 ...     <timed calls, each synchronized>
 >>> w.metrics(steps=timed_steps, examples=timed_steps * batch)  # doctest: +SKIP
 
@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import tempfile
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, ContextManager, Iterator, Sequence
 
 from paradnn import energy, hostutil
 
@@ -54,21 +54,21 @@ class Window:
 
 
 @contextlib.contextmanager
-def window(backend: str, devices: Sequence[Any] = (), trace: bool = False,
+def window(backend: str, devices: Sequence[Any] = (),
+           trace: Callable[[str], ContextManager[Any]] | None = None,
            powercap_root: Path = energy.POWERCAP_ROOT, proc_stat: Path = hostutil.PROC_STAT,
            min_window_s: float = energy.MIN_WINDOW_S) -> Iterator[Window]:
-    """Meter the enclosed (synchronized) phase on ``backend`` (``cpu``, ``gpu``, ``tpu``) and its
-    JAX ``devices``. ``trace`` also runs ``jax.profiler.trace`` over it for
-    ``device_busy_fraction`` (GPU/TPU only; the profiler slows the phase down, so use it on a
-    separate pass, not on the one whose time is recorded)."""
+    """Meter the enclosed (synchronized) phase on ``backend`` (the device platform: ``cpu``,
+    ``gpu``, ``tpu``) and the framework's ``devices`` (``Program.devices``). ``trace`` (the
+    framework's ``Backend.profiler_trace``: directory -> context writing a TensorBoard trace)
+    also traces the phase for ``device_busy_fraction`` (GPU/TPU only; the profiler slows the
+    phase down, so use it on a separate pass, not on the one whose time is recorded)."""
     w = Window(backend, devices, Path(powercap_root), Path(proc_stat), min_window_s)
-    traced = trace and backend != "cpu"
+    traced = trace is not None and backend != "cpu"
     with tempfile.TemporaryDirectory(prefix="paradnn-busy-") as tmp:
         with contextlib.ExitStack() as profiler:
             if traced:
-                import jax
-
-                profiler.enter_context(jax.profiler.trace(tmp))
+                profiler.enter_context(trace(tmp))
             w.host.start()
             w.energy.start()
             try:
@@ -83,4 +83,4 @@ def window(backend: str, devices: Sequence[Any] = (), trace: bool = False,
         elif backend == "cpu":
             w.busy = (None, "CPU backend: no device kernels to trace (see host_cpu_utilization)")
         else:
-            w.busy = (None, "not traced: pass trace=True on a separate pass (the profiler slows the timed phase)")
+            w.busy = (None, "not traced: pass trace=Backend.profiler_trace on a separate pass (the profiler slows the timed phase)")

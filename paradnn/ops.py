@@ -10,11 +10,14 @@ for AI Training" (Wang et al.): square matmuls N = 2048, 4096, 8192 and three co
 
 Each op is compiled once and called K times per timed call (the calls are queued
 asynchronously and the clock stops when the last result is ready), under the same timing
-protocol as the models (:func:`paradnn.measure.time_calls`). Achieved FLOP/s = analytic FLOPs
-of one op / median time of one op; the fraction of peak divides by the device's peak for the
-dtype (:func:`paradnn.hardware.peaks`: the vendor table on accelerators, the measured probe on
-CPUs). FLOPs: matmul ``2 m n k`` (times batch); conv2d ``2 B Ho Wo KH KW Cin Cout`` with VALID
-padding (``Ho = floor((H - KH) / S) + 1``), which reproduces the FLOPs of the paper's table. Bytes: XLA's cost analysis of the compiled op (bytes accessed).
+protocol as the models (:func:`paradnn.measure.time_calls`). The op itself is the framework's
+(``Backend.op_program``; JAX by default); everything else here is framework-free. Achieved
+FLOP/s = analytic FLOPs of one op / median time of one op; the fraction of peak divides by the
+device's peak for the dtype (:func:`paradnn.hardware.peaks`: the vendor table on accelerators,
+the measured probe on CPUs). FLOPs: matmul ``2 m n k`` (times batch); conv2d
+``2 B Ho Wo KH KW Cin Cout`` with VALID padding (``Ho = floor((H - KH) / S) + 1``), which
+reproduces the FLOPs of the paper's table. Bytes: the compiler's cost analysis of the compiled
+op (XLA's bytes accessed).
 
 On CPUs, :func:`thread_scan` measures the same ops with 1, 2, ... cores: XLA:CPU sizes its
 thread pools once, when the process starts, from the CPUs the process may run on
@@ -38,6 +41,7 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
+from paradnn import backends, hardware
 from paradnn.errors import ParadnnError, SpecError
 from paradnn.measure import MeasureSettings, time_calls
 from paradnn.record import Record, physics_warnings
@@ -151,72 +155,36 @@ def parse_conv2d(text: str) -> OpShape:
                    out_channels=co, stride=parse_int(stride[0], "conv2d", 1, _MAX_DIM))
 
 
-def _operands(shape: OpShape, dtype: str):
-    import jax
-    import jax.numpy as jnp
-
-    key_a, key_b = jax.random.split(jax.random.PRNGKey(0))
-    if shape.op == "matmul":
-        lead = (shape.batch,) if shape.batch > 1 else ()
-        a = jax.random.normal(key_a, (*lead, shape.m, shape.k), jnp.float32).astype(dtype)
-        b = jax.random.normal(key_b, (*lead, shape.k, shape.n), jnp.float32).astype(dtype)
-
-        def f(a, b):
-            y = jnp.matmul(a, b)
-            return y, y.reshape(-1)[0].astype(jnp.float32)
-    else:
-        a = jax.random.normal(key_a, (shape.batch, shape.height, shape.width, shape.channels),
-                              jnp.float32).astype(dtype)
-        b = jax.random.normal(key_b, (shape.kernel_h, shape.kernel_w, shape.channels,
-                                      shape.out_channels), jnp.float32).astype(dtype)
-
-        def f(a, b):
-            y = jax.lax.conv_general_dilated(a, b, (shape.stride, shape.stride), "VALID",
-                                             dimension_numbers=("NHWC", "HWIO", "NHWC"))
-            return y, y.reshape(-1)[0].astype(jnp.float32)
-    return f, a, b
-
-
 def measure_op(shape: OpShape, dtype: str = "float32", settings: MeasureSettings | None = None,
-               extra: dict[str, Any] | None = None, peak: Any = None) -> Record:
-    """Compile and time one op on the default device; return its op row.
+               extra: dict[str, Any] | None = None, peak: Any = None,
+               framework: str = backends.DEFAULT) -> Record:
+    """Compile and time one op on the default device of ``framework`` (its backend's
+    ``op_program``: the compiled op and its compiler's cost analysis); return its op row.
 
     Metrics: ``step_time_s`` (s, median time of one op), ``flops_per_sec`` (FLOP/s, analytic
     FLOPs / median time), ``flops_utilization`` (achieved / the device's peak for ``dtype``),
-    ``bytes_per_step`` (B, XLA cost analysis), ``arithmetic_intensity`` (FLOP/B, analytic FLOPs /
-    XLA bytes). ``extra`` adds fields to the metrics (the thread scan's affinity); ``peak`` (a
+    ``bytes_per_step`` (B, the compiler's cost analysis: XLA's for JAX), ``arithmetic_intensity``
+    (FLOP/B, analytic FLOPs / those bytes), ``xla_flops_per_op`` (FLOP, the compiler's count).
+    ``extra`` adds fields to the metrics (the thread scan's affinity); ``peak`` (a
     :class:`paradnn.hardware.Peak`) replaces this device's peak (the thread scan passes the
     whole host's)."""
-    import jax
-
-    from paradnn import hardware
     from paradnn.runner import context
 
     if dtype not in OP_DTYPES:
         raise SpecError("dtype", dtype, "one of " + ", ".join(OP_DTYPES))
     settings = settings or MeasureSettings()
-    platform, software = context()
+    backend = backends.get(framework)
+    program = backends.capability(framework, "op_program", "run operator micro-benchmarks")
+    platform, software = context(framework)
     workload = {"family": OP_FAMILY, **shape.fields(), "dtype": dtype, "devices": 1}
-    context = {"platform": platform, "software": software, "settings": settings.to_dict(),
+    context = {"platform": platform, "software": software, "settings": settings.to_dict(framework),
                "tags": {"kind": "op"}}
     metrics: dict[str, Any] = dict(extra or {})
     try:
-        f, a, b = _operands(shape, dtype)
-        compiled = jax.jit(f).lower(a, b).compile()
-        cost = compiled.cost_analysis()
-        cost = (cost[0] if isinstance(cost, (list, tuple)) else cost) or {}
-
-        def call(state, operands, k):
-            out = state
-            for _ in range(k):  # queued asynchronously; time_calls waits for the last one
-                out = compiled(*operands)
-            return out, out[1]
-
-        timing = time_calls(call, compiled(a, b), (a, b), settings)
+        op = program(shape, dtype)
+        timing = time_calls(op["call"], op["state"], op["operands"], settings, sync=backend.sync)
     except Exception as exc:  # noqa: BLE001 - a failed op becomes a row, the scan goes on
-        from paradnn.backends.jax.backend import BACKEND
-
-        status = "oom" if BACKEND.is_oom(exc) else "error"
+        status = "oom" if backend.is_oom(exc) else "error"
         return Record(status=status, workload=workload, metrics=metrics,
                       error=f"{type(exc).__name__}: {exc}"[:4000], **context)
     metrics.update(timing.stats())
@@ -224,11 +192,11 @@ def measure_op(shape: OpShape, dtype: str = "float32", settings: MeasureSettings
     step = metrics["step_time_s"]
     if peak is None:
         peak = hardware.peaks(platform["device_kind"], dtype, platform["device_platform"])
-    xla_bytes = float(cost.get("bytes accessed", 0.0)) or None
+    xla_bytes = op["bytes"]
     metrics.update(
         model_flops_per_step=flops,
         flops_per_step=flops,
-        xla_flops_per_op=float(cost.get("flops", 0.0)) or None,
+        xla_flops_per_op=op["flops"],
         bytes_per_step=xla_bytes,
         flops_per_sec=flops / step,
         peak_flops=peak.flops,
@@ -247,9 +215,9 @@ def measure_op(shape: OpShape, dtype: str = "float32", settings: MeasureSettings
 
 
 def run_ops(shapes: Sequence[OpShape], dtypes: Sequence[str] = ("float32",),
-            settings: MeasureSettings | None = None) -> list[Record]:
+            settings: MeasureSettings | None = None, framework: str = backends.DEFAULT) -> list[Record]:
     """Every shape at every dtype, in this process."""
-    return [measure_op(s, d, settings) for s in shapes for d in dtypes]
+    return [measure_op(s, d, settings, framework=framework) for s in shapes for d in dtypes]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -261,6 +229,7 @@ def _child_main(payload: str) -> None:
 
     job = json.loads(payload)
     settings = MeasureSettings(**job["settings"])
+    framework = job.get("framework", backends.DEFAULT)
     cpus = sorted(os.sched_getaffinity(0))
     out = []
     for shape_fields in job["shapes"]:
@@ -268,7 +237,7 @@ def _child_main(payload: str) -> None:
         for dtype in job["dtypes"]:
             extra = {"threads": len(cpus), "thread_limit": "sched_setaffinity",
                      "cpu_affinity": ",".join(map(str, cpus))}
-            rec = measure_op(shape, dtype, settings, extra, Peak(*job["peaks"][dtype]))
+            rec = measure_op(shape, dtype, settings, extra, Peak(*job["peaks"][dtype]), framework)
             rec.metrics["os_threads"] = _os_threads()
             out.append(rec.to_dict())
     json.dump(out, sys.stdout, default=str)
@@ -286,10 +255,11 @@ def _os_threads() -> int | None:
 
 
 def thread_scan(shapes: Sequence[OpShape], threads: Sequence[int], dtypes: Sequence[str] = ("float32",),
-                settings: MeasureSettings | None = None, timeout_s: float = 600.0) -> list[dict[str, Any]]:
+                settings: MeasureSettings | None = None, timeout_s: float = 600.0,
+                framework: str = backends.DEFAULT) -> list[dict[str, Any]]:
     """Measure ``shapes`` once per thread count, each in a child process restricted to that
-    many CPUs (``os.sched_setaffinity`` before JAX starts; XLA:CPU sizes its thread pools from
-    the affinity at start). Returns the children's rows (dicts, as the store keeps them) with
+    many CPUs (``os.sched_setaffinity`` before the framework starts; XLA:CPU sizes its thread
+    pools from the affinity at start). Returns the children's rows (dicts, as the store keeps them) with
     ``threads`` (count), ``cpu_affinity`` and ``os_threads`` (threads the child ran). The
     fraction of peak divides by the whole host's peak (probed in this process, all CPUs)."""
     if not hasattr(os, "sched_setaffinity"):
@@ -301,29 +271,27 @@ def thread_scan(shapes: Sequence[OpShape], threads: Sequence[int], dtypes: Seque
     settings = settings or MeasureSettings()
     # Every thread count divides by the whole host's peak, measured here with all CPUs: a child
     # restricted to fewer CPUs must never probe, or its lower peak would be cached for the host.
-    import jax
+    from paradnn.runner import context
 
-    from paradnn import hardware
-
-    if jax.default_backend() != "cpu":
-        raise ParadnnError("ops --threads scans XLA:CPU threads: run it with JAX_PLATFORMS=cpu")
-    kind = jax.devices()[0].device_kind
+    child_env = backends.capability(framework, "cpu_child_env", "scan CPU thread counts")
+    platform, _ = context(framework)
+    if platform["device_platform"] != "cpu":
+        raise ParadnnError(f"ops --threads scans CPU threads: {framework} runs on "
+                           f"{platform['device_platform']} here; run it on the CPU (JAX: JAX_PLATFORMS=cpu)")
+    kind = platform["device_kind"]
     peaks = {}
     for dtype in dtypes:
         p = hardware.peaks(kind, dtype, "cpu")
         peaks[dtype] = p._replace(method=f"{p.method}; the whole host ({len(available)} CPUs)")
     payload = json.dumps({"shapes": [s.fields() for s in shapes], "dtypes": list(dtypes),
-                          "settings": settings.to_dict(), "peaks": peaks})
+                          "settings": settings.to_dict(framework), "peaks": peaks, "framework": framework})
     rows: list[dict[str, Any]] = []
     for t in threads:
         cpus = set(available[:t])
-        env = dict(os.environ)
-        # Only one CPU device per child: a forced device count would split the cores.
-        env["XLA_FLAGS"] = " ".join(f for f in env.get("XLA_FLAGS", "").split()
-                                    if not f.startswith("--xla_force_host_platform_device_count"))
-        env["JAX_PLATFORMS"] = "cpu"
-        # The child restricts itself before anything imports JAX (no preexec_fn: forking a
-        # process whose JAX threads run may deadlock).
+        # One CPU device per child, on the CPU (the framework's own environment variables).
+        env = child_env(dict(os.environ))
+        # The child restricts itself before anything imports the framework (no preexec_fn:
+        # forking a process whose framework threads run may deadlock).
         code = ("import os, sys; os.sched_setaffinity(0, {cpus!r}); "
                 "from paradnn.ops import _child_main; _child_main(sys.argv[1])").format(cpus=sorted(cpus))
         proc = subprocess.run([sys.executable, "-c", code, payload], env=env, capture_output=True,

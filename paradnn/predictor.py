@@ -8,7 +8,7 @@ with calibrated intervals; and ``adaptive_sweep``, which measures only the confi
 >>> df = adaptive_sweep("sweeps/fc.yaml", budget=36, store="fc.db")  # doctest: +SKIP
 
 The model is :mod:`paradnn.analysis.prediction` (pure); this module reads the stores, adds the
-closed-form sizes of every config (:func:`paradnn.plan.config_table`), decides which platform a
+closed-form sizes of every config (:func:`paradnn.analysis.prediction.sized`), decides which platform a
 prediction is for, measures through :func:`paradnn.sweeper.sweep` and stores the predictions as
 rows of their own, ``status = "predicted"`` (docs/prediction.md). A predicted row has a key of
 its own (never a measurement's), no host, and its numbers only in the ``predicted_*`` columns
@@ -28,11 +28,16 @@ import numpy as np
 import pandas as pd
 
 from paradnn.analysis import prediction as P
-from paradnn.analysis._common import FAMILY_FIELDS, PLATFORM_KEY, platform_label
+from paradnn.analysis.columns import PLATFORM_KEY, platform_label
+from paradnn.analysis.prediction import sized
 from paradnn.errors import ParadnnError, SpecError
+from paradnn.grids import load_sweep_file
 from paradnn.measure import SETTINGS_FIELDS
 from paradnn.record import PLATFORM_FIELDS, PREDICTED, SCHEMA_VERSION, SOFTWARE_FIELDS, Record
-from paradnn.specs import Workload, spec_from_dict, stable_hash
+from paradnn.store import Store, load
+from paradnn.sweeper import sweep as run_sweep
+from paradnn.units import parse_int
+from paradnn.workload import Workload, stable_hash
 
 __all__ = ["predict", "score", "adaptive_sweep", "sized", "platform_of"]
 
@@ -45,16 +50,12 @@ TargetsLike = Union[str, os.PathLike, Workload, Iterable[Workload]]
 def _rows(source: StoreLike) -> pd.DataFrame:
     if isinstance(source, pd.DataFrame):
         return source
-    from paradnn.store import load
-
     return load(source)
 
 
 def _workloads(targets: TargetsLike) -> tuple[list[Workload], dict[str, Any], dict[str, Any]]:
     """(workloads, the file's settings, the file's run options) of a sweep file or a grid."""
     if isinstance(targets, (str, os.PathLike)):
-        from paradnn.grids import load_sweep_file
-
         plan = load_sweep_file(targets)
         return list(plan.workloads), dict(plan.settings), dict(plan.run)
     items = [targets] if isinstance(targets, Workload) else list(targets)
@@ -63,56 +64,6 @@ def _workloads(targets: TargetsLike) -> tuple[list[Workload], dict[str, Any], di
             raise SpecError("targets", item, "a sweep file path or a list of Workloads "
                             "(paradnn.grid(...))")
     return items, {}, {}
-
-
-def _workload_of(row: pd.Series) -> Workload | None:
-    """The Workload of a stored row (None for a family without closed forms or a bad row)."""
-    family = row.get("family")
-    if not isinstance(family, str) or family not in FAMILY_FIELDS or row.get("kind") == "real":
-        return None
-    spec = {"family": family}
-    for f in FAMILY_FIELDS[family]:
-        v = row.get(f)
-        if v is None or (isinstance(v, float) and np.isnan(v)):
-            return None
-        spec[f] = int(v) if isinstance(v, float) and v.is_integer() else v
-    try:
-        return Workload(spec_from_dict(spec), int(row["batch"]), row.get("dtype") or "float32",
-                        row.get("optimizer") or None, int(row.get("devices") or 1),
-                        row.get("framework") or "jax")
-    except (ParadnnError, TypeError, ValueError):
-        return None
-
-
-def _sizes(workloads: list[Workload]) -> pd.DataFrame:
-    from paradnn.plan import config_table
-
-    if not workloads:
-        return pd.DataFrame(columns=["workload_key", *P.SIZE_COLUMNS])
-    table = config_table(workloads, trace_real=False)
-    return table[["workload_key", *P.SIZE_COLUMNS]].drop_duplicates("workload_key")
-
-
-def sized(df: pd.DataFrame) -> pd.DataFrame:
-    """``df`` (store rows) with ``P.SIZE_COLUMNS`` from the closed forms (``params`` and
-    ``model_flops_per_step`` as recorded where a row has them). Rows of families without closed
-    forms (real models) get NaN sizes and are never fitted."""
-    if not len(df):
-        return df.assign(**{c: pd.Series(dtype=float) for c in P.SIZE_COLUMNS if c not in df})
-    out = df.copy()
-    workloads = {}
-    for i, row in out.iterrows():
-        w = _workload_of(row)
-        if w is not None:
-            workloads[i] = w
-    sizes = _sizes(list({w.key: w for w in workloads.values()}.values())).set_index("workload_key")
-    keys = pd.Series({i: w.key for i, w in workloads.items()}, dtype=object)
-    for col in P.SIZE_COLUMNS:
-        computed = keys.map(sizes[col]) if len(keys) else pd.Series(dtype=float)
-        have = pd.to_numeric(out[col], errors="coerce") if col in out.columns else None
-        filled = computed.reindex(out.index).astype(float)
-        out[col] = have.fillna(filled) if have is not None else filled
-    return out
 
 
 def _mode(rows: pd.DataFrame, cols: Iterable[str]) -> dict[str, Any]:
@@ -184,8 +135,6 @@ def _records(pred: pd.DataFrame, workloads: dict[str, Workload], platform: dict[
 
 def _write(store: str | os.PathLike, rows: list[dict[str, Any]]) -> int:
     """Add the predicted rows the store does not hold yet (same config and fit); the count."""
-    from paradnn.store import Store
-
     with Store(store) as db:
         have = db.counts_by_key([r["key"] for r in rows])
         new = [r for r in rows if r["key"] not in have]
@@ -274,7 +223,7 @@ def predict(
 
     cand = pd.DataFrame([{**w.to_dict(), "workload_key": w.key} for w in workloads])
     cand = cand.drop_duplicates("workload_key").reset_index(drop=True)
-    cand = cand.merge(_sizes(workloads), on="workload_key", how="left")
+    cand = cand.merge(P.size_table(workloads), on="workload_key", how="left")
     by_key = {w.key: w for w in workloads}
     parts, uncovered = [], 0
     now = _dt.datetime.now(_dt.timezone.utc).isoformat()
@@ -429,10 +378,6 @@ def adaptive_sweep(
     ``predict_rest``, the predicted ones (``status = "predicted"``); ``attrs["rounds"]`` lists
     what each round measured and why.
     """
-    from paradnn.store import load
-    from paradnn.sweeper import sweep as run_sweep
-    from paradnn.units import parse_int
-
     workloads, settings, run = _workloads(file_or_grid)
     budget = parse_int(budget, "budget")
     if per_round is not None:
@@ -454,7 +399,7 @@ def adaptive_sweep(
         options["cache_dir"] = run["cache_dir"]
     by_key = {w.key: w for w in workloads}
     cand = pd.DataFrame([{**w.to_dict(), "workload_key": k} for k, w in by_key.items()])
-    cand = cand.merge(_sizes(list(by_key.values())), on="workload_key", how="left")
+    cand = cand.merge(P.size_table(list(by_key.values())), on="workload_key", how="left")
 
     def say(text: str) -> None:
         if stream is not None:

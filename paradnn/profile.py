@@ -2,8 +2,9 @@
 
 :func:`capture` compiles a workload's training step, reads every operation of the *optimized*
 HLO (after fusion: the operations that actually run), counts its FLOPs and bytes from the
-instruction shapes, runs the step under ``jax.profiler.trace`` and joins the per-operation
-times of the trace to the HLO by instruction name.
+instruction shapes, runs the step under the framework's profiler (``jax.profiler.trace``: the
+backend's ``trace_step``) and joins the per-operation times of the trace to the HLO by
+instruction name. The parsing here is framework-free: XLA's HLO text and TensorBoard trace events.
 
 Counting rules (per execution of an operation):
 
@@ -30,12 +31,12 @@ import math
 import os
 import re
 import tempfile
-import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import pandas as pd
 
+from paradnn import backends
 from paradnn.analysis.oplevel import categorize
 from paradnn.errors import ParadnnError
 
@@ -311,38 +312,31 @@ def trace_times(trace_dir: str, module: str | None = None) -> pd.DataFrame:
 
 def capture_step(
     step: Callable, state: Any, batch: Any, steps: int = 5, warmup: int = 2,
-    donated: bool = True,
+    donated: bool = True, framework: str = backends.DEFAULT,
 ) -> pd.DataFrame:
-    """Per-operation FLOPs, bytes and time of a jitted ``step(state, batch) -> (state, loss)``.
+    """Per-operation FLOPs, bytes and time of a ``framework`` step function ``step(state, batch)
+    -> (state, loss)`` (for JAX a jitted function).
 
-    Compiles the step, runs ``warmup`` steps, then ``steps`` steps under ``jax.profiler.trace``
-    (the state is threaded through, so a donating step works). Returns one row per HLO
-    operation that appeared in the trace (control flow left out: its time is that of the
-    operations inside it, which are listed): ``name``, ``opcode``, ``category``, ``flops``,
-    ``transcendentals`` (per step), ``bytes`` (B per step), ``executions`` (per step),
-    ``time_s`` (s per step), ``time_fraction`` (of the summed operation time),
-    ``flops_per_sec``, ``arithmetic_intensity`` (FLOP/B). ``attrs``: ``module``, ``device_platform``,
+    The backend (``Backend.trace_step``) compiles the step, runs ``warmup`` steps, then
+    ``steps`` steps under its profiler (the state is threaded through, so a donating step
+    works) and hands back the optimized HLO; this function counts the HLO's operations and
+    joins the trace's times to them. Returns one row per HLO operation that appeared in the
+    trace (control flow left out: its time is that of the operations inside it, which are
+    listed): ``name``, ``opcode``, ``category``, ``flops``, ``transcendentals`` (per step),
+    ``bytes`` (B per step), ``executions`` (per step), ``time_s`` (s per step),
+    ``time_fraction`` (of the summed operation time), ``flops_per_sec``,
+    ``arithmetic_intensity`` (FLOP/B). ``attrs``: ``module``, ``device_platform``,
     ``device_kind``, ``steps``, ``wall_step_s`` (wall time per step under the profiler),
     ``flops_matched_fraction`` (share of the HLO's FLOPs found in the trace), ``approximate``
     and ``note``.
     """
-    import jax
-
     if steps < 1 or warmup < 0:
         raise ParadnnError(f"profile: steps={steps}, warmup={warmup}; allowed: steps >= 1, warmup >= 0")
-    compiled = step.lower(state, batch).compile()
-    ops = hlo_ops(compiled.as_text())
-    module = ops.attrs["module"]
-    for _ in range(warmup):
-        state, loss = compiled(state, batch)
-    jax.block_until_ready(state)
+    trace = backends.capability(framework, "trace_step", "profile a training step")
     with tempfile.TemporaryDirectory(prefix="paradnn-profile-") as tmp:
-        with jax.profiler.trace(tmp):
-            start = time.perf_counter()
-            for _ in range(steps):
-                state, loss = compiled(state, batch)
-            jax.block_until_ready((state, loss))
-            wall = (time.perf_counter() - start) / steps
+        run = trace(step, state, batch, steps, warmup, tmp)
+        ops = hlo_ops(run["hlo"])
+        module = ops.attrs["module"]
         times = trace_times(tmp, module)
     if times.empty:
         raise ParadnnError(f"profile: the trace has no events of module {module!r}")
@@ -361,13 +355,12 @@ def capture_step(
     merged["flops_per_sec"] = merged["flops"] / merged["time_s"].where(merged["time_s"] > 0)
     merged["arithmetic_intensity"] = merged["flops"] / merged["bytes"].where(merged["bytes"] > 0)
     merged = merged.drop(columns=["events"]).sort_values("time_s", ascending=False).reset_index(drop=True)
-    device = jax.devices()[0]
-    backend = device.platform
-    approximate = backend == "cpu"
+    platform = run["device_platform"]
+    approximate = platform == "cpu"
     matched = ops[ops["name"].isin(merged["name"])]["flops"].sum()
     merged.attrs.update(
-        module=module, device_platform=backend, device_kind=getattr(device, "device_kind", backend),
-        steps=steps, wall_step_s=wall,
+        module=module, device_platform=platform, device_kind=run["device_kind"],
+        steps=steps, wall_step_s=run["wall_step_s"],
         flops_matched_fraction=float(matched / total_flops) if total_flops else float("nan"),
         hlo_flops_per_step=total_flops, approximate=approximate,
         note=CPU_NOTE if approximate else "per-operation times from device events of the profiler trace",
@@ -376,18 +369,17 @@ def capture_step(
 
 
 def capture(workload, steps: int = 5, warmup: int = 2) -> pd.DataFrame:
-    """:func:`capture_step` of a workload's compiled training step (``paradnn.backends.jax.step.prepare``),
-    with ``attrs["workload"]`` (its dict) and, when known, the device's peaks
-    (``peak_flops`` FLOP/s, ``peak_bytes_per_sec`` B/s, ``peak_source``).
+    """:func:`capture_step` of a workload's compiled training step (its framework's
+    ``Backend.profile_inputs``), with ``attrs["workload"]`` (its dict) and, when known, the
+    device's peaks (``peak_flops`` FLOP/s, ``peak_bytes_per_sec`` B/s, ``peak_source``).
 
     >>> ops = capture(Workload(FC(layers=4, nodes=256, input=2000, output=1000), batch=128))
     >>> analysis.op_roofline(ops, ops.attrs["peak_flops"], ops.attrs["peak_bytes_per_sec"])
     ... # doctest: +SKIP
     """
-    from paradnn.backends.jax.step import prepare
-
-    prepared = prepare(workload)
-    ops = capture_step(prepared.step, prepared.state, prepared.batch, steps=steps, warmup=warmup)
+    inputs = backends.capability(workload.framework, "profile_inputs", "profile a training step")
+    step, state, batch = inputs(workload)
+    ops = capture_step(step, state, batch, steps=steps, warmup=warmup, framework=workload.framework)
     ops.attrs["workload"] = workload.to_dict()
     return ops
 

@@ -13,9 +13,14 @@ import datetime as _dt
 from dataclasses import dataclass, field
 from typing import Any
 
+from paradnn import backends, families
+from paradnn.measure import PROTOCOL_FIELDS
 from paradnn.specs import Workload, stable_hash
 
-SCHEMA_VERSION = 2  # 2: device platform field `backend` -> `device_platform`, plus `framework`
+# 2: device platform field `backend` -> `device_platform`, plus `framework`.
+# 3: the key covers a record's own framework only: its software fields (no other framework's
+#    versions, no None placeholders for them) and its options (no other framework's settings).
+SCHEMA_VERSION = 3
 
 #: A predicted row (paradnn.predictor) is not a measurement: no analysis or figure of measured
 #: rows uses it (they take ``ok`` rows), and it never counts as a config's record on resume.
@@ -49,6 +54,9 @@ METRICS: dict[str, tuple[str, str]] = {
     "compile_s": ("s", "measured: wall time of ahead-of-time lowering and compilation"),
     "final_loss": ("1", "measured: loss after the last timed step"),
     "timed_calls": ("1", "measured: number of timed compiled calls"),
+    "step_times_s": ("s", "measured: time of one training step in each timed call (the call's "
+                     "wall time / steps_per_call_used), in call order, as a list of timed_calls "
+                     "numbers (6 significant digits); the samples paradnn compare tests"),
     "model_flops_utilization": ("1", "useful (analytic) FLOP/s over the peak: model_flops_per_step / "
                                 "step_time_s / (peak x devices); the headline utilization (MFU)"),
     "useful_flops_ratio": ("1", "model_flops_per_step / flops_per_step (analytic over XLA-executed)"),
@@ -97,6 +105,13 @@ METRICS: dict[str, tuple[str, str]] = {
     "meter_window_s": ("s", "measured: wall time of the metered window (energy and utilization)"),
 }
 
+#: The memory breakdown's metrics (``METRICS``), in the order of a stacked bar (bottom to top):
+#: they sum to the compiled total where a backend reports the breakdown.
+MEMORY_PARTS: tuple[str, ...] = (
+    "memory_weights_bytes", "memory_gradients_bytes", "memory_optimizer_bytes",
+    "memory_activations_bytes", "memory_workspace_bytes",
+)
+
 #: Physics and consistency checks a measured record can fail: code -> what it means and the
 #: likely cause. A record lists the codes it fails in ``warnings``; analyses honour them.
 WARNINGS: dict[str, str] = {
@@ -142,10 +157,62 @@ def warning_codes(value: Any) -> list[str]:
     return [code for code in value.split(",") if code]
 
 PLATFORM_FIELDS = ("device_platform", "device_kind", "device_count", "host", "cpu_model")
-SOFTWARE_FIELDS = (
-    "paradnn_version", "framework_version", "jax_version", "jaxlib_version", "flax_version",
-    "optax_version", "tf_version", "torch_version", "python_version", "xla_flags",
-)
+#: Software fields of every record whatever its framework (``paradnn.hardware.software_info``
+#: and ``Backend.software_info``'s ``framework_version``); ``paradnn_revision`` is recorded too
+#: but left out of the key.
+CORE_SOFTWARE_FIELDS = ("paradnn_version", "framework_version", "python_version")
+
+
+def _software_columns() -> tuple[str, ...]:
+    versions = [f for name in backends.names() for f in backends.meta(name).version_fields]
+    return tuple(dict.fromkeys(("paradnn_version", "framework_version", *versions, "python_version")))
+
+
+#: The software columns every stored row has (None where its framework does not set them): the
+#: core fields and every registered framework's ``FrameworkInfo.version_fields``, read at each
+#: use. A framework's other software fields are columns of its own rows.
+SOFTWARE_FIELDS = families.FieldsView(_software_columns)
+
+
+def record_key(workload: dict[str, Any], platform: dict[str, Any], software: dict[str, Any],
+               settings: dict[str, Any]) -> str:
+    """The identity of a run for resume and deduplication: workload + platform + software +
+    settings (16 hex digits, :func:`paradnn.specs.stable_hash`).
+
+    ``host`` is left out so that the same run on two identical machines dedups as one
+    configuration measured twice is not lost: ``merge`` keys rows on ``key`` + ``time_utc``.
+    ``paradnn_revision`` (the source commit, "+dirty" after any edit) is left out too, so a
+    sweep resumes across commits and edits of paradnn; every row still stores it. Options of
+    frameworks other than the workload's are left out of the settings (a settings dict of
+    every framework's options, as a sweep predicts keys with, gives the record's key).
+    """
+    platform = {k: v for k, v in platform.items() if k != "host"}
+    software = {k: v for k, v in software.items() if k != "paradnn_revision"}
+    framework = workload.get("framework")
+    if framework in backends.names():
+        others = set(backends.option_names()) - set(backends.option_names(framework))
+        settings = {k: v for k, v in settings.items() if k not in others}
+    return stable_hash([workload, platform, software, settings])
+
+
+def row_key(row: dict[str, Any]) -> str | None:
+    """The key the current schema gives a stored row (a flat ``Record.to_dict()``), rebuilt
+    from its columns: the workload's fields, the platform, the core software fields and those
+    of its framework (``FrameworkInfo.software_fields``), the protocol settings and its
+    framework's options. None for a row whose family or framework is not registered here, or
+    that is not a model's (operator, collective and infeed rows have no framework)."""
+    framework, family = row.get("framework"), row.get("family")
+    if framework not in backends.names() or family not in families.names():
+        return None
+    fields = ("family", *families.get(family).fields(), "batch", "dtype", "optimizer", "devices", "framework")
+    if any(f not in row for f in fields):
+        return None
+    software_names = (*CORE_SOFTWARE_FIELDS, *backends.meta(framework).software_fields)
+    setting_names = (*PROTOCOL_FIELDS, *backends.option_names(framework))
+    return record_key({f: row[f] for f in fields},
+                      {f: row.get(f) for f in PLATFORM_FIELDS},
+                      {f: row[f] for f in software_names if f in row},
+                      {f: row[f] for f in setting_names if f in row})
 
 
 @dataclass
@@ -155,8 +222,8 @@ class Record:
     status: str
     workload: dict[str, Any]  # Workload.to_dict(): family, hyperparameters, batch, dtype, ...
     platform: dict[str, Any]  # PLATFORM_FIELDS
-    software: dict[str, Any]  # SOFTWARE_FIELDS
-    settings: dict[str, Any]  # measurement settings (MeasureSettings.to_dict())
+    software: dict[str, Any]  # CORE_SOFTWARE_FIELDS + the framework's software_fields
+    settings: dict[str, Any]  # MeasureSettings.to_dict(framework): protocol + its options
     metrics: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
     tags: dict[str, Any] = field(default_factory=dict)  # model tags, e.g. kind=real
@@ -171,16 +238,9 @@ class Record:
 
     @property
     def key(self) -> str:
-        """Identity for resume and deduplication: workload + platform + software + settings.
-
-        ``host`` is left out so that the same run on two identical machines dedups as one
-        configuration measured twice is not lost: ``merge`` keys rows on ``key`` + ``time_utc``.
-        ``paradnn_revision`` (the source commit, "+dirty" after any edit) is left out too, so a
-        sweep resumes across commits and edits of paradnn; every row still stores it.
-        """
-        platform = {k: v for k, v in self.platform.items() if k != "host"}
-        software = {k: v for k, v in self.software.items() if k != "paradnn_revision"}
-        return stable_hash([self.workload, platform, software, self.settings])
+        """Identity for resume and deduplication: :func:`record_key` of the record's workload,
+        platform, software and settings."""
+        return record_key(self.workload, self.platform, self.software, self.settings)
 
     def to_dict(self) -> dict[str, Any]:
         """The flat row: identity, status, workload fields, platform, software, settings, metrics."""

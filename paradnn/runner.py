@@ -14,8 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from paradnn import backends, families, hardware, meters
-from paradnn.backends.jax import costs as costs
+from paradnn import backends, families, hardware, meters, sizes
 from paradnn.errors import InfrastructureError, ParadnnError, SpecError
 from paradnn.measure import MeasureSettings, time_calls
 from paradnn.record import Record, physics_warnings
@@ -23,15 +22,29 @@ from paradnn.specs import ModelSpec, Workload
 
 
 @functools.lru_cache(maxsize=None)
-def context(framework: str = "jax") -> tuple[dict[str, Any], dict[str, Any]]:
+def context(framework: str = backends.DEFAULT) -> tuple[dict[str, Any], dict[str, Any]]:
     """(platform, software) of ``framework`` in this process: the device platform, kind and
-    count it sees, and the versions that shape its numbers (``framework``, ``framework_version``
-    and every framework's own version field, None for those not used)."""
+    count it sees (``Backend.device_info``), and the versions that shape its numbers: paradnn's
+    and Python's (:func:`paradnn.hardware.software_info`), ``framework_version`` and the
+    framework's own fields (``Backend.software_info``)."""
     backend = backends.get(framework)
-    platform = backend.device_info()
-    software = {**hardware.software_info(), "tf_version": None, "torch_version": None,
-                **backend.software_info()}
+    platform = hardware.local_device_info(backend.device_info())
+    software = {**hardware.software_info(), **backend.software_info()}
     return platform, software
+
+
+def model_flops_per_step(workload: Workload) -> float:
+    """Analytic FLOPs of one training step over the global batch (FLOP): the family's closed form
+    or published count (:func:`paradnn.sizes.model_flops_per_step`), else counted from the
+    reference (JAX) model's jaxpr (:func:`paradnn.backends.jax.costs.model_flops_per_step`)."""
+    known = sizes.model_flops_per_step(workload)
+    if known is not None:
+        return known
+    # Imported here: only families with neither (some real models) need the JAX counter, so a
+    # run of another framework imports no JAX for FC, CNN, RNN or the zoo's published counts.
+    from paradnn.backends.jax import costs
+
+    return costs.model_flops_per_step(workload)
 
 
 def run(
@@ -42,17 +55,18 @@ def run(
     devices: int = 1,
     settings: MeasureSettings | None = None,
     memory_limit_bytes: int | None = None,
-    framework: str = "jax",
+    framework: str = backends.DEFAULT,
     **setting_overrides: Any,
 ) -> Record:
     """Build, compile and measure one training workload; return its record.
 
     ``batch`` is the global batch in examples (default: the family's, e.g. 256 FC, 64 CNN/RNN,
     the model's own for real models); ``dtype`` the compute dtype; ``optimizer`` None for the
-    model's default; ``devices`` data-parallel devices; ``framework`` jax, tensorflow or torch.
-    ``settings`` (or keyword overrides such as ``steps_per_call=5``) control the timing
-    protocol. ``memory_limit_bytes`` (default: the device's memory where known) turns a model
-    that would not fit into an ``oom`` record.
+    model's default; ``devices`` data-parallel devices; ``framework`` a registered framework
+    (jax, tensorflow, torch, ...: :func:`paradnn.backends.names`). ``settings`` (or keyword
+    overrides such as ``steps_per_call=5`` or a framework option such as ``xla_preset="stock"``)
+    control the timing protocol and the framework. ``memory_limit_bytes`` (default: the
+    device's memory where known) turns a model that would not fit into an ``oom`` record.
 
     >>> rec = run(FC(layers=4, nodes=256, input=2000, output=1000), batch=128)  # doctest: +SKIP
     >>> rec.status, rec.metrics["examples_per_sec"]  # doctest: +SKIP
@@ -74,15 +88,14 @@ def run_workload(
     settings = settings or MeasureSettings()
     backend = backends.get(workload.framework)
     platform, software = context(workload.framework)
-    context_ = {"platform": platform, "software": software, "settings": settings.to_dict()}
+    context_ = {"platform": platform, "software": software,
+                "settings": settings.to_dict(workload.framework)}
     if workload.devices > platform["device_count"]:
         raise SpecError("devices", workload.devices, f"at most {platform['device_count']} on this host")
     limit = memory_limit_bytes if memory_limit_bytes is not None else backend.device_memory_bytes()
-    # Cheapest check first (paradnn.preflight): the analytic weights + optimizer state
-    # against the limit, before anything is traced; --layers 1000000000 must not trace for hours.
-    from paradnn.preflight import predicted_oom
-
-    too_big = predicted_oom(workload, limit)
+    # Cheapest check first (paradnn.sizes): the analytic weights + optimizer state against the
+    # limit, before anything is traced; --layers 1000000000 must not trace for hours.
+    too_big = sizes.predicted_oom(workload, limit)
     if too_big is not None:
         return Record.failed(workload, "oom", too_big["error"], metrics=too_big["metrics"], **context_)
     metrics: dict[str, Any] = {"oom_predicted": False}
@@ -118,7 +131,7 @@ def run_workload(
 
         metrics.update(backend.costs(program))
         metrics.update(backend.memory_breakdown(program))
-        metrics["model_flops_per_step"] = costs.model_flops_per_step(workload)
+        metrics["model_flops_per_step"] = model_flops_per_step(workload)
         metrics.update(derived_metrics(metrics, workload, platform))
         warnings = physics_warnings(metrics, workload.devices)
     except ParadnnError:

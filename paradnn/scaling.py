@@ -29,6 +29,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
+from paradnn import backends
 from paradnn.errors import SpecError
 from paradnn.measure import MeasureSettings
 from paradnn.record import Record
@@ -108,12 +109,13 @@ def summarize(points: pd.DataFrame) -> tuple[pd.DataFrame, float]:
 def run_scaling(spec: ModelSpec, devices: Sequence[int], per_device_batch: int | None = None,
                 global_batch: int | None = None, dtype: str = "float32", optimizer: str | None = None,
                 settings: MeasureSettings | None = None,
-                memory_limit_bytes: int | None = None) -> ScalingResult:
+                memory_limit_bytes: int | None = None, framework: str = backends.DEFAULT) -> ScalingResult:
     """Weak scaling at ``per_device_batch`` and/or strong scaling at ``global_batch`` (examples)
     over ``devices`` (must include 1). Each distinct (batch, devices) workload is measured once;
     the compute-only variants are the one-device runs at the per-device batch. A point whose
     run (or compute-only variant) fails is left out of the table and listed in ``failed``; its
-    record is kept. ``memory_limit_bytes`` as for :func:`paradnn.runner.run_workload`."""
+    record is kept. ``memory_limit_bytes`` as for :func:`paradnn.runner.run_workload`;
+    ``framework`` runs the workloads (one that runs data parallelism: JAX)."""
     from paradnn.collectives import simulated_devices
     from paradnn.runner import run_workload
 
@@ -127,13 +129,13 @@ def run_scaling(spec: ModelSpec, devices: Sequence[int], per_device_batch: int |
             if global_batch % d:
                 raise SpecError("global_batch", global_batch, f"a multiple of every device count ({devices})")
     settings = settings or MeasureSettings()
-    simulated = simulated_devices()
+    simulated = simulated_devices(framework)
     measured: dict[tuple[int, int], Record] = {}
 
     def measure(batch: int, d: int) -> Record:
         if (batch, d) not in measured:
-            measured[(batch, d)] = run_workload(Workload(spec, batch, dtype, optimizer, d), settings,
-                                                memory_limit_bytes)
+            measured[(batch, d)] = run_workload(Workload(spec, batch, dtype, optimizer, d, framework),
+                                                settings, memory_limit_bytes)
         return measured[(batch, d)]
 
     plan = []

@@ -14,6 +14,7 @@ signal).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 from collections.abc import Sequence
@@ -23,6 +24,8 @@ import pandas as pd
 
 from paradnn import families
 from paradnn.record import PREDICTED
+from paradnn.workload import short_name
+from paradnn.store import DAMAGE_ATTR, UNREADABLE_CAUSES, Unreadable, load
 
 __all__ = ["failures", "reason", "rerun_command", "FAILURE_COLUMNS"]
 
@@ -70,8 +73,6 @@ def rerun_command(row: dict[str, Any], memory_limit_bytes: Any = None) -> str:
     family = row.get("family")
     if family not in families.names():
         return ""
-    import dataclasses
-
     parts = ["paradnn", "maxbatch" if row.get("status") == "oom" else "run", family]
     for f in dataclasses.fields(families.get(family).spec):
         v = row.get(f.name)
@@ -88,27 +89,61 @@ def rerun_command(row: dict[str, Any], memory_limit_bytes: Any = None) -> str:
     return " ".join(parts)
 
 
+_DAMAGE_ADVICE = (
+    "the store file is damaged (a disk fault, or a copy or sync cut short): these rows cannot be "
+    "read, so they count as not measured and resuming the sweep measures their configs again; "
+    "copy the readable rows into a new store first (merge), so nothing more is written into the "
+    "damaged file")
+
+
+def _damage_groups(df: pd.DataFrame) -> list[dict[str, Any]]:
+    """Failure-table rows for a damaged store (``load``'s ``attrs[DAMAGE_ATTR]``): one per store
+    and cause of unreadable rows, and one per store whose structure SQLite's quick_check faults
+    though every row was read (count 0)."""
+    damage = df.attrs.get(DAMAGE_ATTR) or {}
+    groups: dict[tuple[str, str], list[Unreadable]] = {}
+    for u in damage.get("unreadable", []):
+        groups.setdefault((u["store"], u["cause"]), []).append(Unreadable(**u))
+    out = []
+    for (store, cause), lost in groups.items():
+        out.append({
+            "status": "unreadable", "reason": f"unreadable: {cause}",
+            "count": sum(u.cause != "unreachable" for u in lost), "family": "?",
+            "example": (f"row id {lost[0].rowid}" if lost[0].key else lost[0].name())
+                       + f" in {store}", "example_key": lost[0].key or "",
+            "error": f"{UNREADABLE_CAUSES[cause]}: " + ", ".join(u.name() for u in lost),
+            "next_command": f"paradnn merge {store} -o NEW.db && paradnn sweep SWEEP_FILE "
+                            "--store NEW.db",
+            "advice": _DAMAGE_ADVICE})
+    for store, problems in damage.get("problems", {}).items():
+        if any(key[0] == store for key in groups):
+            continue
+        out.append({
+            "status": "damaged", "reason": "damaged: SQLite's quick_check", "count": 0,
+            "family": "?", "example": store, "example_key": "",
+            "error": "; ".join(problems), "next_command": f"paradnn merge {store} -o NEW.db",
+            "advice": "every row was read, but the file's structure is damaged: writing into "
+                      "it may fail; copy its rows into a new store and use that"})
+    return out
+
+
 def failures(paths: PathLike | Sequence[PathLike] | pd.DataFrame) -> pd.DataFrame:
     """Failed rows of one or more stores (or of a loaded frame) grouped by reason.
 
     One row per (status, reason), most frequent first, with ``count`` (rows), ``family``
     (families involved), ``example`` (one config, short form), ``example_key`` (its record
     key), ``error`` (its message, first 300 characters), ``next_command`` (the command that
-    reproduces it or, for oom, finds the batch that fits) and ``advice`` (what to do). Empty
-    (with these columns) when nothing failed.
+    reproduces it or, for oom, finds the batch that fits) and ``advice`` (what to do). Rows of a
+    damaged store that cannot be read are groups too (status ``unreadable``, one per store and
+    cause, every row named in ``error``), and so is a store whose structure SQLite's quick_check
+    faults (status ``damaged``, count 0). Empty (with these columns) when nothing failed.
     """
-    from paradnn.plan import short_name
-
-    if isinstance(paths, pd.DataFrame):
-        df = paths
-    else:
-        from paradnn.store import load
-
-        df = load(paths)
+    df = paths if isinstance(paths, pd.DataFrame) else load(paths)
     # Predicted rows (paradnn predict) are not runs, so they are never failures.
     failed = df[~df["status"].isin(("ok", PREDICTED))] if len(df) else df
+    damage = _damage_groups(df)
     if not len(failed):
-        return pd.DataFrame(columns=list(FAILURE_COLUMNS))
+        return pd.DataFrame(damage, columns=list(FAILURE_COLUMNS))
     predicted = failed["oom_predicted"] if "oom_predicted" in failed else [None] * len(failed)
     failed = failed.assign(reason=[reason(s, e, p is True or p == 1.0)
                                    for s, e, p in zip(failed["status"], failed["error"], predicted)])
@@ -126,5 +161,5 @@ def failures(paths: PathLike | Sequence[PathLike] | pd.DataFrame) -> pd.DataFram
             "next_command": rerun_command(example),
             "advice": _ADVICE.get(status, ""),
         })
-    table = pd.DataFrame(out, columns=list(FAILURE_COLUMNS))
+    table = pd.DataFrame(out + damage, columns=list(FAILURE_COLUMNS))
     return table.sort_values(["count", "status"], ascending=[False, True]).reset_index(drop=True)

@@ -12,11 +12,15 @@ merging stores never duplicates a row and never drops a repeated measurement.
 A file that is not a paradnn store, or one written by a newer paradnn, raises
 :class:`~paradnn.errors.ParadnnError` before anything is written to it.
 
-Faults degrade gracefully (docs/reliability.md): a row whose content cannot be decoded is
-skipped with a :class:`~paradnn.errors.ParadnnWarning` naming it; a store on read-only media is
-read in SQLite's immutable mode; an SQLite failure (read-only file, full disk, corrupt file, a
+Faults degrade gracefully (docs/reliability.md): a store on read-only media is read in SQLite's
+immutable mode; an SQLite failure (read-only file, full disk, a file that cannot be opened, a
 lock held too long) becomes one :class:`~paradnn.errors.StoreError`, classified by SQLite's
-error code, after which every row committed before is still in the file.
+error code and, for a damaged file, by its header and length, after which every row committed
+before is still in the file. A store with damaged pages still loads: rows that do not read back
+intact (:class:`Unreadable`) are left out, counted and named in one
+:class:`~paradnn.errors.ParadnnWarning` per store, and count as not measured, so a sweep
+measures them again; ``PRAGMA quick_check`` runs on every load and when a store is opened for
+writing.
 """
 
 from __future__ import annotations
@@ -29,7 +33,9 @@ import socket
 import sqlite3
 import time
 import warnings
+from bisect import bisect_right
 from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Union
 
@@ -38,14 +44,15 @@ import pandas as pd
 from paradnn.errors import ParadnnError, ParadnnWarning, StoreError, echo
 from paradnn.measure import SETTINGS_FIELDS
 from paradnn import families
-from paradnn.record import METRICS, PLATFORM_FIELDS, SOFTWARE_FIELDS, Record
+from paradnn.record import METRICS, PLATFORM_FIELDS, SCHEMA_VERSION, SOFTWARE_FIELDS, Record, row_key
 
 __all__ = ["STORE_SCHEMA_VERSION", "COLUMNS", "Store", "load", "merge", "export", "migrate_row",
-           "status_counts"]
+           "status_counts", "check_store", "Unreadable", "UNREADABLE_CAUSES", "DAMAGE_ATTR",
+           "damage_message"]
 
 #: Version of the file layout (tables, columns). Bump when the layout changes; readers refuse
 #: stores with a higher version. Independent of ``record.SCHEMA_VERSION`` (meaning of fields).
-STORE_SCHEMA_VERSION = 2
+STORE_SCHEMA_VERSION = 3
 _FORMAT = "paradnn-store"
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 # Seconds a writer waits for another writer's lock before failing; sweeps on one store commit a
@@ -66,11 +73,22 @@ def migrate_row(row: dict[str, Any]) -> dict[str, Any]:
 
     Store schema 1 (paradnn before frameworks) ran JAX only and called the device platform
     ``backend``: it becomes ``device_platform`` and the row gains ``framework: "jax"``.
-    Idempotent, so rows of any version pass through it on every read.
+    Record schema 2 keyed a row on every framework's version fields and options (JAX rows on
+    ``tf_version: None`` and ``torch_compile``, PyTorch rows on JAX's versions): its ``key``
+    becomes the one the current code gives the same config (:func:`paradnn.record.row_key`),
+    so sweeps resume across the upgrade; rows whose family or framework is not registered keep
+    theirs. Every field is kept. Idempotent, so rows of any version pass through it on every
+    read.
     """
     if "backend" in row and "device_platform" not in row:
         row["device_platform"] = row.pop("backend")
     row.setdefault("framework", "jax")
+    version = row.get("schema_version")
+    if isinstance(version, int) and version < 3:
+        key = row_key(row)
+        if key is not None:
+            row["key"] = key
+            row["schema_version"] = SCHEMA_VERSION
     return row
 
 _DDL = """
@@ -111,19 +129,119 @@ _SQLITE_CAUSES = {
     14: "cannot be opened (a missing folder, or no permission to create the -wal/-shm files)",
     26: "not an SQLite database",                                # SQLITE_NOTADB
 }
-_SQLITE_READONLY, _SQLITE_FULL = 8, 13
+_SQLITE_READONLY, _SQLITE_CORRUPT, _SQLITE_FULL, _SQLITE_NOTADB = 8, 11, 13, 26
+# SQLite's codes for a damaged file: only these mark a row unreadable; any other failure (a lock
+# held too long, an I/O error) stops the command, so it is never taken for lost data.
+_DAMAGE_CODES = (_SQLITE_CORRUPT, _SQLITE_NOTADB)
+_HEADER_BYTES = 100  # SQLite's file header
 
 
-def _store_error(path: Path, exc: sqlite3.Error, doing: str) -> StoreError:
-    """One StoreError for an SQLite failure, its cause found from SQLite's error code."""
+def _store_error(path: Path, exc: sqlite3.Error, doing: str, opening: bool = False) -> StoreError:
+    """One StoreError for an SQLite failure, its cause found from SQLite's error code; for a
+    damaged file, what is wrong is read from the file's header and length (:func:`_damage`).
+    ``opening``: the file could not even be opened, so no paradnn command can read it."""
     code = getattr(exc, "sqlite_errorcode", None)
-    cause = _SQLITE_CAUSES.get(code & 0xFF if isinstance(code, int) else -1,
-                               f"SQLite error {getattr(exc, 'sqlite_errorname', type(exc).__name__)}")
+    code = code & 0xFF if isinstance(code, int) else -1
+    name = getattr(exc, "sqlite_errorname", type(exc).__name__)
+    cause = _SQLITE_CAUSES.get(code, f"SQLite error {name}")
     advice = {_SQLITE_FULL: "; every row committed before is kept: free space and run again "
                             "(a sweep resumes where it stopped)",
               _SQLITE_READONLY: "; read it with status/report/export, or copy it somewhere "
-                                "writable to add to it"}.get(code & 0xFF if isinstance(code, int) else -1, "")
+                                "writable to add to it"}.get(code, "")
+    # A damaged header or length explains a file SQLite cannot open, calls corrupt, or takes as
+    # read-only (a file format version above 2); never a full disk, which leaves a file short of
+    # the pages its header already counts.
+    found = _damage(path) if opening or code in (*_DAMAGE_CODES, _SQLITE_READONLY) else None
+    if found is not None:
+        cause = found
+    if opening and (found is not None or code in _DAMAGE_CODES):
+        advice = (f"; restore it from a copy (SQLite's `sqlite3 {path} .recover` may salvage "
+                  "rows into a new file)")
+    elif found is not None or code in _DAMAGE_CODES:
+        # The file opens: every row that can be read still loads (the scan steps over
+        # damaged pages).
+        advice = (f"; `paradnn merge {path} -o NEW.db` copies every row that can be read into "
+                  "a new store")
     return StoreError(f"store {path}: cannot {doing}: {cause}{advice}")
+
+
+# Store files this process has open for writing, by (device, inode), with how many Stores hold
+# each. SQLite locks a file with POSIX advisory locks, which belong to the process: closing ANY
+# descriptor of the file drops them all, and a writer in another process may then checkpoint and
+# delete the -wal file this process is still committing to, losing those commits
+# (https://www.sqlite.org/howtocorrupt.html, "Posix advisory locks canceled by a separate thread
+# doing close()"). So paradnn never opens such a file itself (_head), and reads page sizes
+# through SQLite (PRAGMA page_size) while a connection is open.
+_HELD: dict[tuple[int, int], int] = {}
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def _head(path: Path, size: int) -> bytes | None:
+    """The first ``size`` bytes of the file; None when a Store of this process holds it open
+    (reading it would drop that Store's locks, see _HELD), then it is a paradnn store anyway."""
+    if _HELD.get(_identity(path) or (-1, -1)):
+        return None
+    with open(path, "rb") as f:
+        return f.read(size)
+
+
+def _page_size(head: bytes) -> int:
+    """The page size in B that an SQLite header (its first 100 bytes) gives; 0 if too short."""
+    if len(head) < 18:
+        return 0
+    raw = int.from_bytes(head[16:18], "big")
+    return 65536 if raw == 1 else raw  # the file format stores 65536 as 1
+
+
+def _damage(path: Path) -> str | None:
+    """What is wrong with a store file that SQLite refused, read from its 100-byte header and
+    its length (https://www.sqlite.org/fileformat.html#the_database_header); None when both
+    look right (the damage is further in). Only called after SQLite failed, so it never refuses
+    a file SQLite accepts."""
+    try:
+        size = path.stat().st_size
+        head = _head(path, _HEADER_BYTES)
+    except OSError:
+        return None
+    if head is None:
+        return None
+    if len(head) < _HEADER_BYTES:
+        return f"truncated: the file is {size} B, shorter than SQLite's {_HEADER_BYTES}-byte header"
+    raw, page = int.from_bytes(head[16:18], "big"), _page_size(head)
+    if not 512 <= page <= 65536 or page & (page - 1):
+        return (f"its header is damaged: the page size (bytes 16-17) reads {raw}, not a power "
+                "of two from 512 to 65536 B")
+    if head[18] not in (1, 2) or head[19] not in (1, 2):
+        return (f"its header is damaged: the file format versions (bytes 18-19) read "
+                f"{head[18]} and {head[19]}, not 1 or 2")
+    if page - head[20] < 480:
+        return (f"its header is damaged: the reserved space (byte 20) reads {head[20]} B, "
+                f"leaving less than 480 B of a {page}-byte page")
+    if head[21:24] != b"\x40\x20\x20":
+        return (f"its header is damaged: the payload fractions (bytes 21-23) read "
+                f"{', '.join(map(str, head[21:24]))}, not 64, 32, 32")
+    pages = int.from_bytes(head[28:32], "big")
+    # The header's page count is valid only when the change counter (bytes 24-27) equals the
+    # version-valid-for number (bytes 92-95).
+    if head[24:28] == head[92:96] and pages * page > size:
+        return (f"truncated: the file is {size} B, but its header says {pages} pages of "
+                f"{page} B ({pages * page} B)")
+    if size % page:
+        return f"truncated: the file is {size} B, not a whole number of {page}-byte pages"
+    if int.from_bytes(head[44:48], "big") not in (1, 2, 3, 4):
+        return (f"its header is damaged: the schema format (bytes 44-47) reads "
+                f"{int.from_bytes(head[44:48], 'big')}, not 1 to 4")
+    if int.from_bytes(head[56:60], "big") not in (1, 2, 3):
+        return (f"its header is damaged: the text encoding (bytes 56-59) reads "
+                f"{int.from_bytes(head[56:60], 'big')}, not 1 to 3")
+    return None
 
 
 def _check_file(path: Path) -> str:
@@ -140,12 +258,16 @@ def _check_file(path: Path) -> str:
             # /dev/null, a FIFO, a socket: SQLite would "open" some of them and lose every row.
             raise ParadnnError(f"store {path}: is not a regular file, not a paradnn store "
                                "(an SQLite file); choose a file path")
-        with open(path, "rb") as f:
-            head = f.read(16)
+        head = _head(path, len(_SQLITE_MAGIC))
     except OSError as exc:
         raise StoreError(f"store {path}: cannot be read: {exc.strerror or exc}") from None
+    if head is None:
+        return "sqlite"  # a Store of this process has it open
     if not head:
         return "new"
+    if head != _SQLITE_MAGIC and _SQLITE_MAGIC.startswith(head):
+        raise StoreError(f"store {path}: truncated: the file is {len(head)} B, shorter than "
+                         "SQLite's 100-byte header; restore it from a copy")
     if head != _SQLITE_MAGIC:
         raise ParadnnError(f"store {path}: not a paradnn store (not an SQLite file); "
                            "choose a new path or an existing paradnn store")
@@ -170,7 +292,7 @@ def _check_meta(path: Path) -> int:
                                    "a paradnn_meta table); choose another path")
             rows = dict(con.execute("SELECT name, value FROM paradnn_meta").fetchall())
         except sqlite3.DatabaseError as exc:
-            raise _store_error(path, exc, "be read") from None
+            raise _store_error(path, exc, "be read", opening=True) from None
     finally:
         con.close()
     if rows.get("format") != _FORMAT:
@@ -199,64 +321,238 @@ def _open_ro(path: Path) -> sqlite3.Connection:
     read-only media (or in a read-only folder) that file cannot be created, so the store is then
     opened immutable, with a warning: SQLite reads the main file as it is and assumes nobody
     writes it meanwhile (rows only in an uncheckpointed -wal file are not seen)."""
+    con = None
     try:
         con = sqlite3.connect(_uri(path, "mode=ro"), uri=True, timeout=BUSY_TIMEOUT_S)
         con.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
         return con
-    except sqlite3.OperationalError as exc:
+    except sqlite3.Error as exc:
+        if con is not None:
+            con.close()  # before _store_error reads the file's header (see _HELD)
+        # A damaged or truncated file is a DatabaseError, not an OperationalError: both end here.
         code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
         if code not in (_SQLITE_READONLY, 14, 10):  # read-only, cannot open -shm, I/O
-            raise _store_error(path, exc, "be opened read-only") from None
+            raise _store_error(path, exc, "be read", opening=True) from None
+    con = None
     try:
         con = sqlite3.connect(_uri(path, "immutable=1"), uri=True, timeout=BUSY_TIMEOUT_S)
         con.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
     except sqlite3.Error as exc:
-        raise _store_error(path, exc, "be opened read-only") from None
+        if con is not None:
+            con.close()
+        raise _store_error(path, exc, "be read", opening=True) from None
     warnings.warn(f"store {path}: its folder or medium is read-only, so it was opened immutable "
                   "(rows still only in a -wal file are not seen)", ParadnnWarning, stacklevel=3)
     return con
 
 
-def _decode(path: Path, rowid: Any, key: Any, text: Any) -> dict[str, Any] | None:
-    """A stored row's dict, or None (with a warning naming it) when it cannot be decoded."""
-    try:
-        row = json.loads(text)
-        if isinstance(row, dict) and row.get("key") and row.get("status"):
-            return migrate_row(row)
-        reason = "not a record (no key or status)"
-    except (TypeError, ValueError) as exc:  # json.JSONDecodeError and non-text columns
-        reason = f"not valid JSON ({type(exc).__name__})"
-    warnings.warn(f"store {path}: row id {rowid} (key {echo(key, 40)}) is corrupt, {reason}; "
-                  "skipped", ParadnnWarning, stacklevel=3)
-    return None
+#: Why a stored row cannot be read back intact (:class:`Unreadable` ``cause``), and the words
+#: a user reads for it.
+UNREADABLE_CAUSES: dict[str, str] = {
+    "damaged page": "SQLite cannot read the page that holds it",
+    "missing": "an index lists it but its page no longer holds it",
+    "unreachable": "the table cannot be read past this row id and no index lists what follows "
+                   "(an unknown number of rows)",
+    "not JSON": "its content is not valid JSON",
+    "not a record": "its content is not a record (no key or status)",
+    "identity mismatch": "its key or time column differs from its content",
+}
+#: Messages ``PRAGMA quick_check`` returns at most (it stops after as many problems).
+QUICK_CHECK_MESSAGES = 20
+#: Name of the :attr:`pandas.DataFrame.attrs` entry in which :func:`load` reports damage.
+DAMAGE_ATTR = "paradnn_damage"
+_NAMED = 5  # unreadable rows named in a warning; status and DAMAGE_ATTR list every one
+# Columns as bytes, so that a damaged byte in a text column is this row's problem (not valid
+# UTF-8, hence not JSON) instead of an exception that ends the whole read.
+_ROW_COLUMNS = "id, CAST(key AS BLOB), CAST(time_utc AS BLOB), CAST(row AS BLOB)"
 
 
-def _read_rows(con: sqlite3.Connection, path: Path) -> list[tuple[str, str, dict[str, Any]]]:
-    """(key, time_utc, row) of every readable row in insertion order. A corrupt row is skipped
-    with a warning; if a whole page cannot be scanned, rows are read one by one by id."""
-    query = "SELECT id, key, time_utc, row FROM records"
+@dataclass(frozen=True)
+class Unreadable:
+    """A stored row that cannot be read back intact. It is in no loaded frame and counts as not
+    measured (a sweep measures its config again); the row stays in the file as it is."""
+
+    store: str
+    rowid: int | None  # SQLite's row id (the records table's ``id``)
+    key: str | None    # its record key, where an index or the row itself still gives it
+    cause: str         # a key of UNREADABLE_CAUSES
+
+    def name(self) -> str:
+        """``key K (row id N)``, ``row id N`` when the key is unknown."""
+        if self.cause == "unreachable":
+            return ("every row" if self.rowid is None else f"the rows after row id {self.rowid}")
+        where = f"row id {self.rowid}"
+        return f"key {echo(self.key, 40)} ({where})" if self.key else where
+
+
+def _damaged(exc: sqlite3.Error) -> bool:
+    code = getattr(exc, "sqlite_errorcode", None)
+    return isinstance(code, int) and code & 0xFF in _DAMAGE_CODES
+
+
+def _text(value: Any) -> Any:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+
+
+def _decode(path: Path, raw: tuple[Any, Any, Any, Any]
+            ) -> tuple[dict[str, Any] | None, Unreadable | None]:
+    """A stored row's dict (migrated to the current schema), or why it is unreadable."""
+    rowid, key, t, text = raw
+    key, t = _text(key), _text(t)
     try:
-        raw = con.execute(query + " ORDER BY id").fetchall()
-    except sqlite3.DatabaseError as exc:
+        row = json.loads(text.decode("utf-8") if isinstance(text, bytes) else text)
+    except (TypeError, ValueError):  # JSONDecodeError, UnicodeDecodeError, a NULL
+        return None, Unreadable(str(path), rowid, key, "not JSON")
+    if not (isinstance(row, dict) and row.get("key") and row.get("status")):
+        return None, Unreadable(str(path), rowid, key, "not a record")
+    if row.get("key") != key or row.get("time_utc") != t:
+        # The identity is stored twice (indexed columns and content): a difference is damage.
+        return None, Unreadable(str(path), rowid, key, "identity mismatch")
+    return migrate_row(row), None
+
+
+def _listed(con: sqlite3.Connection) -> dict[int, str | None]:
+    """Row id -> record key (None where the index does not hold it) of every entry the records
+    table's indexes still give: the rows that should be there. A damaged index gives what it
+    can; an index is a second copy of the ids, so a row whose table page is lost is still named."""
+    listed: dict[int, str | None] = {}
+    for _, name, *_ in con.execute("PRAGMA index_list(records)").fetchall():
+        quoted = '"' + name.replace('"', '""') + '"'
+        columns = {c for _, _, c in con.execute(f"PRAGMA index_info({quoted})")}
+        key = "CAST(key AS BLOB)" if "key" in columns else "NULL"
         try:
-            ids = [i for (i,) in con.execute("SELECT id FROM records ORDER BY id")]
-        except sqlite3.DatabaseError:
-            raise _store_error(path, exc, "be read") from None
-        raw, lost = [], 0
-        for i in ids:
+            # INDEXED BY and only indexed columns: read from the index alone (covering).
+            for rowid, k in con.execute(f"SELECT id, {key} FROM records INDEXED BY {quoted}"):
+                if listed.get(rowid) is None:
+                    listed[rowid] = _text(k)
+        except sqlite3.DatabaseError as exc:
+            if not _damaged(exc):
+                raise
+    return listed
+
+
+def _scan(con: sqlite3.Connection, path: Path
+          ) -> tuple[list[tuple[int, dict[str, Any]]], list[Unreadable]]:
+    """(row id, row) of every row that reads back intact, in insertion order, and every row that
+    does not. The table is read in row-id order; where SQLite cannot read on (a damaged page), the
+    read resumes after the next row id the indexes list, so one damaged page costs only its own
+    rows. A row the indexes list and the table does not hold is unreadable too (a damaged page
+    can lose rows without an error)."""
+    own = not con.in_transaction
+    if own:
+        con.execute("BEGIN")  # one snapshot: the indexes and the table agree
+    try:
+        listed = _listed(con)
+        order = sorted(listed)
+        got: dict[int, tuple[Any, Any, Any, Any]] = {}
+        failed: set[int] = set()  # listed rows whose own read failed
+        after: int | None = None
+        cut = False  # the table cannot be read past ``after`` and no index lists what follows
+        while True:
             try:
-                raw.extend(con.execute(query + " WHERE id = ?", (i,)).fetchall())
-            except sqlite3.DatabaseError:
-                lost += 1
-        if lost:
-            warnings.warn(f"store {path}: {lost} row(s) are on corrupt pages and were skipped",
-                          ParadnnWarning, stacklevel=3)
-    out = []
-    for rowid, key, t, text in raw:
-        row = _decode(path, rowid, key, text)
+                cur = (con.execute(f"SELECT {_ROW_COLUMNS} FROM records NOT INDEXED ORDER BY id")
+                       if after is None else
+                       con.execute(f"SELECT {_ROW_COLUMNS} FROM records NOT INDEXED WHERE id > ? "
+                                   "ORDER BY id", (after,)))
+                for raw in cur:
+                    got[raw[0]] = raw
+                    after = raw[0]
+                break
+            except sqlite3.DatabaseError as exc:
+                if not _damaged(exc):
+                    raise
+                i = 0 if after is None else bisect_right(order, after)
+                if i == len(order):
+                    cut = True
+                    break
+                after = order[i]
+                try:
+                    raw = con.execute(f"SELECT {_ROW_COLUMNS} FROM records WHERE id = ?",
+                                      (after,)).fetchone()
+                    if raw is not None:
+                        got[after] = raw
+                except sqlite3.DatabaseError as exc2:
+                    if not _damaged(exc2):
+                        raise
+                    failed.add(after)
+    finally:
+        if own and con.in_transaction:
+            # A read-only snapshot: nothing to commit (and COMMIT fails after a damaged read).
+            con.execute("ROLLBACK")
+    rows: list[tuple[int, dict[str, Any]]] = []
+    lost: list[Unreadable] = []
+    for rowid in sorted(set(got) | set(listed)):
+        if rowid not in got:
+            lost.append(Unreadable(str(path), rowid, listed[rowid],
+                                   "damaged page" if rowid in failed else "missing"))
+            continue
+        row, bad = _decode(path, got[rowid])
         if row is not None:
-            out.append((key, t, row))
-    return out
+            rows.append((rowid, row))
+        else:
+            lost.append(bad)
+    if cut:
+        lost.append(Unreadable(str(path), after, None, "unreachable"))
+    return rows, lost
+
+
+def _quick_check(con: sqlite3.Connection, path: Path) -> list[str]:
+    """The problems found in a store file that opens: a file cut short inside its last page
+    (SQLite opens it, reading the missing bytes as zeros), then what SQLite's ``PRAGMA
+    quick_check`` finds in its structure (pages, b-trees, free list; not index content, which
+    :func:`_scan` compares with the table), at most QUICK_CHECK_MESSAGES of them; empty when the
+    file is sound. quick_check reads every page once."""
+    found = []
+    try:
+        # From SQLite, not the file: this connection is open (see _HELD).
+        (page,) = con.execute("PRAGMA page_size").fetchone()
+        size = path.stat().st_size
+    except (OSError, sqlite3.Error):
+        page = size = 0
+    if page and size % page:
+        found.append(f"truncated: the file is {size} B, not a whole number of {page}-byte pages "
+                     "(its last page is cut short)")
+    try:
+        checked = [str(m) for (m,) in con.execute(f"PRAGMA quick_check({QUICK_CHECK_MESSAGES})")]
+    except sqlite3.DatabaseError as exc:
+        if not _damaged(exc):
+            raise
+        return found + [f"quick_check itself stopped: {exc}"]
+    if checked == ["ok"]:
+        return found
+    # One problem per line; SQLite prefixes the first with the database's name.
+    return found + [line for m in checked for line in m.splitlines()
+                    if line.strip() and not line.startswith("*** in database")]
+
+
+def damage_message(path: PathLike, lost: Sequence[Unreadable], problems: Sequence[str]) -> str:
+    """The one line that says a store is damaged: how many rows cannot be read, the first of
+    them by name and cause, what SQLite's quick_check found, and what to do."""
+    parts = []
+    if lost:
+        known = sum(u.cause != "unreachable" for u in lost)
+        unknown = any(u.cause == "unreachable" for u in lost)
+        count = (f"{known} or more" if known and unknown else "an unknown number of" if unknown
+                 else str(known))
+        named = "; ".join(f"{u.name()}: {UNREADABLE_CAUSES[u.cause]}" for u in lost[:_NAMED])
+        more = f"; and {len(lost) - _NAMED} more" if len(lost) > _NAMED else ""
+        parts.append(f"{count} row(s) cannot be read and are left out (their configs count as "
+                     f"not measured, so a sweep measures them again): {named}{more}")
+    if problems:
+        parts.append(f"SQLite's quick_check found {len(problems)}"
+                     f"{'+' if len(problems) >= QUICK_CHECK_MESSAGES else ''} problem(s), first: "
+                     f"{_cut(problems[0], 120)}")
+    return (f"store {path}: damaged: {'; '.join(parts)}; `paradnn merge {path} -o NEW.db` "
+            "copies every readable row into a new store")
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def _warn_damage(path: Path, lost: Sequence[Unreadable], problems: Sequence[str]) -> None:
+    if lost or problems:
+        warnings.warn(damage_message(path, lost, problems), ParadnnWarning, stacklevel=4)
 
 
 def _json_default(value: Any) -> Any:
@@ -300,6 +596,36 @@ def _owner_alive(owner: str, host: str, pid: int) -> bool:
     return token is None or owner.endswith(f":{token}")
 
 
+def _writable(path: Path, create: bool) -> str:
+    """What :class:`Store` finds at ``path`` before opening it for writing: 'new' (a missing or
+    empty file), 'empty' (an SQLite file without tables) or 'sqlite' (a paradnn store); raises
+    for anything it cannot write to. Reads only: nothing is created or changed."""
+    kind = _check_file(path)
+    if kind == "new" and not create:
+        raise ParadnnError(f"store {path}: no such paradnn store")
+    if kind == "sqlite" and not (os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)):
+        # access(2) reports a read-only file system even to root; SQLite needs the folder
+        # too, for the -wal and -shm files.
+        raise StoreError(f"store {path}: cannot be opened for writing: it or its folder "
+                         "is read-only (a read-only file, folder or file system); read it "
+                         "with status/report/export, or copy it somewhere writable to add "
+                         "to it")
+    if kind == "sqlite" and _check_meta(path) == 0:
+        kind = "empty"
+    return kind
+
+
+def check_store(path: PathLike) -> str:
+    """``path`` (as given) if :class:`Store` can open it for writing: a missing file (created
+    when the first row is written) or a paradnn store that opens; raises what ``Store(path)``
+    would raise (a foreign, truncated or read-only file, a damaged header), without creating or
+    changing anything. For a command that writes its rows only after minutes of measuring: it
+    checks its ``--store`` first (a damaged page is found later, when the store is opened, and
+    is a warning: the rows that read stay usable)."""
+    _writable(Path(path), create=True)
+    return str(path)
+
+
 class Store:
     """An open results store. Use as a context manager or call :meth:`close`.
 
@@ -310,19 +636,7 @@ class Store:
 
     def __init__(self, path: PathLike, create: bool = True):
         self.path = Path(path)
-        kind = _check_file(self.path)
-        if kind == "new" and not create:
-            raise ParadnnError(f"store {self.path}: no such paradnn store")
-        if kind == "sqlite" and not (os.access(self.path, os.W_OK)
-                                     and os.access(self.path.parent, os.W_OK)):
-            # access(2) reports a read-only file system even to root; SQLite needs the folder
-            # too, for the -wal and -shm files.
-            raise StoreError(f"store {self.path}: cannot be opened for writing: it or its folder "
-                             "is read-only (a read-only file, folder or file system); read it "
-                             "with status/report/export, or copy it somewhere writable to add "
-                             "to it")
-        if kind == "sqlite" and _check_meta(self.path) == 0:
-            kind = "empty"
+        kind = _writable(self.path, create)
         if kind == "new":
             try:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -330,6 +644,11 @@ class Store:
                 raise StoreError(f"store {self.path}: cannot create its folder: "
                                  f"{exc.strerror or exc}") from None
         self._owner: str | None = None
+        self._problems: list[str] = []
+        # Row ids the last read found unreadable: claim's write transaction never reads them,
+        # because a damaged page met inside a write transaction fails the rest of it.
+        self._lost: set[int] = set()
+        self._held: tuple[int, int] | None = None
         try:
             self._con = sqlite3.connect(str(self.path), timeout=BUSY_TIMEOUT_S,
                                         isolation_level=None, check_same_thread=False)
@@ -339,6 +658,9 @@ class Store:
             self._con.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
             # WAL: readers never block the writer and a killed writer leaves a consistent file.
             self._con.execute("PRAGMA journal_mode = WAL")
+            self._held = _identity(self.path)  # the file exists now
+            if self._held is not None:
+                _HELD[self._held] = _HELD.get(self._held, 0) + 1
             self._con.execute("PRAGMA synchronous = NORMAL")
             if kind in ("new", "empty"):
                 self._init_schema()
@@ -347,9 +669,17 @@ class Store:
                 # an older store's rows to the current schema, all or nothing.
                 with self._transaction() as con:
                     self._migrate(con)
+            # Damage is found before anything is added: the warning names the rows that cannot
+            # be read, which count as not measured (counts_by_key, claim).
+            self._problems = _quick_check(self._con, self.path)
+            if self._problems:
+                self._read()
         except sqlite3.Error as exc:
-            self._con.close()
+            self.close()
             raise _store_error(self.path, exc, "be opened for writing") from None
+        except StoreError:
+            self.close()
+            raise
 
     def _init_schema(self) -> None:
         with self._transaction():
@@ -368,14 +698,18 @@ class Store:
             "SELECT value FROM paradnn_meta WHERE name = 'schema_version'").fetchone()
         if int(version) >= STORE_SCHEMA_VERSION:
             return
-        for rowid, text in con.execute("SELECT id, row FROM records").fetchall():
+        rows, _ = _scan(con, self.path)  # read and migrated; an unreadable row stays as it is
+        for rowid, row in rows:
             try:
-                row = json.loads(text)
-            except (TypeError, ValueError):
-                continue  # a corrupt row stays as it is: reads skip it with a warning
-            if isinstance(row, dict):
+                con.execute("UPDATE records SET row = ?, key = ? WHERE id = ?",
+                            (_row_json(row), row.get("key"), rowid))
+            except sqlite3.IntegrityError:
+                # Two old rows that now share key and time (e.g. a JAX config measured at one
+                # instant with two torch_compile values, which JAX ignores): the second keeps
+                # its old key rather than vanish.
+                old = con.execute("SELECT key FROM records WHERE id = ?", (rowid,)).fetchone()[0]
                 con.execute("UPDATE records SET row = ? WHERE id = ?",
-                            (_row_json(migrate_row(row)), rowid))
+                            (_row_json({**row, "key": old}), rowid))
         con.execute("UPDATE paradnn_meta SET value = ? WHERE name = 'schema_version'",
                     (str(STORE_SCHEMA_VERSION),))
 
@@ -407,6 +741,11 @@ class Store:
         return _Guard(self.path, doing)
 
     def close(self) -> None:
+        if self._held is not None:
+            _HELD[self._held] -= 1
+            if not _HELD[self._held]:
+                del _HELD[self._held]
+            self._held = None
         self._con.close()
 
     def __enter__(self) -> "Store":
@@ -482,8 +821,8 @@ class Store:
         ``stale_after_s`` seconds. Returns the claim id, or None when nothing is left to do.
         """
         with self._write("claim a config"), self._transaction() as con:
-            (rows,) = con.execute(f"SELECT COUNT(*) FROM records WHERE key = ? AND {_counted(unstable)}",
-                                  (key,)).fetchone()
+            rows = sum(_counts(row, unstable)
+                       for row in _rows_of_key(con, self.path, key, self._lost))
             live = 0
             now = time.time()
             for cid, owner, host, pid, when in con.execute(
@@ -509,38 +848,63 @@ class Store:
 
     # -- reading -------------------------------------------------------------------------------
     def counts_by_key(self, keys: Iterable[str] | None = None, unstable: bool = True) -> dict[str, int]:
-        """Number of stored rows per record key (only ``keys`` when given); with ``unstable``
-        False, ``ok`` rows that missed their precision target (``stable`` false) do not count."""
-        with self._write("count rows"):
-            rows = self._con.execute(
-                f"SELECT key, COUNT(*) FROM records WHERE {_counted(unstable)} GROUP BY key").fetchall()
-        counts = dict(rows)
+        """Number of rows per record key that read back intact (only ``keys`` when given); with
+        ``unstable`` False, ``ok`` rows that missed their precision target (``stable`` false) do
+        not count. A row that cannot be read does not count (it is named in a warning), so a
+        sweep measures its config again."""
+        counts: dict[str, int] = {}
+        for row in self._read():
+            if _counts(row, unstable):
+                counts[row["key"]] = counts.get(row["key"], 0) + 1
         if keys is not None:
             wanted = set(keys)
             counts = {k: v for k, v in counts.items() if k in wanted}
         return counts
 
+    def _read(self) -> list[dict[str, Any]]:
+        """The rows that read back intact; a warning names the others."""
+        with self._write("be read"):
+            rows, lost = _scan(self._con, self.path)
+        self._lost = {u.rowid for u in lost if u.rowid is not None and u.cause != "unreachable"}
+        _warn_damage(self.path, lost, self._problems)
+        return [row for _, row in rows]
+
     def rows(self) -> list[dict[str, Any]]:
-        """Every stored row as a dict (the record's ``to_dict()``), in insertion order; corrupt
-        rows are skipped with a warning."""
-        return [row for _, _, row in _read_rows(self._con, self.path)]
+        """Every stored row that reads back intact as a dict (the record's ``to_dict()``), in
+        insertion order; a warning names the rows that cannot be read."""
+        return self._read()
 
     def __len__(self) -> int:
-        return int(self._con.execute("SELECT COUNT(*) FROM records").fetchone()[0])
+        """Rows in the file, readable or not."""
+        with self._write("count rows"):
+            return int(self._con.execute("SELECT COUNT(*) FROM records").fetchone()[0])
 
     def frame(self) -> pd.DataFrame:
         """The rows as a DataFrame with one column per field (see :func:`load`)."""
         return _frame(self.rows())
 
 
-def _counted(unstable: bool) -> str:
-    """SQL condition on a records row: whether it counts as a done measurement of its key."""
-    if unstable:
-        return "1"
-    # CASE guards json_extract: a corrupt row counts (it is skipped when loading) instead of
-    # being an error that stops the count.
-    return ("NOT (status = 'ok' AND "
-            "CASE WHEN json_valid(row) THEN json_extract(row, '$.stable') END = 0)")
+def _counts(row: dict[str, Any], unstable: bool) -> bool:
+    """Whether an intact row counts as a done measurement of its key: always with ``unstable``;
+    otherwise not an ``ok`` row whose ``stable`` is false (it missed its precision target)."""
+    stable = row.get("stable")
+    return unstable or not (row.get("status") == "ok" and isinstance(stable, (bool, int, float))
+                            and stable == 0)
+
+
+def _rows_of_key(con: sqlite3.Connection, path: Path, key: str,
+                 lost: set[int]) -> list[dict[str, Any]]:
+    """The rows of one record key that read back intact: found through the key's index, read one
+    by one, except the row ids in ``lost`` (known unreadable: not read again)."""
+    out = []
+    for (rowid,) in con.execute("SELECT id FROM records WHERE key = ?", (key,)).fetchall():
+        if rowid in lost:
+            continue
+        raw = con.execute(f"SELECT {_ROW_COLUMNS} FROM records WHERE id = ?", (rowid,)).fetchone()
+        row = _decode(path, raw)[0] if raw is not None else None
+        if row is not None:
+            out.append(row)
+    return out
 
 
 class _Guard:
@@ -589,30 +953,50 @@ def load(paths: PathLike | Sequence[PathLike]) -> pd.DataFrame:
     ``record.METRICS`` with the units given there), then any extra field a record carries.
     A field a record does not have is missing (None/NaN). Rows that appear in several stores
     (same key, time_utc and content) are kept once; two different rows that share key and time
-    are both kept. Opens the files read-only; a corrupt row is skipped with a warning naming it.
+    are both kept. Opens the files read-only.
+
+    A damaged store still loads: every row that reads back intact is in the frame; a warning
+    (one line per store) counts and names the others, and ``frame.attrs[DAMAGE_ATTR]`` (set
+    only when something is damaged) holds ``{"unreadable": [{"store", "rowid", "key", "cause"},
+    ...], "problems": {store: [quick_check messages]}}`` (causes: :data:`UNREADABLE_CAUSES`).
+    A store that cannot be opened at all (truncated, a damaged header) raises StoreError.
     """
     rows: list[dict[str, Any]] = []
     seen: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    lost: list[Unreadable] = []
+    problems: dict[str, list[str]] = {}
     for path in _paths(paths):
-        for key, t, row in _raw(path):
-            same = seen.setdefault((key, t), [])
+        found, unreadable, trouble = _raw(path)
+        lost.extend(unreadable)
+        if trouble:
+            problems[str(path)] = trouble
+        for row in found:
+            same = seen.setdefault((row["key"], row["time_utc"]), [])
             if row not in same:
                 same.append(row)
                 rows.append(row)
-    return _frame(rows)
+    frame = _frame(rows)
+    if lost or problems:
+        frame.attrs[DAMAGE_ATTR] = {"unreadable": [asdict(u) for u in lost], "problems": problems}
+    return frame
 
 
-def _raw(path: Path) -> list[tuple[str, str, dict[str, Any]]]:
-    """(key, time_utc, row) of a store's readable rows; raises for a missing or foreign file."""
+def _raw(path: Path) -> tuple[list[dict[str, Any]], list[Unreadable], list[str]]:
+    """A store's rows that read back intact, the rows that do not, and what SQLite's
+    quick_check found (a warning says so); raises for a missing, foreign or unopenable file."""
     if _check_file(path) == "new":
         raise ParadnnError(f"store {path}: no such paradnn store")
     if _check_meta(path) == 0:
-        return []  # an empty SQLite file: no rows yet
+        return [], [], []  # an empty SQLite file: no rows yet
     con = _open_ro(path)
     try:
-        return _read_rows(con, path)
+        with _Guard(path, "be read"):
+            problems = _quick_check(con, path)
+            rows, lost = _scan(con, path)
     finally:
         con.close()
+    _warn_damage(path, lost, problems)
+    return [row for _, row in rows], lost, problems
 
 
 def merge(inputs: Sequence[PathLike], output: PathLike) -> tuple[int, int]:
@@ -629,7 +1013,7 @@ def merge(inputs: Sequence[PathLike], output: PathLike) -> tuple[int, int]:
             raise ParadnnError(f"merge: input {p} is also the output; name a different -o")
     rows: list[dict[str, Any]] = []
     for p in paths:
-        rows.extend(row for _, _, row in _raw(p))
+        rows.extend(_raw(p)[0])
     with Store(out) as store:
         return store.add_rows(rows)
 

@@ -23,19 +23,20 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any, Union
+from typing import IO, Any
 
 import pandas as pd
 
+from paradnn.analysis.cost import estimate
 from paradnn.errors import InfrastructureError, SpecError, StoreError
 from paradnn.executors import EXECUTORS, Fault, RunFn, Task, default_cache_dir, make_executor
-from paradnn.grids import SweepPlan, load_sweep_file, parse_bytes
-from paradnn.units import parse_duration, parse_int
+from paradnn.grids.sweepfile import GridLike, resolve, resolve_settings
+from paradnn.units import duration, parse_bytes, parse_duration, parse_int
 from paradnn.record import STATUSES, Record
-from paradnn.specs import Workload
 from paradnn.store import Store
+from paradnn.workload import Workload, short_name
 
 __all__ = ["sweep", "DEFAULT_TIMEOUT_S", "DEFAULT_CACHE"]
 
@@ -51,9 +52,6 @@ class _Default:
 #: Sentinel for "the sweep file's cache_dir, else ``executors.default_cache_dir()``".
 DEFAULT_CACHE: Any = _Default()
 
-GridLike = Union[str, os.PathLike, Workload, Iterable[Workload]]
-
-
 class Progress:
     """A one-line progress bar on a stream (stderr): done/total, counts by status, elapsed,
     ETA and the config running now.
@@ -63,8 +61,8 @@ class Progress:
     one line is written per started and per finished config, so logs of long sweeps show the
     history.
 
-    ETA: with ``estimates`` (workload key -> estimated seconds of one measurement, from the
-    time model of :mod:`paradnn.plan`) and ``planned`` (the workload key of every measurement
+    ETA: with ``estimates`` (workload key -> estimated seconds of one measurement, from
+    :func:`paradnn.analysis.cost.estimate`, the estimator ``paradnn plan`` uses) and ``planned`` (the workload key of every measurement
     to make, repeats included), the estimates of the measurements left, scaled by how long the
     finished ones took against their estimates; without them, the mean time per finished
     config times the configs left.
@@ -88,7 +86,7 @@ class Progress:
         if stream is not None:
             total_s = self._remaining_estimate()
             estimate = ("" if not total else
-                        f"; estimated {_duration(total_s)} ({calibration})" if total_s is not None
+                        f"; estimated {duration(total_s)} ({calibration})" if total_s is not None
                         else f"; no time estimate yet ({calibration})" if calibration else "")
             stream.write(f"paradnn sweep: {total} config(s) to measure, {skipped} already in the "
                          f"store (skipped: resume; --repeat N measures again){estimate}\n")
@@ -134,13 +132,11 @@ class Progress:
                                                                                  "error"))
         running = f" | running {self.running}" if self.running else ""
         return (f"[{'#' * filled}{'.' * (self.width - filled)}] {self.done}/{self.total} "
-                f"| {counts} | elapsed {_duration(elapsed)} ETA "
-                f"{'?' if eta is None else _duration(eta)}{running}")
+                f"| {counts} | elapsed {duration(elapsed)} ETA "
+                f"{'?' if eta is None else duration(eta)}{running}")
 
     def begin(self, workload: Workload) -> None:
         """A config is handed to the executor: name it on the line."""
-        from paradnn.plan import short_name
-
         self.running = short_name(workload)
         self._draw()
 
@@ -186,41 +182,18 @@ class Progress:
             self.stream.flush()
 
 
-def _duration(seconds: float) -> str:
-    seconds = int(round(seconds))
-    h, rest = divmod(seconds, 3600)
-    m, s = divmod(rest, 60)
-    return f"{h}h{m:02d}m{s:02d}s" if h else f"{m}m{s:02d}s" if m else f"{s}s"
-
-
-def _plan(grid_or_file: GridLike, max_configs: int | None = None) -> SweepPlan:
-    if isinstance(grid_or_file, (str, os.PathLike)):
-        return load_sweep_file(grid_or_file, max_configs=max_configs)
-    if isinstance(grid_or_file, Workload):
-        items: list[Any] = [grid_or_file]
-    else:
-        try:
-            items = list(grid_or_file)
-        except TypeError:
-            raise SpecError("grid_or_file", grid_or_file,
-                            "a sweep file path or a list of Workloads (paradnn.grid(...))") from None
-    for item in items:
-        if not isinstance(item, Workload):
-            raise SpecError("grid item", item, "Workload values (paradnn.grid(...) builds them)")
-    return SweepPlan("<grid>", items, {}, {})
-
-
-def _settings(plan: SweepPlan, settings: Any) -> Any:
-    from paradnn.measure import MeasureSettings
-
-    base = MeasureSettings(**plan.settings)
-    if settings is None:
-        return base
-    if isinstance(settings, MeasureSettings):
-        return settings
-    if isinstance(settings, dict):
-        return base.replace(**settings)
-    raise SpecError("settings", settings, "a MeasureSettings, a dict of its fields, or None")
+def progress_estimates(workloads: list[Workload], frame: pd.DataFrame, platform: dict[str, Any],
+                       settings: Any, label: str = "the store") -> tuple[dict[str, float], str]:
+    """Estimated seconds of one measurement of each workload (workload key -> s) from the store
+    rows ``frame`` of ``platform``, for the progress line, and the sentence saying what the
+    estimate rests on (``label`` names the store): :func:`paradnn.analysis.cost.estimate`, the
+    estimator ``paradnn plan`` uses, so that both say the same for the same store and configs.
+    Workloads without an estimate are left out (the progress line uses the mean of the others)."""
+    if not len(frame) or not workloads:
+        return {}, "no records of this platform in the store yet"
+    est = estimate(frame, workloads, settings, platform, label=label)
+    out = {w.key: float(s) for w, s in zip(workloads, est.table["wall_s"]) if s == s}
+    return out, est.basis
 
 
 def sweep(
@@ -241,7 +214,7 @@ def sweep(
 ) -> pd.DataFrame:
     """Measure every workload of a grid or sweep file into ``store``; return their rows.
 
-    ``grid_or_file``: a list of :class:`~paradnn.specs.Workload` (``paradnn.grid(...)``) or the
+    ``grid_or_file``: a list of :class:`~paradnn.workload.Workload` (``paradnn.grid(...)``) or the
     path of a YAML sweep file (docs/sweeps.md). Arguments left at None take the file's ``run``
     and ``settings`` values, then the defaults below.
 
@@ -267,7 +240,7 @@ def sweep(
     Returns the store's rows for this sweep's configs (all repeats, earlier runs included), one
     column per field, as :func:`paradnn.load` gives them.
     """
-    plan = _plan(grid_or_file, max_configs)
+    plan = resolve(grid_or_file, max_configs)
     run = plan.run
     executor = executor if executor is not None else run.get("executor", "process")
     if executor not in EXECUTORS:
@@ -292,7 +265,7 @@ def sweep(
         raise SpecError("address" if address is not None else "resources",
                         address if address is not None else resources,
                         "only with executor='ray'")
-    measure_settings = _settings(plan, settings)
+    measure_settings = resolve_settings(plan, settings)
     stream: IO[str] | None = (sys.stderr if progress is True else None if progress is False
                               else progress)
 
@@ -320,11 +293,9 @@ def sweep(
                        for _ in range(max(0, repeat - counts.get(key, 0)))]
             estimates, calibration = ({}, None)
             if stream is not None and planned:
-                from paradnn.plan import estimate_seconds
-
-                estimates, calibration = estimate_seconds(
+                estimates, calibration = progress_estimates(
                     [keyed[k] for k in keyed if counts.get(k, 0) < repeat], db.frame(),
-                    platform, measure_settings)
+                    platform, measure_settings, label=str(store))
             bar = Progress(todo, skipped, stream, estimates=estimates, planned=planned,
                            calibration=calibration)
             written: set[str] = set()

@@ -1,5 +1,7 @@
 """The input layer: parsing integers, numbers, durations and byte sizes from the command line and
-sweep files, and printing quantities with units.
+sweep files; and the output layer's formatters, one per job: :func:`compact` and :func:`si`
+(numbers and quantities with SI prefixes), :func:`duration` (seconds as a person reads them) and
+:func:`byte_size` / :func:`byte_unit` (binary sizes of memory).
 
 Every parser takes the text (or a YAML value) and the parameter's name, and raises
 :class:`~paradnn.errors.SpecError` naming the parameter, the value (truncated) and what is
@@ -90,11 +92,89 @@ def parse_bytes(text: object, parameter: str = "memory limit") -> int:
     return int(value)  # a fraction of a byte rounds down
 
 
+# -- formatting ----------------------------------------------------------------------------
+
+_SI_PREFIXES = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
+#: Binary units of memory sizes, largest first (the units parse_bytes accepts).
+BINARY_UNITS: tuple[tuple[str, int], ...] = (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20),
+                                             ("KiB", 2**10))
+
+
+def _finite(value: object) -> bool:
+    try:
+        return value is not None and math.isfinite(value)  # type: ignore[arg-type]
+    except TypeError:
+        return False
+
+
+def _significant(v: float, digits: int) -> str:
+    """``v`` to ``digits`` significant digits in plain decimal notation (120, not 1.2e+02),
+    without trailing zeros."""
+    places = digits - 1 - math.floor(math.log10(abs(v)))
+    if places < 0:  # digits left of the point: 123.4 to 2 digits is 120
+        v, places = round(v, places), 0
+    text = f"{v:.{places}f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
+def compact(value: float | None, digits: int = 3) -> str:
+    """A number in one short format: ``digits`` significant digits with an SI suffix (k, M, G,
+    T, P) from 1000 up: 0.423, 510, 3.81k, 12.3M; no exponent from 0.001 up; "" for None, NaN
+    and infinities. Figures label every measured value with it."""
+    if not _finite(value):
+        return ""
+    v = float(value)  # type: ignore[arg-type]
+    a = abs(v)
+    # Rounded to `digits` digits, 999.7 reads 1.00e3: it takes the next prefix ("1k").
+    edge = 1 - 0.5 * 10.0 ** -digits
+    for div, suffix in _SI_PREFIXES:
+        if a >= div * edge:
+            return _significant(v / div, digits) + suffix
+    if a == 0:
+        return "0"
+    if a < 0.001:
+        return f"{v:.1g}" if a >= 1e-9 else "0"
+    return _significant(v, digits)
+
+
 def si(value: float | None, unit: str, digits: int = 3) -> str:
-    """12345678 'FLOP/s' -> '12.3 MFLOP/s'."""
-    if value is None:
+    """A quantity with an SI-prefixed unit: 12345678, "FLOP/s" -> ``12.3 MFLOP/s``; 9e11, "B/s"
+    -> ``900 GB/s``; "n/a" for None, NaN and infinities. The number is :func:`compact`'s."""
+    if not _finite(value):
         return "n/a"
-    for factor, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if abs(value) >= factor:
-            return f"{value / factor:.{digits}g} {prefix}{unit}"
-    return f"{value:.{digits}g} {unit}".rstrip()
+    text = compact(value, digits)
+    number = text.rstrip("kMGTP")
+    return f"{number} {text[len(number):]}{unit}".rstrip()
+
+
+def duration(seconds: float | None) -> str:
+    """Seconds as a person reads them, to the second below an hour: ``45s``, ``12m05s``,
+    ``1h02m``, ``3d 04h``; "unknown" for None, NaN and infinities. Progress lines, plans and
+    the report's time estimates all use it, so one estimate reads the same everywhere."""
+    if not _finite(seconds):
+        return "unknown"
+    total = int(round(float(seconds)))  # type: ignore[arg-type]
+    days, rest = divmod(total, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"{days}d {hours:02d}h"
+    if hours:
+        return f"{hours}h{minutes:02d}m"
+    return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
+
+
+def byte_unit(largest: float) -> tuple[str, int]:
+    """``(name, bytes per unit)`` of the binary unit for sizes up to ``largest`` bytes: the
+    largest unit that ``largest`` reaches, so 1.5 MiB reads 1.5 MiB, not 0.0015 GiB; ``("B", 1)``
+    below 1 KiB. One axis or table uses one unit for all its values."""
+    return next(((n, s) for n, s in BINARY_UNITS if largest >= s), ("B", 1))
+
+
+def byte_size(value: float | None, digits: int = 3) -> str:
+    """A memory size in binary units: 1572864 -> ``1.5 MiB``, 512 -> ``512 B``; "n/a" for
+    None, NaN and infinities."""
+    if not _finite(value):
+        return "n/a"
+    name, scale = byte_unit(abs(float(value)))  # type: ignore[arg-type]
+    return f"{float(value) / scale:.{digits}g} {name}"  # type: ignore[arg-type]

@@ -1,8 +1,5 @@
 """The analyses on planted data (known answers) and on the golden store."""
 
-import sys
-from pathlib import Path
-
 import numpy as np
 import pandas as pd
 import pytest
@@ -10,8 +7,7 @@ import pytest
 from paradnn import analysis as A
 from paradnn.errors import ParadnnError
 
-sys.path.insert(0, str(Path(__file__).parent / "data"))
-import golden  # noqa: E402
+from data import golden
 
 
 @pytest.fixture(scope="module")
@@ -320,17 +316,17 @@ def test_heatmap_panels_beyond_the_limit_are_fixed_and_said(gold):
 def test_old_store_loads_without_trust_columns(gold):
     # Rows written before the trust fields existed: the columns absent (as here) or null.
     old = gold.drop(columns=[c for c in ("stable", "warnings") if c in gold.columns])
-    assert not A._common.unstable_mask(old).any()
-    assert A._common.warning_lists(old).map(len).sum() == 0
-    assert A._common.headline_utilization(old) == "flops_utilization"
-    assert not A._common.unstable_mask(gold).any()
-    assert A._common.warning_lists(gold).map(len).sum() == 0
-    assert A._common.headline_utilization(gold) == "flops_utilization"
+    assert not A.columns.unstable_mask(old).any()
+    assert A.columns.warning_lists(old).map(len).sum() == 0
+    assert A.columns.headline_utilization(old) == "flops_utilization"
+    assert not A.columns.unstable_mask(gold).any()
+    assert A.columns.warning_lists(gold).map(len).sum() == 0
+    assert A.columns.headline_utilization(gold) == "flops_utilization"
 
 
 def test_unstable_values_are_parsed_as_stored():
     df = pd.DataFrame({"stable": [True, False, None, float("nan"), "false", 0, 1, "True"]})
-    assert list(A._common.unstable_mask(df)) == [False, True, False, False, True, True, False, False]
+    assert list(A.columns.unstable_mask(df)) == [False, True, False, False, True, True, False, False]
 
 
 def test_heatmap_marks_unstable_and_flagged_cells(trust):
@@ -343,7 +339,7 @@ def test_heatmap_marks_unstable_and_flagged_cells(trust):
     assert len(flagged) == 1 and flagged["warnings"].iloc[0] == "above_roof,utilization_above_1"
     assert (flagged.nodes.iloc[0], flagged.batch.iloc[0]) == (4096, 4096)
     assert trust["model_flops_utilization"].notna().any()
-    assert A._common.headline_utilization(trust) == "model_flops_utilization"
+    assert A.columns.headline_utilization(trust) == "model_flops_utilization"
 
 
 def test_heatmap_cell_prefers_stable_runs(trust):
@@ -461,3 +457,177 @@ def test_wall_seconds_between_consecutive_records_of_a_host():
     short = df.assign(compile_s=20.0)
     assert cost.wall_seconds(short).notna().sum() == 0
     assert "lower bound" in A.estimate_seconds(short, 1, {})[1]
+
+
+# -- the columns' vocabulary: read from the data, one label ------------------------------------
+
+def test_sensitivity_fit_is_scikit_learns_least_squares(gold):
+    # The fit is numpy's least squares (scikit-learn is not imported by the analyses: 2-3 s);
+    # it must be the plane scikit-learn's LinearRegression fits.
+    linear_model = pytest.importorskip("sklearn.linear_model")
+    from paradnn.analysis.sensitivity import _design, _standardize
+
+    fc = gold[(gold.family == "fc") & (gold.device_kind == "synthetic-b")]
+    feats = ["layers", "nodes", "batch"]
+    for interactions in (False, True):
+        s = A.sensitivity(fc, "flops_utilization", feats, log2=True, interactions=interactions,
+                          bootstrap=0)
+        X, names = _design(fc, feats, interactions, True)
+        X = _standardize(X)
+        y = fc["flops_utilization"].to_numpy(float)
+        y = (y - y.mean()) / y.std()
+        ref = linear_model.LinearRegression().fit(X, y)
+        got = s.set_index("feature")["weight"]
+        np.testing.assert_allclose([got[n] for n in names], ref.coef_, rtol=1e-9, atol=1e-12)
+        assert s.attrs["r2"] == pytest.approx(ref.score(X, y), rel=1e-9)
+
+
+def test_sensitivity_ties_of_collinear_features_keep_their_order():
+    # heads = d_model / 64: the two share one weight; the order is the features', not noise.
+    rng = np.random.default_rng(3)
+    d = 2.0 ** rng.integers(6, 11, 40)
+    df = pd.DataFrame({"d_model": d, "heads": d / 64, "batch": 2.0 ** rng.integers(2, 8, 40)})
+    df["y"] = np.log2(df.d_model) + 2 * np.log2(df.batch) + rng.normal(0, 0.1, 40)
+    s = A.sensitivity(df, "y", ["d_model", "heads", "batch"], log2=True, bootstrap=0)
+    assert list(s.feature) == ["batch", "d_model", "heads"]
+    assert s.weight[1] == pytest.approx(s.weight[2], rel=1e-9)
+
+
+def test_software_columns_are_read_from_the_data():
+    cols = ["family", "xla_flags", "torch_version", "jax_version", "framework_version",
+            "toyfw_version", "paradnn_version", "python_version", "schema_version",
+            "jaxlib_version"]
+    df = pd.DataFrame(columns=cols)
+    # A new framework's version column counts without an edit; the record format, paradnn's
+    # own revision and the interpreter do not.
+    assert A.columns.software_columns(df) == [
+        "framework_version", "jax_version", "jaxlib_version", "torch_version", "toyfw_version",
+        "xla_flags"]
+    assert "toyfw_version" in A.columns.group_columns(df)
+    assert "paradnn_version" not in A.columns.group_columns(df)
+    assert A.columns.software_columns(pd.DataFrame(columns=["family"])) == []
+
+
+def test_heatmap_panels_split_a_new_frameworks_versions(gold):
+    fc = gold[(gold.family == "fc") & (gold.device_kind == "synthetic-b")]
+    two = pd.concat([fc.assign(toyfw_version="1.0"),
+                     fc.assign(toyfw_version="2.0", key=fc.key + "-2")], ignore_index=True)
+    hm = A.heatmap(two, "batch", "nodes", "examples_per_sec", panels=True)
+    assert "toyfw_version" in hm.attrs["panel_columns"]
+    # ... and a saturation curve per version: never one curve of two stacks.
+    assert A.saturation(two).model.nunique() == 2 * A.saturation(fc).model.nunique()
+
+
+def test_software_label_names_the_framework_that_ran_the_row():
+    label = A.columns.software_label
+    assert label({"framework": "torch", "framework_version": "2.5", "jax_version": "0.10"}) == "torch 2.5"
+    # Rows from before the framework columns: JAX's, with its own version column.
+    assert label({"jax_version": "0.9.0", "tf_version": None}) == "jax 0.9.0"
+    assert label({"framework": "toyfw", "toyfw_version": "3"}) == "toyfw 3"
+    assert label({}) == "unknown software"
+
+
+def test_label_is_one_function_for_axes_colour_bars_and_table_headers():
+    label = A.label
+    assert label("examples_per_sec") == "throughput (examples/s)"
+    assert label("batch", "log2 scale") == "batch (examples, log2 scale)"
+    assert label("model_flops_utilization") == "model FLOPS utilization (fraction of peak)"
+    assert label("no_such_column") == "no_such_column"
+    assert label("no_such_column", "log2 scale") == "no_such_column (log2 scale)"
+    # Table headers keep the column's own name (to find it in the data); counts have no unit.
+    assert label("examples_per_sec", table=True) == "examples_per_sec [examples/s]"
+    assert label("params", table=True) == "params"
+    assert label("host_cpu_utilization", table=True) == \
+        "host_cpu_utilization [fraction of the host's cores]"
+    assert A.unit("device_busy_fraction") == "fraction of the timed window"
+
+
+def test_frameworks_order_reads_new_names_from_the_data():
+    from paradnn.analysis.framework import framework_pairs, frameworks
+
+    df = pd.DataFrame({"framework": ["torch", None, "toyfw", "tensorflow"]})
+    # JAX (the reference, and every old store's) first, the others by name.
+    assert frameworks(df) == ["jax", "tensorflow", "torch", "toyfw"]
+    assert framework_pairs(["toyfw", "jax", "torch"]) == [
+        ("torch", "jax"), ("toyfw", "jax"), ("toyfw", "torch")]
+
+
+# -- how the analysis, figure and report packages import -----------------------------------------
+
+ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]
+# Files whose imports another change owns (the wall-time estimator moves in the plan work).
+_OWNED_ELSEWHERE: set[str] = set()
+
+
+def _pipeline_files():
+    for pattern in ("paradnn/analysis/*.py", "paradnn/plots/*.py", "paradnn/report/*.py",
+                    "paradnn/status.py"):
+        for path in sorted(ROOT.glob(pattern)):
+            if str(path.relative_to(ROOT)) not in _OWNED_ELSEWHERE:
+                yield path
+
+
+def _imports(path):
+    import ast
+
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            yield node, [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            yield node, [f"{node.module}.{a.name}" for a in node.names]
+
+
+def test_pipeline_imports_at_module_level_no_private_names_and_no_runner():
+    bad = []
+    for path in _pipeline_files():
+        where = path.relative_to(ROOT)
+        for node, names in _imports(path):
+            if node.col_offset:
+                bad.append(f"{where}:{node.lineno}: import inside a function: {names}")
+            for name in names:
+                parts = name.split(".")
+                if any(p.startswith("_") and p != "__future__" for p in parts):
+                    bad.append(f"{where}:{node.lineno}: private name {name}")
+                if parts[0] in ("jax", "flax", "optax", "tensorflow", "keras", "torch", "sklearn") \
+                        or name.startswith(("paradnn.runner", "paradnn.executors", "paradnn.backends")):
+                    bad.append(f"{where}:{node.lineno}: {name}: analyses, figures and the report "
+                               "read data")
+    assert not bad, "\n".join(bad)
+
+
+def test_analysis_modules_import_no_circle():
+    graph = {}
+    for path in ROOT.glob("paradnn/analysis/*.py"):
+        me = f"paradnn.analysis.{path.stem}"
+        graph[me] = {n.rsplit(".", 1)[0] if n.rsplit(".", 1)[0].startswith("paradnn.analysis.")
+                     else n for _, names in _imports(path) for n in names}
+    graph = {k: {d for d in v if d in graph} for k, v in graph.items()}
+    seen, path_ = set(), []
+
+    def visit(node):
+        assert node not in path_, f"import circle: {' -> '.join(path_[path_.index(node):] + [node])}"
+        if node in seen:
+            return
+        path_.append(node)
+        for dep in sorted(graph[node]):
+            visit(dep)
+        path_.pop()
+        seen.add(node)
+
+    for node in sorted(graph):
+        visit(node)
+    assert "paradnn.analysis.speedup" not in graph["paradnn.analysis.framework"]
+
+
+@pytest.mark.slow  # a fresh interpreter
+def test_reading_results_imports_no_framework():
+    import subprocess
+    import sys
+
+    code = ("import sys, paradnn.analysis, paradnn.plots, paradnn.report, paradnn.status; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+            "('jax', 'flax', 'optax', 'tensorflow', 'keras', 'torch', 'sklearn') "
+            "or m.startswith(('paradnn.runner', 'paradnn.executors'))))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"

@@ -13,12 +13,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
+import numpy as np
 import pytest
 
 import paradnn
 from paradnn import backends, families
 from paradnn.errors import SpecError
-from paradnn.specs import FC, Workload, _Spec
+from paradnn.families.fc import FC
+from paradnn.sizes import OPTIMIZERS
+from paradnn.workload import Spec, Workload
 
 DATA = Path(__file__).parent / "data"
 WORKER = Path(__file__).parent / "contract_worker.py"
@@ -30,7 +33,9 @@ def test_family_modules_import_no_framework():
     """Analytic counts are plain arithmetic: importing the registry and every family module
     imports neither JAX nor Flax nor any other framework (checked in a fresh interpreter)."""
     code = ("import sys, paradnn.families as f; f.names(); "
-            "from paradnn.specs import FC, Real, Workload; Workload(Real('resnet50'), 8); "
+            "from paradnn import FC, Real, Workload, sizes; Workload(Real('resnet50'), 8); "
+            "import paradnn.grids, paradnn.workload, paradnn.specs, paradnn.analysis.cost; "
+            "sizes.config_sizes(Workload(FC(2, 8, 8, 2), 4)); "
             "print(sorted(m for m in ('jax', 'flax', 'tensorflow', 'torch', 'optax') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
@@ -46,7 +51,7 @@ def test_every_family_has_its_facts_in_one_entry():
         for preset in fam.tiny:
             spec = fam.spec(**{k: v for k, v in preset.items() if k != "batch"})
             assert fam.default_batch(spec) > 0
-            assert fam.default_optimizer(spec) in paradnn.specs.OPTIMIZERS
+            assert fam.default_optimizer(spec) in OPTIMIZERS
             if fam.param_count is not None:  # the closed form equals the JAX model's shapes
                 from paradnn.backends.jax.models import build, count_from_shapes
 
@@ -66,7 +71,7 @@ def test_framework_is_validated_per_spec():
 # -- a toy family, registered in the test, flows through everything ----------------------------
 
 @dataclass(frozen=True)
-class Toy(_Spec):
+class Toy(Spec):
     """A one-hidden-layer perceptron with a new hyperparameter name (``hidden``)."""
 
     hidden: int
@@ -112,7 +117,7 @@ def toy_family():
     families.unregister("toy")
 
 
-def test_toy_family_flows_through_run_sweep_store_analysis_report(toy_family, tiny_settings, tmp_path):
+def test_toy_family_flows_through_run_sweep_store_analysis_report(toy_family, tiny_settings, tmp_path, capsys):
     rec = paradnn.run(Toy(hidden=8), settings=tiny_settings)
     assert rec.status == "ok", rec.error
     assert rec.workload["family"] == "toy" and rec.workload["batch"] == 4  # the family's default
@@ -122,12 +127,20 @@ def test_toy_family_flows_through_run_sweep_store_analysis_report(toy_family, ti
     grid = paradnn.grid("toy", hidden=[4, 8, 16], batch=[2, 4, 8, 16])
     assert len(grid) == 12 and len(paradnn.grids.preset("smoke", "toy")) == 2
     store = tmp_path / "toy.db"
-    df = paradnn.sweep(grid, store=store, executor="inprocess", settings=tiny_settings, progress=False)
+    # Progress on, twice: the second sweep into a non-empty store estimates its time from the
+    # first one's records (the planner's estimator, which must take a family it has no
+    # activation estimate for).
+    df = paradnn.sweep(grid[:6], store=store, executor="inprocess", settings=tiny_settings, progress=True)
     assert (df["status"] == "ok").all()
+    df = paradnn.sweep(grid, store=store, executor="inprocess", settings=tiny_settings, progress=True)
+    assert (df["status"] == "ok").all() and len(df) == 12
+    first_lines = [line for line in capsys.readouterr().err.splitlines() if "to measure" in line]
+    assert len(first_lines) == 2 and "6 already in the store" in first_lines[1]
+    assert "; estimated " in first_lines[1] and "ok record(s)" in first_lines[1], first_lines[1]
     loaded = paradnn.load(store)
     assert "hidden" in loaded.columns and set(loaded["hidden"]) == {4, 8, 16}
 
-    from paradnn.analysis._common import CONFIG_FIELDS, unit
+    from paradnn.analysis.columns import CONFIG_FIELDS, unit
 
     assert "hidden" in CONFIG_FIELDS and unit("hidden") == "units"
     hm = paradnn.analysis.heatmap(loaded, "batch", "hidden", "examples_per_sec", fixed={"family": "toy"})
@@ -138,6 +151,36 @@ def test_toy_family_flows_through_run_sweep_store_analysis_report(toy_family, ti
     sections, missing = report.plan(loaded, store=str(store))
     titles = " ".join(s.title for s in sections)
     assert "TOY heat maps" in titles, (titles, [m.title for m in missing])
+
+    # The planner: counts from the family's closed forms, memory unknown (no activation or
+    # batch estimate registered) and said so, never a crash; the floor still predicts an oom.
+    from paradnn.plan import config_table, plan
+
+    row = config_table([Workload(Toy(8), 4)]).iloc[0]
+    assert row["params"] == toy_params(Toy(8)) and row["model_flops_per_step"] == toy_flops(Toy(8)) * 4
+    assert np.isnan(row["memory_bytes"]) and np.isnan(row["activation_bytes"])
+    assert row["memory_source"].startswith("unknown: family toy gives no estimate")
+    assert row["memory_floor_bytes"] == row["state_bytes"] + row["gradient_bytes"] > 0
+    p = plan(grid, store=store, settings=tiny_settings, repeat=2)
+    s = p.summary
+    assert s["memory_unknown"] == 12 and s["memory_unknown_by_family"] == {"toy": 12}
+    assert s["to_run"] == 12 and s["wall_s"] is not None and s["wall_s"] > 0
+    tight = plan(grid, store=None, memory_limit_bytes=int(row["memory_floor_bytes"]) - 1)
+    assert tight.summary["oom"] == 8  # every hidden=8 and hidden=16 config: their floor is over
+
+    from paradnn.cli.plan import format_plan
+
+    assert "memory           unknown: no activation or batch estimate for any config (toy 12)" in format_plan(p)
+
+
+def test_family_markers_and_display_names_are_registry_fields(toy_family):
+    """Figures and report headings read a family's marker and name from its entry (one place),
+    with a fallback for families a store names but this process has not registered."""
+    assert [families.display_name(f) for f in ("fc", "cnn", "rnn", "real", "transformer")] == \
+        ["FC", "CNN", "RNN", "real model", "Transformer"]
+    assert [families.marker(f) for f in ("fc", "cnn", "rnn", "real")] == ["o", "s", "^", "*"]
+    assert families.display_name("toy") == "TOY" and families.marker("toy") == families.DEFAULT_MARKER
+    assert families.display_name("gone") == "gone" and families.marker("gone") == families.DEFAULT_MARKER
 
 
 def test_toy_family_on_the_command_line(toy_family):

@@ -7,8 +7,6 @@ planted copies under another framework."""
 
 import io
 import math
-import sys
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -17,15 +15,14 @@ import pytest
 import paradnn
 from paradnn import analysis as A
 from paradnn import plots as P
-from paradnn import plots_extra as PX
 from paradnn.analysis.framework import (
     device_platform, framework_of, framework_pairs, frameworks, platform_column, with_framework,
 )
 from paradnn.errors import ParadnnError
 from paradnn.store import Store
 
-sys.path.insert(0, str(Path(__file__).parent / "data"))
-import fwrows  # noqa: E402
+from data import fwrows
+
 
 FACTORS = [2.0, 0.5, 1.5]  # tensorflow over jax, one per config of fwrows.CONFIGS
 
@@ -191,8 +188,8 @@ def test_speedup_by_config_figure(stored):
 def test_memory_bars_keep_frameworks_apart(stored):
     from paradnn.backends.jax import memory as memory
 
-    assert PX.MEMORY_PARTS == memory.MEMORY_PARTS  # the figure's copy of the order
-    fig = PX.memory_breakdown(stored)
+    assert P.MEMORY_PARTS == memory.MEMORY_PARTS  # the figure's copy of the order
+    fig = P.memory_breakdown(stored)
     names = [t.get_text() for t in fig.axes[0].get_xticklabels()]
     assert len(names) == 6  # 3 workloads x 2 frameworks, no bar averaged over both
     assert sum("[tensorflow]" in n for n in names) == 3 and sum("[jax]" in n for n in names) == 3

@@ -63,19 +63,22 @@ def test_time_stream_measures_the_wait_for_a_slow_source():
         time.sleep(0.01)
         return state + 1, np.float32(batch.sum())
 
-    state, wait, total, loss = time_stream(step, 0, source, steps=5, warmup_steps=1)
+    state, wait, total, loss = time_stream(step, 0, source, steps=5, warmup_steps=1, sync=lambda x: x)
     assert state == 6 and loss == 2.0
     assert wait.shape == total.shape == (5,)
     assert np.all(wait >= 0.03) and np.all(total >= wait + 0.01)
     assert 0.5 < infeed_fraction(wait, total) < 0.95
-    _, wait, total, _ = time_stream(step, 0, lambda: np.ones(2), steps=5, warmup_steps=0)
+    _, wait, total, _ = time_stream(step, 0, lambda: np.ones(2), steps=5, warmup_steps=0, sync=lambda x: x)
     assert infeed_fraction(wait, total) < 0.2
 
 
 def test_device_feeder_keeps_order_and_reports_a_failed_pipeline():
     import jax
 
-    feeder = DeviceFeeder({"inputs": np.full((2, 3), i, np.float32)} for i in range(3))
+    def to_device(host):  # as the JAX trainer's: returns once transferred
+        return jax.block_until_ready(jax.device_put(host))
+
+    feeder = DeviceFeeder(({"inputs": np.full((2, 3), i, np.float32)} for i in range(3)), to_device)
     try:
         got = [feeder.next() for _ in range(3)]
         assert [int(b["inputs"][0, 0]) for b in got] == [0, 1, 2]
@@ -89,7 +92,7 @@ def test_device_feeder_keeps_order_and_reports_a_failed_pipeline():
         yield {"inputs": np.zeros(2)}
         raise OSError("unreadable image file")
 
-    feeder = DeviceFeeder(broken())
+    feeder = DeviceFeeder(broken(), to_device)
     try:
         feeder.next()
         with pytest.raises(OSError, match="unreadable"):

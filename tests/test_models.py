@@ -98,5 +98,5 @@ def test_jaxpr_counter_matches_closed_form(spec):
     # Both count matmuls only; the jaxpr walk multiplies scan bodies by their length.
     workload, model = Workload(spec, 4), build(spec)
     state, batch = wl.abstract_inputs(workload, model, "rmsprop")
-    counted = count_matmul_flops(wl._step_fn(model, "rmsprop"), state, batch)
+    counted = count_matmul_flops(wl.step_fn(model, "rmsprop"), state, batch)
     assert counted == pytest.approx(model.train_flops_per_example * 4, rel=1e-6)

@@ -14,16 +14,19 @@ from pathlib import Path
 
 import pytest
 
+from paradnn import CNN, FC, RNN, Workload
 from paradnn.grids import grid, load_sweep_file
+from paradnn.measure import MeasureSettings
 from paradnn.plan import config_table, plan, short_name
 from paradnn.record import Record
-from paradnn.specs import CNN, FC, RNN, Workload
+from paradnn.runner import context
 from paradnn.store import load
-from paradnn.sweeper import Progress, sweep
+from paradnn.sweeper import Progress, progress_estimates, sweep
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = {"steps_per_call": 2, "warmup_calls": 1, "min_calls": 2, "max_calls": 3,
         "time_budget_s": 0.2}
+TINY_SETTINGS = MeasureSettings(**TINY)
 
 
 def _cli(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
@@ -123,6 +126,37 @@ def test_time_model_calibrated_from_store_and_resume_counts(tmp_path):
     # repeat=2 wants one more record of every config, stored ones included.
     again = plan(more, store=db, settings=TINY, repeat=2)
     assert again.summary["stored"] == 0 and again.summary["to_run"] == 5
+
+
+def test_plan_and_progress_line_give_the_same_estimate(tmp_path):
+    """One estimator: for the same store and configs, ``paradnn plan`` and the sweep's progress
+    line (its first line, written before anything runs) say the same seconds per config and the
+    same total, from the same calibration."""
+    db = tmp_path / "r.db"
+    sweep(grid("fc", layers=2, nodes=[32, 64, 128], input=64, output=10, batch=8), store=db,
+          executor="inprocess", settings=TINY, cache_dir=None, progress=False)
+    more = grid("fc", layers=2, nodes=[32, 64, 128, 96, 112], input=64, output=10, batch=8)
+    more += [Workload(CNN("residual", 1, 4, 32, 10), 2)]  # another family: the all-records fit
+    p = plan(more, store=db, settings=TINY)
+    todo = p.table[p.table["predicted"] == "run"]
+    assert len(todo) == 3 and p.summary["calibration"]["method"] == "store"
+
+    platform, _ = context("jax")
+    pending = [w for w in more if w.key in set(todo["workload_key"])]
+    per_key, basis = progress_estimates(pending, load(db), platform,
+                                        TINY_SETTINGS, label=str(db))
+    assert per_key == dict(zip(todo["workload_key"], todo["wall_s"]))
+    assert basis == p.summary["calibration"]["source"]
+    assert sum(per_key.values()) == pytest.approx(p.summary["wall_s"])
+
+    out = io.StringIO()
+    sweep(more, store=db, executor="inprocess", settings=TINY, cache_dir=None, progress=out)
+    expected = io.StringIO()
+    Progress(3, 3, expected, estimates=dict(zip(todo["workload_key"], todo["wall_s"])),
+             planned=list(todo["workload_key"]), calibration=p.summary["calibration"]["source"])
+    # The sweep first announces itself; its second line is the estimate.
+    assert out.getvalue().splitlines()[1] == expected.getvalue().splitlines()[0]
+    assert "; estimated " in expected.getvalue()
 
 
 def test_progress_line_eta_from_estimates_and_names_the_config():

@@ -5,8 +5,6 @@ tick labels (or titles) drawn over each other."""
 import io
 import itertools
 import re
-import sys
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -22,8 +20,7 @@ from paradnn import analysis as A
 from paradnn import plots as P
 from paradnn.errors import ParadnnError
 
-sys.path.insert(0, str(Path(__file__).parent / "data"))
-import golden  # noqa: E402
+from data import golden
 
 
 @pytest.fixture(scope="module")
@@ -451,3 +448,28 @@ def test_heatmap_frames_utilization_above_one_without_a_warnings_column():
     red = [p for p in ax.patches if isinstance(p, Rectangle)
            and mcolors.to_hex(p.get_edgecolor()) == mcolors.to_hex(P.WARNING_COLOR)]
     assert len(red) == 1 and [t for t in _texts(ax) if t.endswith("!")] == ["1.4!"]
+
+
+def test_every_figure_function_is_importable_from_plots_under_its_name():
+    import importlib
+    import inspect
+
+    from paradnn import plots_extra, plots_infeed, plots_system
+
+    kinds = ("heatmaps", "sensitivities", "rooflines", "speedups", "ranges", "saturations",
+             "resources", "infeeds", "system")
+    for kind in kinds:
+        module = importlib.import_module(f"paradnn.plots.{kind}")
+        public = [name for name, obj in vars(module).items() if inspect.isfunction(obj)
+                  and obj.__module__ == module.__name__ and not name.startswith("_")]
+        assert public, kind
+        for name in public:
+            assert getattr(P, name) is getattr(module, name), f"plots.{name} (from plots.{kind})"
+            assert name in P.__all__
+    # The old module names still give the same functions.
+    assert plots_extra.memory_breakdown is P.memory_breakdown and plots_extra.MEMORY_PARTS is P.MEMORY_PARTS
+    assert plots_infeed.infeed is P.infeed and plots_system.scaling is P.scaling
+    # One number format: the figures' is the units formatter.
+    from paradnn import units
+
+    assert P.compact is units.compact and P.si is units.si

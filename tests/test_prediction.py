@@ -370,19 +370,24 @@ def test_cross_platform_estimate_uses_the_other_platforms_peaks(tmp_path):
 # -- figures and the report section ---------------------------------------------------------
 
 def test_report_section_figures_and_table(tmp_path):
-    from paradnn import plots_prediction as PP
-    from paradnn.prediction_report import prediction_sections
+    from paradnn import plots as PP
     from paradnn.predictor import predict
-    from paradnn.report import render_html
+    from paradnn.report import Missing, plan, render_html
+    from paradnn.report.prediction import prediction_section
 
     wl = fc_grid(layers=[1, 4], batch=[8, 64, 512])
     db = _store(tmp_path / "s.db", wl[::2])
     df = load(db)
-    assert prediction_sections(df) == ([], [])  # no predictions: no section
+    with pytest.raises(Missing, match="predicted rows"):  # no predictions: no section
+        prediction_section(df)
+    # The report lists it as unsupported, with the command that adds predictions.
+    missing = {m.id: m for m in plan(df, store="s.db")[1]}
+    assert "paradnn predict YOUR_SWEEP.yaml --store s.db" in missing["prediction"].command
     predict(wl, store=db, correction="none")
     df = load(db)
-    sections, missing = prediction_sections(df, correction="none")
-    assert not missing and [s.id for s in sections] == ["prediction"]
+    sections = prediction_section(df, correction="none")
+    assert [s.id for s in sections] == ["prediction"]
+    missing = []
     items = sections[0].items
     table = items[0].table
     assert {"median |error| (%)", "interval coverage (%)"} <= set(table.columns)

@@ -1,8 +1,9 @@
 """The peak probe's cache rules: best of several methods, a contended result is never cached,
 two probes at once measure once, and a result expires when the software versions change.
 
-The GEMM methods are replaced by calls that sleep a known time, so that the rules are checked
-exactly and fast; the bandwidth measurement and the cache file are the real ones."""
+The GEMM methods (the JAX backend's ``gemm_methods`` capability) are replaced by calls that
+sleep a known time, so that the rules are checked exactly and fast; the bandwidth measurement
+and the cache file are the real ones."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import time
 
 import pytest
 
-from paradnn import hardware
+from paradnn import backends, hardware
 
 
 def _sleeper(seconds):
@@ -27,6 +28,11 @@ def _sleeper(seconds):
         return lambda: time.sleep(next(cycle))
 
     return factory
+
+
+def _methods(monkeypatch, methods):
+    """Make the probe's framework (JAX) offer ``methods`` as its GEMM methods."""
+    monkeypatch.setattr(backends.get("jax"), "gemm_methods", lambda platform: methods)
 
 
 @pytest.fixture
@@ -40,7 +46,7 @@ def cache(tmp_path, monkeypatch):
 
 def test_best_method_wins_and_quiet_result_is_cached(cache, monkeypatch):
     monkeypatch.setenv("PARADNN_PROBE_MAX_CV", "5")  # the real bandwidth probe on a busy host
-    monkeypatch.setattr(hardware, "CPU_GEMM_METHODS", {"slow": _sleeper(0.004), "fast": _sleeper(0.002)})
+    _methods(monkeypatch, {"slow": _sleeper(0.004), "fast": _sleeper(0.002)})
     result = hardware.probe(dtypes=("float32",))
     assert result["best_method"]["float32"] == "fast"
     n = max(hardware._PROBE_SIZES["float32"])
@@ -54,7 +60,7 @@ def test_best_method_wins_and_quiet_result_is_cached(cache, monkeypatch):
 
 def test_contended_result_is_not_cached(cache, monkeypatch):
     # Call times alternating 2 ms / 6 ms: a coefficient of variation of about 0.5.
-    monkeypatch.setattr(hardware, "CPU_GEMM_METHODS", {"noisy": _sleeper([0.002, 0.006])})
+    _methods(monkeypatch, {"noisy": _sleeper([0.002, 0.006])})
     result = hardware.probe(dtypes=("float32",))
     assert result["contended"] is True and result["spread"]["float32"] > hardware.PROBE_MAX_CV
     assert not cache.exists() or json.loads(cache.read_text()) == {}
@@ -72,7 +78,7 @@ def test_reduced_precision_peak_is_at_least_float32(cache, monkeypatch):
     def factory(dtype, n):
         return lambda: time.sleep(fast32[dtype])
 
-    monkeypatch.setattr(hardware, "CPU_GEMM_METHODS", {"lib": factory})
+    _methods(monkeypatch, {"lib": factory})
     result = hardware.probe(dtypes=("bfloat16",))
     assert result["peak_flops"]["bfloat16"] >= result["gemm"]["float32"]["lib"] * 0.99
     assert result["best_method"]["bfloat16"] == "float32 lib"
@@ -80,11 +86,12 @@ def test_reduced_precision_peak_is_at_least_float32(cache, monkeypatch):
 
 def test_result_expires_when_versions_change(cache, monkeypatch):
     monkeypatch.setenv("PARADNN_PROBE_MAX_CV", "5")  # sleep jitter on a busy host is not the point
-    monkeypatch.setattr(hardware, "CPU_GEMM_METHODS", {"lib": _sleeper(0.001)})
+    _methods(monkeypatch, {"lib": _sleeper(0.001)})
     first = hardware.probe(dtypes=("float32",))
     assert hardware.probe(dtypes=("float32",))["measured_utc"] == first["measured_utc"]  # a hit
-    real = hardware.software_info
-    monkeypatch.setattr(hardware, "software_info", lambda: {**real(), "jaxlib_version": "99.0"})
+    jax_backend = backends.get("jax")
+    real = jax_backend.probe_versions
+    monkeypatch.setattr(jax_backend, "probe_versions", lambda: {**real(), "jaxlib": "99.0"})
     monkeypatch.setattr(hardware, "_MEMO", {})
     second = hardware.probe(dtypes=("float32",))
     assert second["versions"]["jaxlib"] == "99.0"
@@ -95,7 +102,7 @@ def test_result_expires_when_versions_change(cache, monkeypatch):
 _CONCURRENT = textwrap.dedent("""
     import sys, time
     from pathlib import Path
-    from paradnn import hardware
+    from paradnn import backends, hardware
     hardware.CACHE_PATH = Path(sys.argv[1])
     log = Path(sys.argv[2])
     def factory(dtype, n):
@@ -104,7 +111,7 @@ _CONCURRENT = textwrap.dedent("""
                 f.write("x")
             time.sleep(0.05)
         return call
-    hardware.CPU_GEMM_METHODS = {"lib": factory}
+    backends.get("jax").gemm_methods = lambda platform: {"lib": factory}
     print(hardware.probe(dtypes=("float32",))["measured_utc"])
 """)
 

@@ -16,17 +16,17 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from paradnn import report
+from paradnn import report, units
 from paradnn.analysis import oplevel
 
-sys.path.insert(0, str(Path(__file__).parent / "data"))
-import golden  # noqa: E402
+from data import golden
+
 
 ROOT = Path(__file__).resolve().parents[1]
 ALL = ["params_range", "heatmap:fc", "sensitivity:fc", "heatmap:cnn", "sensitivity:cnn",
        "heatmap:rnn", "sensitivity:rnn", "heatmap:transformer", "sensitivity:transformer",
        "roofline", "speedup:platform", "speedup:dtype",
-       "speedup:software", "utilization", "saturation"]
+       "speedup:software", "utilization", "saturation", "compare"]
 # Analyses the golden store predates: its synthetic records have one framework and no memory
 # breakdown, energy or utilization metrics (tests/test_report_extra.py has stores with them).
 PREDATES = ["energy", "frameworks", "host_utilization", "memory"]
@@ -64,9 +64,10 @@ def test_golden_supports_everything_but_the_op_profile(gold):
 def test_single_platform_single_dtype_has_no_speedups(gold):
     one = gold[(gold.device_kind == "synthetic-b")]
     ok, missing = _ids(one)
-    assert ok == [s for s in ALL if not s.startswith("speedup")]
+    # One software version too: nothing to compare against (paradnn compare's section).
+    assert ok == [s for s in ALL if not s.startswith("speedup") and s != "compare"]
     assert missing == sorted(["oplevel", "speedup:dtype", "speedup:platform", "speedup:software",
-                              *PREDATES])
+                              "compare", *PREDATES])
 
 
 def test_tiny_store_lists_what_it_cannot_support(gold):
@@ -79,7 +80,7 @@ def test_tiny_store_lists_what_it_cannot_support(gold):
     assert set(needs) == {"heatmap:fc", "heatmap:cnn", "heatmap:rnn", "heatmap:transformer",
                           "sensitivity:fc", "sensitivity:cnn", "sensitivity:rnn",
                           "sensitivity:transformer", "oplevel", "speedup:platform",
-                          "speedup:dtype", "speedup:software", *PREDATES}
+                          "speedup:dtype", "speedup:software", "compare", *PREDATES}
     assert "varying two hyperparameters" in needs["heatmap:fc"]
     assert "at least 8 stable ok FC runs of one dtype on one platform" in needs["sensitivity:fc"]
     assert "two platforms" in needs["speedup:platform"]
@@ -223,7 +224,8 @@ def test_missing_analysis_gives_a_sweep_file_that_supplies_it(gold, tmp_path):
     per = cost.config_seconds(tiny[tiny.status == "ok"]).median()
     assert m.seconds == pytest.approx(12 * per)
     assert "median" in m.basis and "family=fc dtype=float32" in m.basis
-    assert "about" in m.estimate and "12 configs" in m.estimate
+    # The one duration format of paradnn (plan, progress lines, the report).
+    assert m.estimate.startswith(f"about {units.duration(m.seconds)} for 12 configs (median ")
     # Simulate the sweep: the golden store has those configs' kind of data; with them the
     # FC heat map and sensitivity are supported.
     fc = gold[(gold.family == "fc") & (gold.device_kind == "synthetic-a") & (gold.layers == 4)
@@ -254,6 +256,27 @@ def test_missing_estimate_without_records_uses_a_stated_default():
     assert smoke.command == "paradnn sweep sweeps/smoke.yaml --store results.db"
     assert len(__import__("paradnn.grids", fromlist=["x"]).load_sweep_file(
         ROOT / "sweeps" / "smoke.yaml").workloads) == smoke.configs
+
+
+def test_speedups_resting_on_unstable_runs_make_no_claim_in_either_section(gold):
+    """Platform speedups and framework speedups say the same thing, through one helper, when
+    every common workload rests on unstable runs: no claim, the figure with hollow points."""
+    fc = gold[(gold.family == "fc") & (gold.status == "ok") & (gold.jax_version == "0.10.2")
+              & (gold.dtype == "float32")].assign(stable=True)
+    fc.loc[fc.device_kind == "synthetic-b", "stable"] = False
+    toy = fc[fc.device_kind == "synthetic-a"].assign(
+        framework="toyfw", stable=False, key=lambda d: d.key + "-toy",
+        workload_key=lambda d: d.workload_key + "-toy")
+    sections = {s.id: s for s in report.plan(pd.concat([fc, toy], ignore_index=True))[0]}
+    for sid in ("speedup:platform", "frameworks"):
+        items = [i for i in sections[sid].items if "so no claim is made" in i.caption]
+        assert len(items) == 1, sid
+        assert "unstable runs" in items[0].caption and len(items[0].table)
+    platform = next(i for i in sections["speedup:platform"].items if "no claim" in i.caption)
+    framework = next(i for i in sections["frameworks"].items if "no claim" in i.caption)
+    # Each section draws its own kind of figure of every point, unstable ones included.
+    assert "per configuration" not in platform.make_figure().axes[0].get_title()
+    assert "per configuration" in framework.make_figure().axes[0].get_title()
 
 
 # -- a real headless Chromium over the DevTools protocol --------------------------------------

@@ -9,7 +9,6 @@ import re
 import struct
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -19,8 +18,8 @@ import paradnn
 from paradnn import grids, report
 from paradnn.store import Store
 
-sys.path.insert(0, str(Path(__file__).parent / "data"))
-import fwrows  # noqa: E402
+from data import fwrows
+
 
 FACTORS = [2.0, 0.5, 1.5]
 EXTRA = ("frameworks", "memory", "energy", "host_utilization")

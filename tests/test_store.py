@@ -180,6 +180,38 @@ def test_concurrent_writers_lose_nothing(tmp_path):
     con.close()
 
 
+def test_reading_a_store_this_process_writes_keeps_its_locks(tmp_path):
+    """SQLite's locks belong to the process, and closing any descriptor of the file drops them:
+    if load() opened the file that an open Store holds, another process closing its connection
+    would take itself for the last one, checkpoint and delete the -wal file, and the Store's
+    next commit would go to the deleted file, unseen by every other process. load() and a
+    second Store in the same process must leave the first Store's locks alone."""
+    db = tmp_path / "r.db"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    add = textwrap.dedent("""
+        import sys
+        sys.path.insert(0, sys.argv[2])
+        from paradnn.store import Store
+        from test_store import record
+        with Store(sys.argv[1]) as s:
+            s.add(record(40))
+    """)
+    nodes = "import sys; from paradnn.store import load; print(sorted(load(sys.argv[1])['nodes']))"
+    with Store(db) as s:
+        s.add(record(32))
+        assert len(load(db)) == 1
+        with Store(db) as s2:
+            assert len(s2.rows()) == 1
+        done = subprocess.run([sys.executable, "-c", add, str(db), str(ROOT / "tests")], env=env,
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        s.add(record(33))
+        seen = subprocess.run([sys.executable, "-c", nodes, str(db)], env=env,
+                              capture_output=True, text=True, timeout=120)
+        assert seen.stdout.strip() == "[32, 33, 40]", seen.stderr
+    assert sorted(load(db)["nodes"]) == [32, 33, 40]
+
+
 def test_claims_split_work_and_dead_claims_expire(tmp_path):
     db = tmp_path / "c.db"
     with Store(db) as s1, Store(db) as s2:
@@ -223,6 +255,58 @@ def test_corrupt_row_is_skipped_with_a_warning_and_the_rest_loads(tmp_path):
         assert len(s.rows()) == 1 and len(s) == 3  # the corrupt rows stay in the file
     messages = " ".join(str(w.message) for w in caught)
     assert "row id 2" in messages and "row id 3" in messages and "not a record" in messages
+
+
+def test_rows_that_do_not_read_back_intact_are_named_and_count_as_not_measured(tmp_path):
+    """A row whose bytes are not UTF-8, or whose indexed key differs from its content, is
+    unreadable like a row of bad JSON: named (key and row id) in one warning, listed with its
+    cause in the frame's attrs, and not counted, so claim hands its config out again."""
+    from paradnn.errors import ParadnnWarning
+    from paradnn.store import DAMAGE_ATTR
+
+    db = tmp_path / "r.db"
+    recs = [record(n) for n in (32, 33, 34, 35)]
+    with Store(db) as s:
+        for r in recs:
+            s.add(r)
+    with sqlite3.connect(db) as con:
+        # 0xFF is never valid UTF-8: fetched as text, it fails the query that reads it.
+        con.execute("UPDATE records SET row = CAST(X'7B22FF' AS TEXT) WHERE id = 1")
+        con.execute("UPDATE records SET row = replace(row, ?, 'other') WHERE id = 2",
+                    (recs[1].key,))
+        con.execute("UPDATE records SET row = '[1, 2' WHERE id = 3")
+    con.close()
+    with pytest.warns(ParadnnWarning) as caught:
+        df = load(db)
+    assert list(df["nodes"]) == [35]
+    (message,) = [str(w.message) for w in caught]
+    for i, r in enumerate(recs[:3]):
+        assert f"key '{r.key}' (row id {i + 1})" in message
+    assert "3 row(s) cannot be read" in message and "differs from its content" in message
+    causes = {u["rowid"]: u["cause"] for u in df.attrs[DAMAGE_ATTR]["unreadable"]}
+    assert causes == {1: "not JSON", 2: "identity mismatch", 3: "not JSON"}
+    with pytest.warns(ParadnnWarning), Store(db) as s:
+        assert s.counts_by_key() == {recs[3].key: 1}
+        for r in recs[:3]:
+            assert s.claim(r.key, wanted=1, stale_after_s=60) is not None
+        assert s.claim(recs[3].key, wanted=1, stale_after_s=60) is None
+
+
+def test_a_sound_store_has_no_damage_attrs_and_counts_every_row(tmp_path):
+    from paradnn.store import DAMAGE_ATTR
+
+    db = tmp_path / "r.db"
+    with Store(db) as s:
+        s.add(record(32))
+        s.add(record(32, t="2026-01-02T00:00:00+00:00"))
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # not one warning
+        df = load(db)
+        with Store(db) as s:
+            assert s.counts_by_key() == {record(32).key: 2}
+    assert DAMAGE_ATTR not in df.attrs and len(df) == 2
 
 
 def test_merge_conflict_writes_nothing_and_identical_rows_are_duplicates(tmp_path):

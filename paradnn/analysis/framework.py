@@ -1,6 +1,6 @@
-"""Frameworks in the analyses: which framework ran a row, which column names its device
-platform, and the speedup of one framework over another on the same workloads (ParaDnn Fig 12
-style, as in TBD's framework comparison).
+"""Frameworks in the analyses: which framework ran a row, which frameworks a frame holds (in a
+fixed order) and which pairs of them to compare, and which column names the device platform.
+The speedup of one framework over another is :func:`paradnn.analysis.speedup.framework_speedup`.
 
 Rows of different frameworks are different configurations: the analyses never average them into
 one value. Stores written before frameworks existed have no ``framework`` column, or a null in
@@ -16,12 +16,11 @@ from __future__ import annotations
 
 import pandas as pd
 
-from paradnn.errors import ParadnnError
-from paradnn.families import FRAMEWORKS
+from paradnn.analysis.columns import DEFAULT_FRAMEWORK, FRAMEWORK
 
-FRAMEWORK = "framework"
-#: What a row without a framework means: stores from before frameworks ran JAX only.
-DEFAULT_FRAMEWORK = "jax"
+__all__ = ["DEFAULT_FRAMEWORK", "FRAMEWORK", "PLATFORM_COLUMNS", "device_platform", "framework_of",
+           "framework_pairs", "frameworks", "platform_column", "with_framework"]
+
 #: The device-platform column (cpu|gpu|tpu), and its name in stores before the rename.
 PLATFORM_COLUMNS = ("device_platform", "backend")
 
@@ -42,12 +41,16 @@ def with_framework(df: pd.DataFrame) -> pd.DataFrame:
     return df.assign(**{FRAMEWORK: framework_of(df)})
 
 
+def _ordered(names) -> list[str]:
+    # The reference first (JAX: the framework of the paper's runs and of every old store),
+    # the others by name. Read from the data: a new framework needs no edit here.
+    names = set(names)
+    return ([DEFAULT_FRAMEWORK] if DEFAULT_FRAMEWORK in names else []) + sorted(names - {DEFAULT_FRAMEWORK})
+
+
 def frameworks(df: pd.DataFrame) -> list[str]:
-    """The frameworks present in ``df``, in the order of ``paradnn.families.FRAMEWORKS`` (others,
-    if a store holds a name this version does not know, after them by name)."""
-    present = set(framework_of(df))
-    known = [f for f in FRAMEWORKS if f in present]
-    return known + sorted(present - set(known))
+    """The frameworks present in ``df``: JAX first (the reference), the others by name."""
+    return _ordered(framework_of(df))
 
 
 def platform_column(df: pd.DataFrame) -> str | None:
@@ -71,48 +74,10 @@ def device_platform(df: pd.DataFrame) -> pd.Series:
 def framework_pairs(names: list[str]) -> list[tuple[str, str]]:
     """``(a, b)`` pairs of frameworks to compare, A over B: every other framework over JAX (the
     reference, the framework of the paper's runs) when JAX is present, and the remaining pairs
-    in ``FRAMEWORKS`` order (later over earlier)."""
-    ordered = [f for f in FRAMEWORKS if f in names] + sorted(set(names) - set(FRAMEWORKS))
+    in :func:`frameworks` order (later over earlier)."""
+    ordered = _ordered(names)
     pairs = []
     for i, b in enumerate(ordered):
         for a in ordered[i + 1:]:
             pairs.append((a, b))
     return pairs
-
-
-def framework_speedup(
-    df: pd.DataFrame,
-    a: str,
-    b: str = DEFAULT_FRAMEWORK,
-    metric: str = "examples_per_sec",
-    include_unstable: bool = False,
-) -> pd.DataFrame:
-    """The speedup of framework ``a`` over framework ``b``: for every workload (every workload
-    field but ``framework``) measured under both on the same device (``device_kind`` and
-    device count), ``metric`` under ``a`` / under ``b`` (x). Computed by
-    :func:`paradnn.analysis.speedup` (medians of repeats, unstable runs left out unless
-    ``include_unstable``); summarise it with :func:`paradnn.analysis.speedup_summary` for the
-    geometric mean and its bootstrap interval.
-
-    Returns the table of :func:`~paradnn.analysis.speedup` with ``device_kind`` among the join
-    columns; ``attrs["a"]``/``["b"]`` are the framework names.
-    """
-    # Imported here: speedup.py reads this module's column helpers at import time.
-    from paradnn.analysis.speedup import across_fields, speedup
-
-    names = frameworks(df)
-    for name, value in (("a", a), ("b", b)):
-        if value not in names:
-            raise ParadnnError(f"framework_speedup: {name}={value!r}; allowed: a framework with "
-                               f"rows in the DataFrame ({', '.join(names) or 'none'})")
-    if a == b:
-        raise ParadnnError(f"framework_speedup: a and b are both {a!r}; allowed: two different "
-                           "frameworks")
-    rows = with_framework(df)
-    # Same workload on the same device: the framework is the only difference.
-    on = across_fields(rows, FRAMEWORK) + [c for c in ("device_kind", "device_count")
-                                               if c in rows.columns and rows[c].notna().any()]
-    out = speedup(rows[rows[FRAMEWORK] == a], rows[rows[FRAMEWORK] == b], metric=metric,
-                      on=on, include_unstable=include_unstable)
-    out.attrs.update(a=a, b=b, comparison="framework")
-    return out

@@ -7,7 +7,7 @@ from typing import Any, Mapping
 
 import pandas as pd
 
-from paradnn.analysis._common import (
+from paradnn.analysis.columns import (
     PLATFORM_KEY, SPEC_FIELDS, group_columns, require_columns, unit, unstable_mask, warning_lists,
 )
 from paradnn.analysis.framework import with_framework

@@ -13,7 +13,7 @@ from typing import Iterable
 
 import pandas as pd
 
-from paradnn.analysis._common import require_columns
+from paradnn.analysis.columns import require_columns
 from paradnn.analysis.roofline import roofline
 
 MATMUL = "matmul/convolution fusion"

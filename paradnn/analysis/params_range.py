@@ -4,18 +4,19 @@ from __future__ import annotations
 
 import pandas as pd
 
-from paradnn.analysis._common import drop_unstable, ok_rows, require_columns, unit
-
-# A family is split by its structural choice, as in the paper's Fig 11 and 12.
-_VARIANT = {"cnn": "block", "rnn": "cell"}
+from paradnn import families
+from paradnn.analysis.columns import drop_unstable, ok_rows, require_columns, unit
 
 
 def _group_label(row: pd.Series) -> str:
+    # A family is split by its structural choice (its registry ``variant``: CNN block, RNN
+    # cell), as in the paper's Fig 11 and 12.
     family = str(row.get("family", "?"))
-    variant = _VARIANT.get(family)
+    variant = families.get(family).variant if family in families.names() else None
+    name = families.display_name(family)
     if variant and isinstance(row.get(variant), str):
-        return f"{family.upper()} {row[variant]}"
-    return family.upper()
+        return f"{name} {row[variant]}"
+    return name
 
 
 def family_ranges(df: pd.DataFrame, value: str, by: str | None = None,

@@ -1,8 +1,9 @@
 """Step-time prediction: a roofline model with a learned correction and calibrated intervals.
 
 Pure functions from DataFrames to a fitted model and back (no framework, no file, no clock).
-:mod:`paradnn.predictor` reads the store, adds the analytic sizes of each config and writes the
-predictions as rows of their own (``status = "predicted"``).
+:func:`sized` adds the closed-form sizes of each config (:mod:`paradnn.sizes`);
+:mod:`paradnn.predictor` reads the store and writes the predictions as rows of their own
+(``status = "predicted"``).
 
 The model of one (platform, framework, dtype, family) group, fitted on its ``ok`` and stable
 rows (repeats of a config are one config, their median step time):
@@ -12,7 +13,7 @@ rows (repeats of a config are one config, their median step time):
    (the rows' ``peak_flops`` and ``peak_bytes_per_sec``, times ``devices``), ``B`` the bytes of a
    step. ``B`` is analytic too, so that configs never compiled can be predicted: ``B = a S + b A
    + c I`` with ``S`` the training state bytes (weights and optimizer slots), ``A`` the
-   activation bytes and ``I`` the input batch bytes (:func:`paradnn.plan.config_table`), ``a, b,
+   activation bytes and ``I`` the input batch bytes (:func:`paradnn.sizes.config_sizes`), ``a, b,
    c >= 0`` fitted by non-negative least squares to XLA's ``bytes_per_step`` of the measured
    rows. ``e_c`` (compute efficiency, a fraction of the peak) and ``e_b`` (bandwidth
    efficiency; above 1 where caches serve XLA's byte count) are fitted.
@@ -52,15 +53,19 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import PolynomialFeatures, StandardScaler
 from threadpoolctl import threadpool_limits  # a scikit-learn dependency
 
-from paradnn.analysis._common import (
-    FAMILY_FIELDS, PLATFORM_KEY, drop_unstable, fmt, ok_rows, platform_label, require_columns,
+from paradnn import sizes
+from paradnn.analysis.columns import (
+    FAMILY_FIELDS, PLATFORM_KEY, WORKLOAD_FIELDS, drop_unstable, fmt, ok_rows, platform_label,
+    require_columns,
 )
+from paradnn.analysis.heatmap import heatmap
 from paradnn.errors import ParadnnError
 from paradnn.record import PREDICTED
+from paradnn.workload import Workload, spec_from_dict
 
 #: One model per group: a platform, a framework, a dtype and a family.
 GROUP_KEY: tuple[str, ...] = (*PLATFORM_KEY, "framework", "dtype", "family")
-#: Analytic sizes every row needs, fitted or predicted (``paradnn.plan.config_table`` names).
+#: Analytic sizes every row needs, fitted or predicted (``paradnn.sizes.config_sizes`` names).
 SIZE_COLUMNS: tuple[str, ...] = ("model_flops_per_step", "params", "state_bytes",
                                  "activation_bytes", "batch_bytes")
 #: Nominal coverage of the prediction intervals.
@@ -181,6 +186,58 @@ def measured(df: pd.DataFrame, include_unstable: bool = False) -> tuple[pd.DataF
     return drop_unstable(rows, include_unstable)
 
 
+def workload_of(row: Mapping[str, Any]) -> Workload | None:
+    """The Workload of a stored row; None for a family without closed forms (a real model) or a
+    row whose fields do not make a valid workload."""
+    family = row.get("family")
+    if not isinstance(family, str) or family not in FAMILY_FIELDS or row.get("kind") == "real":
+        return None
+    spec = {"family": family}
+    for f in FAMILY_FIELDS[family]:
+        v = row.get(f)
+        if v is None or (isinstance(v, float) and np.isnan(v)):
+            return None
+        spec[f] = int(v) if isinstance(v, float) and v.is_integer() else v
+    try:
+        return Workload(spec_from_dict(spec), int(row["batch"]), row.get("dtype") or "float32",
+                        row.get("optimizer") or None, int(row.get("devices") or 1),
+                        row.get("framework") or "jax")
+    except (ParadnnError, TypeError, ValueError):
+        return None
+
+
+def size_table(workloads: Sequence[Workload]) -> pd.DataFrame:
+    """``workload_key`` and the ``SIZE_COLUMNS`` of each workload, from the closed forms
+    (:func:`paradnn.sizes.config_sizes`: FLOP, parameters, B; NaN where a family has none)."""
+    rows = []
+    for w in {w.key: w for w in workloads}.values():
+        found = sizes.config_sizes(w)
+        rows.append({"workload_key": w.key, **{c: found[c] for c in SIZE_COLUMNS}})
+    return pd.DataFrame.from_records(rows, columns=["workload_key", *SIZE_COLUMNS])
+
+
+def sized(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` (store rows) with the ``SIZE_COLUMNS`` from the closed forms (``params`` and
+    ``model_flops_per_step`` as recorded where a row has them). Rows of families without closed
+    forms (real models) get NaN sizes and are never fitted."""
+    if not len(df):
+        return df.assign(**{c: pd.Series(dtype=float) for c in SIZE_COLUMNS if c not in df})
+    out = df.copy()
+    workloads = {}
+    for i, row in out.iterrows():
+        w = workload_of(row)
+        if w is not None:
+            workloads[i] = w
+    table = size_table(list(workloads.values())).set_index("workload_key")
+    keys = pd.Series({i: w.key for i, w in workloads.items()}, dtype=object)
+    for col in SIZE_COLUMNS:
+        computed = keys.map(table[col]) if len(keys) else pd.Series(dtype=float)
+        have = pd.to_numeric(out[col], errors="coerce") if col in out.columns else None
+        filled = computed.reindex(out.index).astype(float)
+        out[col] = have.fillna(filled) if have is not None else filled
+    return out
+
+
 def config_table(rows: pd.DataFrame) -> pd.DataFrame:
     """One row per config (``workload_key``, else the workload fields) of measured ``rows``:
     the first row's fields, the median ``step_time_s`` (s) and ``repeats`` (rows merged)."""
@@ -189,8 +246,6 @@ def config_table(rows: pd.DataFrame) -> pd.DataFrame:
     key = "workload_key" if "workload_key" in rows.columns and rows["workload_key"].notna().all() \
         else None
     if key is None:
-        from paradnn.analysis._common import WORKLOAD_FIELDS
-
         cols = [c for c in WORKLOAD_FIELDS if c in rows.columns]
         ident = rows[cols].astype(str).agg("|".join, axis=1)
     else:
@@ -948,8 +1003,6 @@ def completed_heatmap(df: pd.DataFrame, x: str, y: str, value: str = "examples_p
     """:func:`paradnn.analysis.heatmap` of :func:`completed` rows (one map, ``panels`` off):
     measured cells and predicted ones, with a ``source`` column (``measured`` where the cell
     has a measured ``ok`` run, else ``predicted``)."""
-    from paradnn.analysis.heatmap import heatmap
-
     both = completed(df, value)
     hm = heatmap(both, x, y, value, fixed=fixed)
     meas = both[both["source"] == "measured"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from paradnn.analysis._common import measurements, require_columns
+from paradnn.analysis.columns import measurements, require_columns
 from paradnn.errors import ParadnnError
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from paradnn.analysis._common import (
+from paradnn.analysis.columns import (
     group_columns, ok_rows, platform_label, require_columns, software_label, unstable_mask,
     workload_label,
 )
@@ -45,7 +45,7 @@ def saturation(
         curve = pd.concat([steady, shaky]).groupby("batch")["_v"].median().sort_index()
         if len(curve) >= 2:
             groups.append((g, curve, set(shaky["batch"])))
-    names = _unique_names([g.iloc[0].drop(labels=["batch"]) for g, _, _ in groups])
+    names = _unique_names([g.iloc[0].drop(labels=["batch"]) for g, _, _ in groups], keys)
     out = []
     for (g, curve, shaky), name in zip(groups, names):
         best_batch = curve.idxmax()
@@ -68,12 +68,19 @@ def saturation(
     return result
 
 
-def _unique_names(firsts: list[pd.Series]) -> list[str]:
-    # A workload measured on two platforms (or software stacks) is two models here.
+def _unique_names(firsts: list[pd.Series], keys: list[str]) -> list[str]:
+    # A workload measured on two platforms (or software stacks) is two models here: a name
+    # two models share gets the platform, then the software, then the key columns that still
+    # tell them apart (a curve never merges two models).
     names = [workload_label(r) for r in firsts]
     for extra in (platform_label, software_label):
         dup = {n for n in names if names.count(n) > 1}
         names = [f"{n} on {extra(r)}" if n in dup else n for n, r in zip(names, firsts)]
+    for n in {n for n in names if names.count(n) > 1}:
+        same = [i for i, m in enumerate(names) if m == n]
+        differ = [c for c in keys if len({str(firsts[i].get(c)) for i in same}) > 1]
+        for i in same:
+            names[i] = f"{n} ({', '.join(f'{c} {firsts[i].get(c)}' for c in differ)})"
     return names
 
 

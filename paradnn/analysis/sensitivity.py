@@ -14,7 +14,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from paradnn.analysis._common import drop_unstable, ok_rows, require_columns
+from paradnn.analysis.columns import drop_unstable, ok_rows, require_columns
 from paradnn.errors import ParadnnError
 
 MIN_ROWS = 8  # fewer ok rows give weights that move with every added point
@@ -37,6 +37,14 @@ def _design(
             cols.append(z[i] * z[j])
             names.append(f"{a} x {b}")
     return np.column_stack(cols), names
+
+
+def _least_squares(X: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Weights of the ordinary least-squares plane through centred ``X`` and ``y`` (an
+    intercept fitted, as scikit-learn's LinearRegression does; minimum-norm where the columns
+    are collinear)."""
+    coef, *_ = np.linalg.lstsq(X - X.mean(axis=0), y - y.mean(), rcond=None)
+    return coef
 
 
 def _standardize(a: np.ndarray) -> np.ndarray:
@@ -69,15 +77,14 @@ def sensitivity(
     ``seed``) give the ``ci`` percentile interval of each weight; 0 disables it.
 
     Returns ``DataFrame[feature, weight, ci_low, ci_high]`` sorted by ``|weight|``, largest
-    first; ``attrs``: ``r2`` (coefficient of determination of the fit, 1), ``n`` (rows),
-    ``target``, ``constant``, ``bootstrap``, ``ci``, ``unstable_excluded`` (rows left out).
+    first (ties in ``features`` order); ``attrs``: ``r2`` (coefficient of determination of the
+    fit, 1), ``n`` (rows), ``target``, ``constant``, ``bootstrap``, ``ci``,
+    ``unstable_excluded`` (rows left out).
 
     >>> s = sensitivity(df[df.family == "fc"], "flops_utilization",
     ...                 ["layers", "nodes", "input", "output", "batch"])
     >>> s.attrs["r2"]  # doctest: +SKIP
     """
-    from sklearn.linear_model import LinearRegression
-
     features = list(features)
     if not features:
         raise ParadnnError("sensitivity: features is empty; allowed: one or more numeric columns")
@@ -114,9 +121,10 @@ def sensitivity(
     if y.std() == 0:
         raise ParadnnError(f"sensitivity: target {target!r} is constant; allowed: a varying metric")
     y = (y - y.mean()) / y.std()
-    model = LinearRegression().fit(X, y)
-    weights = model.coef_
-    r2 = float(model.score(X, y))
+    weights = _least_squares(X, y)
+    # Coefficient of determination of the fit (1 = every point on the plane).
+    yc, residual = y - y.mean(), (y - y.mean()) - (X - X.mean(axis=0)) @ weights
+    r2 = float(1.0 - np.sum(residual ** 2) / np.sum(yc ** 2))
 
     lo = np.full(len(names), np.nan)
     hi = np.full(len(names), np.nan)
@@ -130,16 +138,15 @@ def sensitivity(
             sy = yb.std()
             if sy == 0:
                 continue
-            # Ordinary least squares on centred, standardized data is what LinearRegression
-            # fits; numpy's solver avoids sklearn's per-call validation (x20 faster here).
-            Xs = _standardize(Xb)
-            coef, *_ = np.linalg.lstsq(Xs - Xs.mean(axis=0), (yb - yb.mean()) / sy, rcond=None)
-            draws.append(coef)
+            draws.append(_least_squares(_standardize(Xb), (yb - yb.mean()) / sy))
         if draws:
             d = np.array(draws)
             lo, hi = np.quantile(d, [(1 - ci) / 2, (1 + ci) / 2], axis=0)
     out = pd.DataFrame({"feature": names, "weight": weights, "ci_low": lo, "ci_high": hi})
-    out = out.reindex(out["weight"].abs().sort_values(ascending=False).index).reset_index(drop=True)
+    # Largest |weight| first; equal weights (collinear features, e.g. a width and a count
+    # derived from it, share theirs) keep the features' order, whatever the last bits say.
+    size = out["weight"].abs().round(12)
+    out = out.reindex(size.sort_values(ascending=False, kind="stable").index).reset_index(drop=True)
     out.attrs.update(
         r2=r2, n=int(len(y)), target=target, constant=constant, bootstrap=bootstrap, ci=ci,
         log2=log2, interactions=interactions, unstable_excluded=n_unstable,

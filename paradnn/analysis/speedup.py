@@ -13,17 +13,28 @@ from typing import Callable, Sequence
 import numpy as np
 import pandas as pd
 
-from paradnn.analysis._common import (
-    PLATFORM_KEY, SOFTWARE_KEY, WORKLOAD_FIELDS, drop_unstable, ok_rows, platform_label,
-    present, require_columns, software_label, unstable_mask, workload_label,
+from paradnn.analysis.columns import (
+    PLATFORM_KEY, WORKLOAD_FIELDS, drop_unstable, ok_rows, platform_label, present,
+    require_columns, software_columns, software_label, unstable_mask, workload_label,
 )
-from paradnn.analysis.framework import FRAMEWORK, PLATFORM_COLUMNS, framework_pairs, with_framework
+from paradnn.analysis.framework import (
+    DEFAULT_FRAMEWORK, FRAMEWORK, PLATFORM_COLUMNS, framework_pairs, frameworks, with_framework,
+)
+from paradnn.analysis.compare import workload_join
 from paradnn.errors import ParadnnError
 
-# Columns carried from each side into the result, suffixed _a and _b.
+# Columns carried from each side into the result, suffixed _a and _b (with the software
+# columns of the frames, see _side_columns).
 _SIDE_COLUMNS = ("model_flops_utilization", "flops_utilization", "step_time_s", "device_kind",
-                 *PLATFORM_COLUMNS, "dtype", FRAMEWORK, "jax_version", "framework_version",
-                 "unstable")
+                 *PLATFORM_COLUMNS, "dtype", FRAMEWORK, "unstable")
+
+
+def _side_columns(df_a: pd.DataFrame, df_b: pd.DataFrame) -> tuple[str, ...]:
+    # The versions of the software stack (jax_version, tf_version, ...: whatever the frames
+    # hold, read from the data) travel with each side, so a software comparison shows them.
+    both = pd.concat([df_a, df_b], ignore_index=True)
+    versions = [c for c in present(both, software_columns(both)) if c.endswith("_version")]
+    return (*_SIDE_COLUMNS[:-1], *versions, _SIDE_COLUMNS[-1])
 
 
 def _per_key(rows: pd.DataFrame, on: list[str], metric: str) -> pd.DataFrame:
@@ -47,10 +58,11 @@ def speedup(
 ) -> pd.DataFrame:
     """Join A and B on the workload and give ``speedup`` = ``metric`` on A / on B.
 
-    ``on`` defaults to ``workload_key`` when both frames have it, else to the workload fields
-    (family, hyperparameters, batch, dtype, optimizer, devices) present in both. To compare
-    dtypes, join on the workload fields without ``dtype``. Only ok rows with a positive metric
-    take part; repeats are reduced to their median. Runs whose timing missed its precision
+    ``on`` defaults to :func:`paradnn.analysis.compare.workload_join`: ``workload_key`` when
+    both frames have it, else the workload fields (family, hyperparameters, batch, dtype,
+    optimizer, devices, framework) present in both; without ``dtype`` or ``framework`` when A
+    and B have no value of it in common (stores of two frameworks, float32 and bfloat16 rows),
+    the rule of ``paradnn compare``. Only ok rows with a positive metric take part; repeats are reduced to their median. Runs whose timing missed its precision
     target (``stable`` False) are left out unless ``include_unstable``; with it, a workload whose
     value on A or B rests on unstable runs only has ``unstable`` True.
 
@@ -64,10 +76,7 @@ def speedup(
     require_columns(df_a, (metric,), "speedup (A)")
     require_columns(df_b, (metric,), "speedup (B)")
     if on is None:
-        if "workload_key" in df_a.columns and "workload_key" in df_b.columns:
-            on = ["workload_key"]
-        else:
-            on = [c for c in WORKLOAD_FIELDS if c in df_a.columns and c in df_b.columns]
+        on = workload_join(df_a, df_b)  # without the dtype or framework A and B differ in
     on = list(on)
     if not on:
         raise ParadnnError("speedup: no workload columns in common; allowed: frames with "
@@ -86,14 +95,15 @@ def speedup(
         rows = rows.assign(unstable=unstable_mask(rows))
         return _per_key(rows, on, metric) if len(rows) else rows
 
+    sides = _side_columns(df_a, df_b)
     a, b = side(df_a), side(df_b)
     carried = [c for c in (*WORKLOAD_FIELDS, "kind", "params") if c in a.columns and c not in on]
-    a_cols = on + carried + [metric] + [c for c in _SIDE_COLUMNS
+    a_cols = on + carried + [metric] + [c for c in sides
                                         if c in a.columns and c not in carried and c not in on]
-    b_cols = on + [metric] + [c for c in _SIDE_COLUMNS if c in b.columns and c not in on]
-    a = a[a_cols].rename(columns={c: f"{c}_a" for c in [metric, *_SIDE_COLUMNS]
+    b_cols = on + [metric] + [c for c in sides if c in b.columns and c not in on]
+    a = a[a_cols].rename(columns={c: f"{c}_a" for c in [metric, *sides]
                                   if c not in carried and c not in on})
-    b = b[b_cols].rename(columns={c: f"{c}_b" for c in [metric, *_SIDE_COLUMNS] if c not in on})
+    b = b[b_cols].rename(columns={c: f"{c}_b" for c in [metric, *sides] if c not in on})
     out = a.merge(b, on=on, how="inner")
     out["speedup"] = out[f"{metric}_a"] / out[f"{metric}_b"]
     if "unstable_a" in out.columns and "unstable_b" in out.columns:
@@ -118,8 +128,9 @@ def _describe(df: pd.DataFrame) -> str:
         parts.append(platform_label(row))
     if "dtype" in df.columns and df["dtype"].nunique() == 1:
         parts.append(str(row["dtype"]))
-    if "jax_version" in df.columns and df["jax_version"].nunique() == 1:
-        parts.append(software_label(row))
+    software = df.apply(software_label, axis=1)
+    if software.nunique() == 1 and software.iloc[0] != "unknown software":
+        parts.append(software.iloc[0])
     return ", ".join(parts) or f"{len(df)} records"
 
 
@@ -198,8 +209,8 @@ def comparisons(df: pd.DataFrame, limit: int = 3,
     """The speedups a store supports: between platforms, between dtypes (each reduced
     precision over float32 on one platform), between software versions (newer over older on
     one platform) and between frameworks (each framework over JAX, or the later over the
-    earlier in ``paradnn.families.FRAMEWORKS``, on one platform; rows without a framework are
-    JAX's). Each is the same computation, :func:`speedup` of two sets of rows across one
+    earlier in :func:`~paradnn.analysis.framework.frameworks` order, on one platform; rows
+    without a framework are JAX's). Each is the same computation, :func:`speedup` of two sets of rows across one
     column. Only pairs with at least one common ok workload are returned; at most ``limit`` of
     each kind of ``kinds``.
     """
@@ -219,7 +230,7 @@ def comparisons(df: pd.DataFrame, limit: int = 3,
         on = across_fields(rows, "dtype")
         out += _compare("dtype", by_platform, lambda r: r["dtype"], _over_float32,
                         lambda r: on, limit)
-    if "software" in kinds and present(rows, SOFTWARE_KEY):
+    if "software" in kinds and present(rows, software_columns(rows)):
         out += _compare("software", by_platform, lambda r: r.apply(software_label, axis=1),
                         _newer_over_older, _same_workload, limit)
     if "framework" in kinds:
@@ -292,3 +303,38 @@ def speedup_summary(sp: pd.DataFrame, bootstrap: int = 2000, seed: int = 0,
         "unstable_excluded": int(sp.attrs.get("unstable_excluded", 0)),
         "unstable_included": int(sp["unstable"].astype(bool).sum()) if "unstable" in sp else 0,
     }
+
+
+def framework_speedup(
+    df: pd.DataFrame,
+    a: str,
+    b: str = DEFAULT_FRAMEWORK,
+    metric: str = "examples_per_sec",
+    include_unstable: bool = False,
+) -> pd.DataFrame:
+    """The speedup of framework ``a`` over framework ``b``: for every workload (every workload
+    field but ``framework``) measured under both on the same device (``device_kind`` and
+    device count), ``metric`` under ``a`` / under ``b`` (x). Computed by
+    :func:`paradnn.analysis.speedup` (medians of repeats, unstable runs left out unless
+    ``include_unstable``); summarise it with :func:`paradnn.analysis.speedup_summary` for the
+    geometric mean and its bootstrap interval.
+
+    Returns the table of :func:`~paradnn.analysis.speedup` with ``device_kind`` among the join
+    columns; ``attrs["a"]``/``["b"]`` are the framework names.
+    """
+    names = frameworks(df)
+    for name, value in (("a", a), ("b", b)):
+        if value not in names:
+            raise ParadnnError(f"framework_speedup: {name}={value!r}; allowed: a framework with "
+                               f"rows in the DataFrame ({', '.join(names) or 'none'})")
+    if a == b:
+        raise ParadnnError(f"framework_speedup: a and b are both {a!r}; allowed: two different "
+                           "frameworks")
+    rows = with_framework(df)
+    # Same workload on the same device: the framework is the only difference.
+    on = across_fields(rows, FRAMEWORK) + [c for c in ("device_kind", "device_count")
+                                               if c in rows.columns and rows[c].notna().any()]
+    out = speedup(rows[rows[FRAMEWORK] == a], rows[rows[FRAMEWORK] == b], metric=metric,
+                      on=on, include_unstable=include_unstable)
+    out.attrs.update(a=a, b=b, comparison="framework")
+    return out

@@ -1,11 +1,27 @@
-"""The framework seam: one small interface that JAX, TensorFlow and PyTorch implement.
+"""The framework seam: the framework registry and the one interface every framework implements.
 
-The runner, ``maxbatch``, the timing protocol, sweeps and executors talk to a framework only
-through :class:`Backend`. A backend turns a :class:`~paradnn.specs.Workload` into a
-:class:`Program` (built, compiled ahead of time where the framework can, its memory known where
-the framework reports it), initializes its state and batch on the device, runs K training steps
-per call, and reports executed FLOPs, memory and out-of-memory in its own terms. Facts about a
-model family (analytic counts, defaults) live in :mod:`paradnn.families`, never here.
+**Registry.** A framework is a package (``paradnn.backends.jax``, ``.tensorflow``, ``.torch``, or
+one of the user's) registered under a name: :func:`register` ``(name, package)``. It is the only
+place paradnn learns which frameworks exist (``--framework`` choices, ``Workload.framework``,
+store columns, CLI flags and sweep-file settings of the frameworks' options). The package's
+``__init__`` is framework-free and defines ``INFO``, a :class:`FrameworkInfo` (pip extra,
+software fields, options class, frameworks it cannot share a process with); :func:`meta` reads
+it without importing the framework. ``<package>.backend`` defines ``BACKEND`` (an object with the
+:class:`Backend` methods) and may define ``check()`` raising ImportError where the framework is
+missing; :func:`get` imports it on first use. Modules named in ``$PARADNN_PLUGINS`` are
+imported when the registry first loads (:mod:`paradnn.plugins`), so a framework registered by
+user code exists in the CLI and in executor child processes too. docs/frameworks.md shows a
+whole framework in one screen.
+
+**Backend.** The runner, ``maxbatch``, the timing protocol, sweeps and executors talk to a
+framework only through :class:`Backend`. A backend turns a :class:`~paradnn.specs.Workload`
+into a :class:`Program` (built, compiled ahead of time where the framework can, its memory known
+where the framework reports it), initializes its state and batch on the device, runs K training
+steps per call, and reports executed FLOPs, memory and out-of-memory in its own terms. Facts
+about a model family (analytic counts, defaults) live in :mod:`paradnn.families`, never here.
+Optional capabilities (operator and collective micro-benchmarks, the probe's GEMMs, profiles,
+infeed) are methods a backend may lack: :func:`capability` finds one or says which framework
+lacks it.
 
 Words: ``framework`` is the software (jax, tensorflow, torch); ``device_platform`` is the kind
 of device (cpu, gpu, tpu). Records keep both.
@@ -13,22 +29,240 @@ of device (cpu, gpu, tpu). Records keep both.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import importlib
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol, runtime_checkable
+from typing import Any, Callable, Mapping, Protocol, runtime_checkable
 
-from paradnn.errors import SpecError
-from paradnn.families import FRAMEWORKS
+from paradnn.errors import ParadnnError, SpecError
+from paradnn.plugins import load_plugins
 
-# framework -> module implementing it (imported on first use: `import paradnn` imports none).
-_MODULES: dict[str, str] = {
-    "jax": "paradnn.backends.jax.backend",
-    "tensorflow": "paradnn.backends.tensorflow.backend",
-    "torch": "paradnn.backends.torch.backend",
+#: The frameworks paradnn ships: name -> package. Registered first, in this order.
+BUILTIN: dict[str, str] = {
+    "jax": "paradnn.backends.jax",
+    "tensorflow": "paradnn.backends.tensorflow",
+    "torch": "paradnn.backends.torch",
 }
-#: pip extra that installs each framework (the message of an unavailable backend names it).
-EXTRAS: dict[str, str] = {"jax": "", "tensorflow": "tf", "torch": "torch"}
 
+#: Name of the framework used where none is named (the reference implementation).
+DEFAULT = "jax"
+
+
+# -- options: settings of one framework, declared like the timing protocol's ------------------
+
+def setting(default: Any, parse: Callable[..., Any], help: str, **limits: Any) -> Any:
+    """A dataclass field whose metadata says how to parse it from text (``parse(value, name,
+    **limits)``, raising SpecError) and what it means (``help``, with its unit): the CLI flags,
+    the sweep files' ``settings`` keys and validation all read it. Used by
+    :class:`paradnn.measure.MeasureSettings` and by every framework's options class."""
+    return dataclasses.field(default=default, metadata={"parse": parse, "limits": limits, "help": help})
+
+
+def parse_field(cls: type, name: str, value: Any) -> Any:
+    """``value`` parsed by the metadata of field ``name`` of the dataclass ``cls``."""
+    meta = {f.name: f for f in dataclasses.fields(cls)}[name].metadata
+    return meta["parse"](value, name, **meta["limits"])
+
+
+def choice(*allowed: str) -> Callable[..., str]:
+    """A ``parse`` for :func:`setting` that accepts one of ``allowed`` (exact strings)."""
+    def parse(value: Any, parameter: str) -> str:
+        if not isinstance(value, str) or value not in allowed:
+            raise SpecError(parameter, value, "one of " + ", ".join(allowed))
+        return value
+
+    parse.__name__ = "choice"
+    return parse
+
+
+class Options:
+    """Base of a framework's options: a frozen dataclass of :func:`setting` fields (defaults
+    included), parsed and range-checked on construction. Its fields are record columns under
+    their own names and ``settings`` keys of sweep files and ``--flag`` options of the CLI."""
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):  # type: ignore[arg-type]
+            object.__setattr__(self, f.name, parse_field(type(self), f.name, getattr(self, f.name)))
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)  # type: ignore[call-overload]
+
+
+@dataclass(frozen=True)
+class NoOptions(Options):
+    """Options of a framework that has none."""
+
+
+# -- the registry ------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class FrameworkInfo:
+    """What paradnn knows of a framework without importing it (the package's ``INFO``).
+
+    ``extra``: the pip extra that installs it ("" when paradnn's own dependencies do).
+    ``description``: one line for ``--framework`` help. ``software_fields``: the fields of
+    :meth:`Backend.software_info` besides ``framework_version`` (record columns, part of the
+    record key). ``version_fields``: those that are versions of installed software (store
+    columns every row has, None where another framework ran). ``options``: its options class
+    (:class:`Options`). ``exclusive_with``: frameworks that must not run in the same process
+    (their native libraries clash); the process executor gives them separate children.
+    ``builders``: family -> ``"module:function"`` building that family's model in this
+    framework, for families whose own entry does not name this framework. ``name`` and
+    ``package`` are filled in by the registry.
+    """
+
+    extra: str = ""
+    description: str = ""
+    software_fields: tuple[str, ...] = ()
+    version_fields: tuple[str, ...] = ()
+    options: type = NoOptions
+    exclusive_with: tuple[str, ...] = ()
+    builders: Mapping[str, str] = field(default_factory=dict)
+    name: str = ""
+    package: str = ""
+
+
+_PACKAGES: dict[str, str] = {}
+_loaded = False
+
+
+def _load() -> None:
+    global _loaded
+    if not _loaded:
+        _loaded = True  # first: a plugin that registers re-enters here
+        for name, package in BUILTIN.items():
+            _PACKAGES.setdefault(name, package)
+        load_plugins()
+
+
+def register(name: str, package: str) -> None:
+    """Register the framework ``name`` implemented by ``package`` (a dotted module path whose
+    ``__init__`` defines ``INFO`` and whose ``backend`` module defines ``BACKEND``); replaces an
+    earlier registration of the name. Nothing is imported here."""
+    _load()
+    if not isinstance(name, str) or not name.isidentifier() or name != name.lower():
+        raise SpecError("framework", name, "a lower-case identifier, e.g. numpy")
+    if not isinstance(package, str) or not package:
+        raise SpecError("package", package, "a dotted module path, e.g. mylab.numpy_backend")
+    _PACKAGES[name] = package
+    meta.cache_clear()
+    _instances.pop(name, None)
+
+
+def unregister(name: str) -> None:
+    """Remove a registered framework (tests that register a toy framework clean up with this)."""
+    _PACKAGES.pop(name, None)
+    meta.cache_clear()
+    _instances.pop(name, None)
+
+
+def names() -> tuple[str, ...]:
+    """Registered framework names: the built-in ones first, then others by registration."""
+    _load()
+    return tuple(_PACKAGES)
+
+
+def _check_name(name: str) -> str:
+    if name not in names():
+        raise SpecError("framework", name, "one of " + ", ".join(names()))
+    return name
+
+
+@functools.lru_cache(maxsize=None)
+def meta(name: str) -> FrameworkInfo:
+    """The :class:`FrameworkInfo` of ``name``, read from its package's framework-free
+    ``__init__``; SpecError for a name that is not registered."""
+    package = _PACKAGES[_check_name(name)]
+    info = getattr(importlib.import_module(package), "INFO", None)
+    if not isinstance(info, FrameworkInfo):
+        raise ParadnnError(f"framework {name!r}: package {package} defines no INFO "
+                           "(a paradnn.backends.FrameworkInfo); see docs/frameworks.md")
+    return dataclasses.replace(info, name=name, package=package)
+
+
+def available(framework: str) -> str | None:
+    """None if ``framework`` can be used here, else why not (with the install command)."""
+    info = meta(framework)
+    try:
+        module = importlib.import_module(info.package + ".backend")
+        check = getattr(module, "check", None)
+        if check is not None:
+            check()
+    except ImportError as exc:
+        install = f"pip install 'paradnn[{info.extra}]'" if info.extra else "install it"
+        return f"{framework} is not installed ({exc}); {install}"
+    return None
+
+
+_instances: dict[str, "Backend"] = {}
+
+
+def get(framework: str = DEFAULT) -> "Backend":
+    """The backend of ``framework`` (one instance per process). SpecError for an unknown name
+    or one whose framework is not installed."""
+    if framework not in _instances:
+        why = available(framework)
+        if why is not None:
+            raise SpecError("framework", framework, f"an installed framework: {why}")
+        _instances[framework] = importlib.import_module(meta(framework).package + ".backend").BACKEND
+    return _instances[framework]
+
+
+def capability(framework: str, method: str, what: str) -> Callable[..., Any]:
+    """The optional :class:`Backend` method ``method`` of ``framework``'s backend, or a
+    ParadnnError saying that this framework cannot do ``what``. (Other backends are not
+    imported to say which can: some frameworks must not share a process.)"""
+    fn = getattr(get(framework), method, None)
+    if fn is None:
+        raise ParadnnError(f"framework {framework!r} cannot {what}: its backend has no "
+                           f"{method} capability (docs/frameworks.md lists who has which)")
+    return fn
+
+
+# -- options of every registered framework, as one flat namespace of settings ------------------
+
+def option_fields() -> dict[str, list[tuple[str, dataclasses.Field]]]:
+    """option name -> [(framework, its dataclass field), ...] over the registered frameworks.
+    Frameworks may share a name (jax and tensorflow both have ``step_loop``): one setting, which
+    every framework declaring it parses and applies in its own way."""
+    out: dict[str, list[tuple[str, dataclasses.Field]]] = {}
+    for name in names():
+        for f in dataclasses.fields(meta(name).options):
+            out.setdefault(f.name, []).append((name, f))
+    return out
+
+
+def option_names(framework: str | None = None) -> tuple[str, ...]:
+    """The option names of ``framework`` (None: of every registered framework)."""
+    if framework is not None:
+        return tuple(f.name for f in dataclasses.fields(meta(framework).options))
+    return tuple(option_fields())
+
+
+def parse_option(value: Any, name: str) -> Any:
+    """The option ``name`` from text, a YAML value or a Python value, checked by every framework
+    that declares it (SpecError naming the option, the value and what is allowed)."""
+    declared = option_fields().get(name)
+    if not declared:
+        raise SpecError("setting", name, "a framework option: one of " + ", ".join(option_fields()))
+    value_out = value
+    for _framework, f in declared:
+        value_out = f.metadata["parse"](value, name, **f.metadata["limits"])
+    return value_out
+
+
+def option_help(name: str) -> str:
+    """What option ``name`` means, per framework that declares it."""
+    return "; ".join(f"{fw}: {f.metadata['help']}" for fw, f in option_fields()[name])
+
+
+def option_default(name: str) -> Any:
+    """The default of option ``name`` (the first declaring framework's)."""
+    return option_fields()[name][0][1].default
+
+
+# -- the interface ------------------------------------------------------------------------------
 
 @dataclass
 class Program:
@@ -50,30 +284,44 @@ class Program:
     metrics: dict[str, Any] = field(default_factory=dict)
     tags: dict[str, Any] = field(default_factory=dict)
     handle: Any = None
-    #: The framework's device objects the program runs on (energy meters map them to counters).
+    #: The framework's device objects the program runs on (energy meters map them to counters:
+    #: an object with an ``id`` attribute, the device's index as CUDA numbers it).
     devices: tuple[Any, ...] = ()
 
 
 @runtime_checkable
 class Backend(Protocol):
-    """What a framework implements. Every method is typed and documented with units."""
+    """What a framework implements. Every method is typed and documented with units.
 
-    name: str  # one of families.FRAMEWORKS
+    Optional capabilities, found with :func:`capability` (a backend without one cannot run
+    that experiment; the message says so): ``clear_caches()``; ``gemm_methods(device_platform)``,
+    ``measure_bandwidth()`` and ``probe_versions()`` (``paradnn probe``); ``op_program`` and
+    ``cpu_child_env`` (``paradnn ops``); ``collective_program``, ``simulated_devices`` and
+    ``simulate_host_devices`` (``paradnn collectives``, ``scaling``); ``profile_inputs`` and
+    ``trace_step`` (operation-level profiles), ``profiler_trace`` (device busy fraction);
+    ``infeed_trainer`` (``paradnn infeed``'s training side) and ``input_pipeline`` (its host
+    pipeline). Their contracts are in the modules that call them (paradnn.hardware,
+    paradnn.ops, paradnn.collectives, paradnn.profile, paradnn.meters, paradnn.infeed).
+    """
+
+    name: str  # its name in the registry
 
     def device_info(self) -> dict[str, Any]:
         """``device_platform`` (cpu|gpu|tpu), ``device_kind`` (the device's name),
         ``device_count`` (devices this framework sees), ``host``, ``cpu_model``."""
 
     def software_info(self) -> dict[str, Any]:
-        """Versions and settings that change the numbers (``framework_version``, compiler
-        options), plus the framework's own fields (``jax_version``, ``tf_version``...)."""
+        """``framework_version`` plus the framework's own ``FrameworkInfo.software_fields``
+        (``jax_version``, ``tf_version``, compiler options...): what changes the numbers."""
 
     def device_memory_bytes(self) -> int | None:
         """Memory of one device (B), the default memory limit; None if unknown."""
 
     def compile(self, workload: Any, settings: Any) -> Program:
         """Build the model and its training step and compile it ahead of time (no state
-        allocated yet). Raises ``ParadnnError`` for specs the framework cannot build."""
+        allocated yet). ``settings`` is a :class:`paradnn.measure.MeasureSettings`; the
+        framework's options are ``settings.options_for(name)``. Raises ``ParadnnError`` for
+        specs the framework cannot build."""
 
     def init(self, program: Program) -> tuple[Any, Any]:
         """(state, batch): initialized state and a synthetic batch on the device(s), from a
@@ -99,33 +347,11 @@ class Backend(Protocol):
 
     def configure_cache(self, path: str | None) -> Callable[[], None]:
         """Point the framework's compilation cache at ``path`` (None: leave it); returns a
-        function that restores the previous setting."""
+        function that restores the previous setting. An unwritable ``path`` raises
+        InfrastructureError."""
 
 
-def available(framework: str) -> str | None:
-    """None if ``framework`` can be used here, else why not (with the install command)."""
-    if framework not in FRAMEWORKS:
-        raise SpecError("framework", framework, "one of " + ", ".join(FRAMEWORKS))
-    try:
-        importlib.import_module(_MODULES[framework]).check()
-    except ImportError as exc:
-        extra = EXTRAS[framework]
-        return f"{framework} is not installed ({exc}); pip install 'paradnn[{extra}]'"
-    return None
-
-
-_instances: dict[str, Backend] = {}
-
-
-def get(framework: str = "jax") -> Backend:
-    """The backend of ``framework`` (one instance per process). SpecError for an unknown name
-    or one whose framework is not installed."""
-    if framework not in _instances:
-        why = available(framework)
-        if why is not None:
-            raise SpecError("framework", framework, f"an installed framework: {why}")
-        _instances[framework] = importlib.import_module(_MODULES[framework]).BACKEND
-    return _instances[framework]
-
-
-__all__ = ["Backend", "EXTRAS", "FRAMEWORKS", "Program", "available", "get"]
+__all__ = ["BUILTIN", "DEFAULT", "Backend", "FrameworkInfo", "NoOptions", "Options", "Program",
+           "available", "capability", "choice", "get", "meta", "names", "option_default",
+           "option_fields", "option_help", "option_names", "parse_field", "parse_option",
+           "register", "setting", "unregister"]

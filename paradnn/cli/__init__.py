@@ -18,7 +18,7 @@ import warnings
 
 from paradnn.errors import ParadnnError, ParadnnWarning
 
-_COMMAND_MODULES = ("run", "sweep", "report", "plan", "system", "infeed", "predict")
+_COMMAND_MODULES = ("run", "sweep", "report", "plan", "system", "infeed", "compare", "predict")
 
 #: Store that every store-reading or -writing command uses when none is named.
 DEFAULT_STORE = "results.db"
@@ -85,7 +85,14 @@ _shown: set[str] = set()
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    try:
+        # The parser reads the family and framework registries, which import the plugins of
+        # $PARADNN_PLUGINS: a bad one is the user's error, one line.
+        parser = build_parser()
+    except ParadnnError as exc:
+        print(f"paradnn: error: {exc}", file=sys.stderr)
+        return 2
+    args = parser.parse_args(argv)
     warnings.showwarning = _show_warning
     try:
         return int(args.func(args) or 0)

@@ -12,6 +12,7 @@ import argparse
 import json
 import sys
 
+from paradnn.store import check_store
 from paradnn.units import parse_int, parse_number
 
 
@@ -25,8 +26,8 @@ def _cmd_infeed(args: argparse.Namespace) -> int:
     from paradnn.cli.run import _check_backend, workload_from_args
     from paradnn.cli.system import _g, _pct, _print_table, _save
 
-    _check_backend()
     workload = workload_from_args(args)
+    _check_backend(workload.framework)
     result = infeed.run_infeed(workload, args.workers, args.steps, args.warmup_steps, args.data_dir,
                                args.files, args.jpeg_side, args.prefetch, args.delay_ms,
                                synthetic=not args.no_synthetic)
@@ -107,5 +108,5 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help="folder for the generated JPEG files, made once and reused (default: "
                         "paradnn-infeed in the temporary folder)")
         fp.add_argument("--no-synthetic", action="store_true", help="skip the synthetic feed")
-        fp.add_argument("--store", default=None, metavar="PATH", help="SQLite store to add the rows to (default: none; the rows are printed, not stored)")
+        fp.add_argument("--store", default=None, metavar="PATH", type=typed(check_store), help="SQLite store to add the rows to (default: none; the rows are printed, not stored)")
         fp.add_argument("--plot", default=None, metavar="PNG", help="save the figure (like Fig 5) here")

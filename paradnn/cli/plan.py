@@ -7,12 +7,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 import textwrap
 from typing import Any
 
+from paradnn import families
+from paradnn.cli.run import add_spec_subparsers, settings_from_args, workload_from_args
 from paradnn.errors import ParadnnError
+from paradnn.plan import Plan, plan
+from paradnn.units import duration, si
+from paradnn.workload import short_name
 
 _EXAMPLES = """examples:
   paradnn plan sweeps/fc.yaml                      the paper's FC grid: count, sizes, oom, time
@@ -23,40 +27,22 @@ _EXAMPLES = """examples:
 """
 
 
-def _duration(seconds: float | None) -> str:
-    if seconds is None or not math.isfinite(seconds):
-        return "unknown"
-    seconds = int(round(seconds))
-    d, rest = divmod(seconds, 86400)
-    h, rest = divmod(rest, 3600)
-    m, s = divmod(rest, 60)
-    if d:
-        return f"{d}d {h:02d}h"
-    return f"{h}h{m:02d}m" if h else f"{m}m{s:02d}s" if m else f"{s}s"
-
-
-def _bytes(value: float) -> str:
-    from paradnn.units import si
-
-    return "n/a" if value is None or not math.isfinite(value) else si(value, "B")
-
-
-def format_plan(result: Any, rows: int = 10) -> str:
+def format_plan(result: Plan, rows: int = 10) -> str:
     """The plan as a few readable lines, then the ``rows`` longest configs to run."""
-    from paradnn.plan import short_name
-    from paradnn.units import si
-
     s, t = result.summary, result.table
     fams = ", ".join(f"{f} {n:,}" for f, n in s["by_family"].items())
     where = s["source"] + (f" ({s['description']})" if s["description"] else "")
-    has_real = "real" in s["by_family"]
-    memory_note = ("XLA memory analysis of each compiled program" if s["memory_method"] == "compiled"
+    unknown = ", ".join(f"{f} {n:,}" for f, n in s["memory_unknown_by_family"].items())
+    memory_note = ("the backend's memory analysis of each compiled program"
+                   if s["memory_method"] == "compiled"
                    else "analytic estimate: weights + optimizer state + gradients + batch + "
                         "activations (docs/sweeps.md)"
-                        + ("; real models: weights + optimizer state + gradients only, a floor"
-                           if has_real else ""))
-    params_note = ("closed forms" + ("; real models: from shapes or a stored record"
-                                     if has_real else ""))
+                        + (f"; unknown for {s['memory_unknown']:,} config(s) without an activation "
+                           f"or batch estimate ({unknown}): their known parts, a floor, decide oom"
+                           if s["memory_unknown"] else ""))
+    params_note = ("counted without building the models: closed forms and the zoo's table"
+                   + (f"; {s['counts_unknown']:,} unknown (a zoo model at another input size "
+                      "and no stored record of it)" if s["counts_unknown"] else ""))
     lines = [
         f"plan of {where} on {s['platform']}",
         f"configs          {s['configs']:,} ({fams}); repeat {s['repeat']}",
@@ -66,16 +52,20 @@ def format_plan(result: Any, rows: int = 10) -> str:
         f"({params_note})",
         f"FLOPs per step   {si(s['flops_min'], 'FLOP')} .. {si(s['flops_max'], 'FLOP')} "
         "(analytic: matmuls and convolutions, forward + backward)",
-        f"memory           up to {_bytes(s['memory_max_bytes'])} per device; {memory_note}",
-        f"memory limit     {_bytes(s['memory_limit_bytes'])}: {s['memory_limit_source']}",
+        (f"memory           up to {si(s['memory_max_bytes'], 'B')} per device; {memory_note}"
+         if s["memory_unknown"] < s["configs"] else
+         f"memory           unknown: no activation or batch estimate for any config ({unknown}); "
+         f"their known parts (weights + optimizer state + gradients), up to "
+         f"{si(s['memory_floor_max_bytes'], 'B')} per device, decide oom"),
+        f"memory limit     {si(s['memory_limit_bytes'], 'B')}: {s['memory_limit_source']}",
     ]
     cal = s["calibration"]
     if s["wall_s"] is None:
         lines.append(f"estimated time   unknown: {cal['source']}")
     else:
-        lines.append(f"estimated time   {_duration(s['wall_s'])} wall for the configs to measure "
-                     f"(compile {_duration(s['compile_s'])}, timed steps "
-                     f"{_duration(s['timing_s'])}, the rest per-config overhead)")
+        lines.append(f"estimated time   {duration(s['wall_s'])} wall for the configs to measure "
+                     f"(compile {duration(s['compile_s'])}, timed steps "
+                     f"{duration(s['timing_s'])}, the rest per-config overhead)")
         lines.append(f"calibration      {cal['source']}")
         ranges = "; ".join(f"{f} {si(lo, 'FLOP')} .. {si(hi, 'FLOP')}"
                            for f, (lo, hi) in cal["flops_range"].items())
@@ -90,7 +80,7 @@ def format_plan(result: Any, rows: int = 10) -> str:
     if len(oom):
         lines.append(f"\npredicted oom ({len(oom):,}; memory estimate > limit), e.g.:")
         for _, r in oom.sort_values("memory_bytes").head(min(rows, 3)).iterrows():
-            lines.append(f"  {short_name(r.to_dict())}: {_bytes(r['memory_bytes'])}")
+            lines.append(f"  {short_name(r.to_dict())}: {si(r['memory_bytes'], 'B')}")
     todo = t[t["predicted"] == "run"]
     if len(todo) and rows > 0:
         order = "wall_s" if s["wall_s"] is not None else "model_flops_per_step"
@@ -98,11 +88,11 @@ def format_plan(result: Any, rows: int = 10) -> str:
         lines.append(f"  {'params':>9} {'FLOP/step':>11} {'memory':>9} {'wall':>8}  config")
         for _, r in todo.sort_values(order, ascending=False).head(rows).iterrows():
             lines.append(f"  {si(r['params'], ''):>9} {si(r['model_flops_per_step'], 'FLOP'):>11} "
-                         f"{_bytes(r['memory_bytes']):>9} {_duration(r['wall_s']):>8}  "
+                         f"{si(r['memory_bytes'], 'B'):>9} {duration(r['wall_s']):>8}  "
                          f"{short_name(r.to_dict())}")
     if s["oom"] and s["memory_limit_source"].startswith("host memory"):
         lines.append("\nnote: on a CPU the sweep predicts no oom by itself; run it with "
-                     f"--memory-limit {_bytes(s['memory_limit_bytes']).replace(' ', '')} to "
+                     f"--memory-limit {si(s['memory_limit_bytes'], 'B').replace(' ', '')} to "
                      "record these as oom instead of running them")
     return "\n".join(lines)
 
@@ -111,8 +101,6 @@ def show_plan(target: Any, *, store: str | None, memory_limit: str | None, repea
               settings: Any = None, compile: bool = False, calibrate: bool = False,
               csv: str | None = None, as_json: bool = False, rows: int = 10) -> int:
     """Plan ``target`` (sweep file path or workloads) and print it; the CLI handlers' body."""
-    from paradnn.plan import plan
-
     result = plan(target, store=store, memory_limit_bytes=memory_limit, repeat=repeat,
                   settings=settings, compile=compile, calibrate=calibrate)
     if csv:
@@ -157,12 +145,9 @@ def _options(defaults: bool) -> argparse.ArgumentParser:
 
 
 def _cmd_plan(args: argparse.Namespace) -> int:
-    from paradnn import families
-
     rest = list(args.rest)
     if args.target in families.names():
-        from paradnn.cli import _Parser
-        from paradnn.cli.run import add_spec_subparsers, settings_from_args, workload_from_args
+        from paradnn.cli import _Parser  # the package's parser class (cli/__init__ imports this module)
 
         spec_parser = _Parser(prog="paradnn plan")
         add_spec_subparsers(spec_parser, _cmd_plan)

@@ -5,7 +5,15 @@ from __future__ import annotations
 
 import argparse
 
+from paradnn import predictor
+from paradnn.analysis.prediction import CORRECTIONS, DEFAULT_CORRECTION, DEFAULT_LEVEL
+from paradnn.cli import DEFAULT_STORE, typed
 from paradnn.errors import ParadnnError
+from paradnn.grids import load_sweep_file
+from paradnn.outputs import write_output
+from paradnn.sweeper import DEFAULT_CACHE
+from paradnn.units import parse_int, parse_number
+from paradnn.workload import short_name
 
 
 def _pct(v: float) -> str:
@@ -31,8 +39,6 @@ def _score_text(table) -> str:
 
 
 def _predict(args: argparse.Namespace) -> int:
-    from paradnn import predictor
-
     if args.file is None and not args.score:
         raise ParadnnError("predict: name a sweep file to predict, or --score to score the "
                            "model on the store's measurements (or both)")
@@ -48,8 +54,6 @@ def _predict(args: argparse.Namespace) -> int:
     pred = predictor.predict(args.file, store=args.store, train=train, family=args.family,
                              correction=args.correction, level=args.level,
                              write=not args.no_write, include_unstable=args.include_unstable)
-    from paradnn.plan import short_name
-
     print(f"\n{args.file}: {len(pred)} configs predicted"
           + (" (cross-platform estimates)" if pred.attrs["cross_platform"] else ""))
     for line in pred.attrs["models"]:
@@ -76,8 +80,6 @@ def _predict(args: argparse.Namespace) -> int:
         print(f"\n{out_of_range} config(s) lie outside the fitted range (FLOPs, parameters or a "
               "hyperparameter): their predictions extrapolate")
     if args.csv:
-        from paradnn.outputs import write_output
-
         write_output(args.csv, lambda tmp: pred.to_csv(tmp, index=False), "predict --csv", [],
                      args.force)
         print(f"{args.csv}: {len(pred)} rows")
@@ -89,10 +91,6 @@ def _predict(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from paradnn.analysis.prediction import CORRECTIONS, DEFAULT_CORRECTION, DEFAULT_LEVEL
-    from paradnn.cli import DEFAULT_STORE, typed
-    from paradnn.units import parse_int, parse_number
-
     p = sub.add_parser(
         "predict", help="predict step time and throughput of configs not measured, with "
         "intervals; --score: held-out errors",
@@ -131,24 +129,20 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def budget_sweep(args: argparse.Namespace) -> int:
     """``paradnn sweep FILE --budget N [--target-width W]``: the adaptive sweep."""
-    from paradnn.predictor import adaptive_sweep
-    from paradnn.sweeper import DEFAULT_CACHE
-
     if args.repeat not in (None, 1) or args.remeasure_unstable:
         raise ParadnnError("--budget measures each chosen config once: --repeat and "
                            "--remeasure-unstable do not apply")
     if args.no_cache and args.cache_dir:
         raise ParadnnError("--cache-dir and --no-cache exclude each other")
     if args.budget is None:
-        from paradnn.grids import load_sweep_file
-
         args.budget = len(load_sweep_file(args.file, args.max_configs).workloads)
     options = {k: v for k, v in {
         "executor": args.executor, "memory_limit_bytes": args.memory_limit,
         "timeout_s": args.timeout, "address": args.address}.items() if v is not None}
     options["cache_dir"] = None if args.no_cache else (args.cache_dir or DEFAULT_CACHE)
-    df = adaptive_sweep(args.file, args.budget, store=args.store, target_width=args.target_width,
-                        progress=not args.quiet, **options)
+    df = predictor.adaptive_sweep(args.file, args.budget, store=args.store,
+                                  target_width=args.target_width, progress=not args.quiet,
+                                  **options)
     counts = df["status"].value_counts().to_dict()
     measured = {s: n for s, n in counts.items() if s != "predicted"}
     print(f"{args.store}: {sum(measured.values())} config(s) measured ("

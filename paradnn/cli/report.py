@@ -19,7 +19,17 @@ from pathlib import Path
 
 import pandas as pd
 
+from paradnn.cli import DEFAULT_STORE, typed
+from paradnn.cli.run import _check_backend, add_spec_subparsers, workload_from_args
 from paradnn.errors import ParadnnError
+from paradnn.outputs import check_output, write_output
+from paradnn.store import load
+from paradnn.units import parse_int, parse_number
+
+# The report, the analyses, the figures and the profiler are imported by the commands that use
+# them, not here: every `paradnn` command imports this module to register its subcommands, and
+# importing the report pipeline (matplotlib, the analyses) added 2.5-3.1 s to each of them (3
+# interleaved rounds on a 2-core host).
 
 # kind -> (what it draws, an example command, the flags that apply). One place: the choices,
 # the dispatch check and `paradnn plot --help` all read it.
@@ -86,19 +96,13 @@ def _where(df: pd.DataFrame, conditions: dict, flag: str = "--where") -> pd.Data
 
 
 def _load(paths: list[str]) -> list[pd.DataFrame]:
-    from paradnn.store import load
-
     return [load(p) for p in paths]
 
 
 def _report(args: argparse.Namespace) -> int:
-    from paradnn.store import load
-
     out_dir = Path(args.output)  # checked before the (possibly long) load and analyses
     if out_dir.exists() and not out_dir.is_dir():
         raise ParadnnError(f"report -o {out_dir}: exists and is not a directory; allowed: a folder")
-    from paradnn.outputs import check_output
-
     check_output(out_dir / "index.html", "report -o", args.stores, args.force)
     df = load(args.stores)  # several stores: one frame, rows present in two kept once
     ops = None
@@ -119,8 +123,7 @@ def _report(args: argparse.Namespace) -> int:
 def _write_report_guarded(df: pd.DataFrame, out_dir: Path, args: argparse.Namespace, ops) -> Path:
     """write_report into a temporary folder beside ``out_dir``, then move index.html through
     the output guard: never over an input, never over a page paradnn did not write."""
-    from paradnn.outputs import write_output
-    from paradnn.report import write_report
+    from paradnn.report import write_report  # see the note on imports above
 
     page = out_dir / "index.html"
     try:
@@ -137,10 +140,8 @@ def _write_report_guarded(df: pd.DataFrame, out_dir: Path, args: argparse.Namesp
 
 
 def _plot(args: argparse.Namespace) -> int:
-    from paradnn import analysis as A
+    from paradnn import analysis as A  # see the note on imports above
     from paradnn import plots as P
-
-    from paradnn.outputs import check_output
 
     out = Path(args.output)
     if out.suffix.lower() not in (".png", ".svg", ".pdf"):
@@ -152,18 +153,14 @@ def _plot(args: argparse.Namespace) -> int:
     if kind == "heatmap":
         if not (args.x and args.y):
             raise ParadnnError("plot heatmap: --x and --y are required (two hyperparameters)")
-        from paradnn.analysis._common import headline_utilization
-
-        value = args.value or headline_utilization(df) or "examples_per_sec"
+        value = args.value or A.headline_utilization(df) or "examples_per_sec"
         fig = P.heatmap(A.heatmap(df, args.x, args.y, value, fixed=_pairs(args.fixed, "--fixed"),
                                   panels=True))
     elif kind == "sensitivity":
         if not args.features:
             raise ParadnnError("plot sensitivity: --features is required (comma-separated)")
-        from paradnn.analysis._common import headline_utilization
-
         fig = P.sensitivity(A.sensitivity(
-            df, args.target or headline_utilization(df) or "examples_per_sec", args.features.split(","),
+            df, args.target or A.headline_utilization(df) or "examples_per_sec", args.features.split(","),
             interactions=args.interactions, log2=args.log2, bootstrap=args.bootstrap, seed=args.seed))
     elif kind == "roofline":
         fig = P.roofline(A.roofline(df, args.peak_flops, args.peak_bytes_per_sec),
@@ -185,18 +182,14 @@ def _plot(args: argparse.Namespace) -> int:
     elif kind == "params":
         fig = P.params_range(A.params_range(df))
     elif kind == "utilization":
-        from paradnn.analysis._common import headline_utilization, platform_label
-
-        df = df.assign(platform=df.apply(platform_label, axis=1))
-        value = headline_utilization(df)
+        df = df.assign(platform=df.apply(A.platform_label, axis=1))
+        value = A.headline_utilization(df)
         if value is None:
             raise ParadnnError("plot utilization: no run has model_flops_utilization or "
                                "flops_utilization")
         fig = P.utilization_comparison(A.family_ranges(df, value, by="platform"))
     else:  # saturation
         fig = P.saturation(A.saturation(df, threshold=args.threshold))
-    from paradnn.outputs import write_output
-
     out = Path(args.output)
     write_output(out, lambda tmp: fig.savefig(tmp, dpi=args.dpi, format=out.suffix[1:].lower()),
                  "plot -o", args.stores, args.force)
@@ -205,11 +198,8 @@ def _plot(args: argparse.Namespace) -> int:
 
 
 def _profile(args: argparse.Namespace) -> int:
-    from paradnn import analysis as A
-    from paradnn.cli.run import workload_from_args
+    from paradnn import analysis as A  # see the note on imports above
     from paradnn.profile import capture, with_peaks
-
-    from paradnn.outputs import check_output, write_output
 
     names = ("ops.csv", "ops.json", "op_roofline.png", "op_breakdown.png")
     if args.out_dir:
@@ -218,8 +208,6 @@ def _profile(args: argparse.Namespace) -> int:
             raise ParadnnError(f"profile -o {out}: exists and is not a directory; allowed: a folder")
         for name in names:  # before the (slow) capture
             check_output(out / name, "profile -o", (), args.force)
-    from paradnn.cli.run import _check_backend
-
     _check_backend()
     workload = workload_from_args(args)
     ops = capture(workload, steps=args.steps, warmup=args.warmup)
@@ -239,7 +227,7 @@ def _profile(args: argparse.Namespace) -> int:
         print(top.to_string(index=False))
     print(f"note: {ops.attrs['note']}")
     if args.out_dir:
-        from paradnn import plots as P
+        from paradnn import plots as P  # see the note on imports above
 
         def put(name: str, write) -> None:
             write_output(out / name, write, "profile -o", (), args.force)
@@ -256,9 +244,6 @@ def _profile(args: argparse.Namespace) -> int:
 
 
 def register(subparsers) -> None:
-    from paradnn.cli import DEFAULT_STORE, typed
-    from paradnn.units import parse_int, parse_number
-
     force_help = "replace an existing output file that paradnn did not write"
     p = subparsers.add_parser("report", help="HTML report of every analysis a store supports")
     p.add_argument("stores", nargs="*", metavar="STORE", default=[DEFAULT_STORE],
@@ -313,10 +298,6 @@ def register(subparsers) -> None:
                    "1x size of 1100 px wide figures)")
     p.set_defaults(func=_plot)
 
-    try:
-        from paradnn.cli.run import add_spec_subparsers
-    except ImportError:  # `paradnn run` not installed yet: no profile command
-        return
     p = subparsers.add_parser("profile", help="per-operation FLOPs, bytes and time of one config")
     # dest differs from --output: the FC and CNN spec flags have an --output (classes).
     p.add_argument("-o", "--out-dir", dest="out_dir", metavar="DIR", help="write ops.csv and the figures here")

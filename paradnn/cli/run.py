@@ -8,7 +8,7 @@ import json
 import sys
 from typing import Any, Callable
 
-from paradnn import families
+from paradnn import backends, families
 from paradnn.specs import DTYPES, OPTIMIZERS, Workload
 from paradnn.units import si
 
@@ -59,10 +59,10 @@ def add_spec_subparsers(parser: argparse.ArgumentParser, handler: Callable, sett
         p.add_argument("--batch", default=None, metavar="N", type=typed(parse_int, "batch"),
                        help="global batch in examples, split over --devices (default: the "
                        "family's, e.g. 256 FC, 64 CNN/RNN, the model's own for real models)")
-        p.add_argument("--framework", default="jax", choices=families.FRAMEWORKS,
-                       help="software that builds, compiles and runs the workload: jax (XLA), "
-                       "tensorflow (Keras 3, jit_compile=True) or torch (torch.compile); "
-                       "default jax")
+        p.add_argument("--framework", default=backends.DEFAULT, choices=backends.names(),
+                       help="software that builds, compiles and runs the workload: "
+                       + ", ".join(backends.meta(n).description or n for n in backends.names())
+                       + f"; default {backends.DEFAULT}")
         p.add_argument("--dtype", default="float32", choices=DTYPES, help="compute dtype")
         p.add_argument("--optimizer", default=None, choices=OPTIMIZERS,
                        help="optimizer (default: rmsprop, a real model's own)")
@@ -76,16 +76,29 @@ def add_spec_subparsers(parser: argparse.ArgumentParser, handler: Callable, sett
                        "(default: the device's memory; the host's on a CPU)")
         p.add_argument("--json", action="store_true", help="print exactly one JSON object")
         if settings:
-            from paradnn.measure import SETTING_HELP, MeasureSettings, parse_setting
-
-            defaults = {f.name: f.default for f in dataclasses.fields(MeasureSettings)}
-            for name, meaning in SETTING_HELP.items():
-                # default None: unset flags leave the settings' own default (shown in the help).
-                default = "auto" if defaults[name] is None else defaults[name]
-                p.add_argument(f"--{name.replace('_', '-')}", dest=name, default=None, metavar="X",
-                               type=typed(parse_setting, name),
-                               help=f"measurement setting: {meaning} (default {default})")
+            add_settings_flags(p)
         p.set_defaults(func=handler)
+
+
+def add_settings_flags(p: argparse.ArgumentParser) -> None:
+    """One flag per setting: the timing protocol's (``MeasureSettings``) and every registered
+    framework's options (``FrameworkInfo.options``: ``--xla-preset``, ``--torch-compile``...),
+    each parsed and range-checked by its field's metadata. Unset flags are None, leaving the
+    setting's own default (shown in the help)."""
+    from paradnn.cli import typed
+    from paradnn.measure import PROTOCOL_FIELDS, SETTING_HELP, MeasureSettings, parse_setting
+
+    defaults = {f.name: f.default for f in dataclasses.fields(MeasureSettings)}
+    for name in PROTOCOL_FIELDS:
+        default = "auto" if defaults[name] is None else defaults[name]
+        p.add_argument(f"--{name.replace('_', '-')}", dest=name, default=None, metavar="X",
+                       type=typed(parse_setting, name),
+                       help=f"measurement setting: {SETTING_HELP[name]} (default {default})")
+    for name in backends.option_fields():
+        p.add_argument(f"--{name.replace('_', '-')}", dest=name, default=None, metavar="X",
+                       type=typed(parse_setting, name),
+                       help=f"framework option, {backends.option_help(name)} "
+                       f"(default {backends.option_default(name)})")
 
 
 def workload_from_args(args: argparse.Namespace) -> Workload:
@@ -97,11 +110,12 @@ def workload_from_args(args: argparse.Namespace) -> Workload:
 
 
 def settings_from_args(args: argparse.Namespace):
-    from paradnn.measure import MeasureSettings
+    """The MeasureSettings of the settings flags that were given (:func:`add_settings_flags`)."""
+    from paradnn.measure import SETTINGS_FIELDS, MeasureSettings
 
     # The flags were parsed and range-checked by argparse (measure.parse_setting).
-    values: dict[str, Any] = {f.name: getattr(args, f.name) for f in dataclasses.fields(MeasureSettings)
-                              if getattr(args, f.name, None) is not None}
+    values: dict[str, Any] = {name: getattr(args, name) for name in SETTINGS_FIELDS
+                              if getattr(args, name, None) is not None}
     return MeasureSettings(**values)
 
 
@@ -150,7 +164,7 @@ def _summary(record) -> str:
 def _meter_lines(d: dict[str, Any]) -> list[str]:
     """Memory breakdown, energy and utilization of a measured row, each with its source, or
     why it is missing (docs/metrics.md)."""
-    from paradnn.backends.jax.memory import MEMORY_PARTS
+    from paradnn.record import MEMORY_PARTS
 
     lines = []
     parts = [(name, d.get(name)) for name in MEMORY_PARTS]
@@ -188,12 +202,13 @@ def warning_lines(record) -> list[str]:
     return lines
 
 
-def _check_backend(framework: str = "jax") -> None:
-    """Start the framework's backend; one it cannot start (JAX_PLATFORMS naming an absent
-    platform, a framework not installed) is one line and exit 2 rather than a traceback."""
+def _check_backend(framework: str = backends.DEFAULT) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Start the framework's backend and return its (platform, software); one it cannot start
+    (JAX_PLATFORMS naming an absent platform, a framework not installed) is one line and exit 2
+    rather than a traceback."""
     from paradnn.executors import local_context
 
-    local_context(framework)
+    return local_context(framework)
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -265,9 +280,8 @@ def _jsonable(value: Any) -> Any:
 
 def _cmd_list(args: argparse.Namespace) -> int:
     if args.what == "models":
-        from paradnn.backends.jax.models.zoo.catalog import catalog
-
-        rows = catalog()
+        # Parameter counts of the real models come from the reference framework's shapes.
+        rows = backends.capability(backends.DEFAULT, "model_catalog", "list the real models")()
         if args.json:
             print(json.dumps(rows))
         else:

@@ -3,27 +3,31 @@
 from __future__ import annotations
 
 import argparse
+import datetime
 
+import pandas as pd
+
+from paradnn.cli import DEFAULT_STORE, typed
+from paradnn.cli.plan import show_plan
 from paradnn.errors import ParadnnError
+from paradnn.grids import MAX_CONFIGS
+from paradnn.status import failures
+from paradnn.store import export, load, merge
+from paradnn.sweeper import DEFAULT_CACHE, sweep
+from paradnn.units import parse_bytes, parse_duration, parse_int, parse_number
 
 
 def _sweep(args: argparse.Namespace) -> int:
-    from paradnn.sweeper import DEFAULT_CACHE, sweep
-
     if args.no_cache and args.cache_dir:
         raise ParadnnError("--cache-dir and --no-cache exclude each other")
     if args.dry_run:
-        from paradnn.cli.plan import show_plan
-
         return show_plan(args.file, store=args.store, memory_limit=args.memory_limit,
                          repeat=args.repeat)
     if args.budget is not None or args.target_width is not None:
-        from paradnn.cli.predict import budget_sweep
+        from paradnn.cli.predict import budget_sweep  # the predict command's module, loaded only for --budget
 
         return budget_sweep(args)
-    import datetime as _dt
-
-    started = _dt.datetime.now(_dt.timezone.utc)
+    started = datetime.datetime.now(datetime.timezone.utc)
     df = sweep(
         args.file, store=args.store, executor=args.executor, repeat=args.repeat,
         memory_limit_bytes=args.memory_limit, timeout_s=args.timeout, address=args.address,
@@ -32,8 +36,6 @@ def _sweep(args: argparse.Namespace) -> int:
         remeasure_unstable=args.remeasure_unstable)
     # Rows written since this sweep started were measured now (by it, or by a sweep sharing
     # the store); the others were already in the store and were skipped.
-    import pandas as pd
-
     when = pd.to_datetime(df["time_utc"], utc=True, format="ISO8601") if len(df) else None
     now = df[when >= started] if len(df) else df
 
@@ -48,11 +50,6 @@ def _sweep(args: argparse.Namespace) -> int:
 
 
 def _status(args: argparse.Namespace) -> int:
-    import pandas as pd
-
-    from paradnn.status import failures
-    from paradnn.store import load
-
     stores = [args.store] if isinstance(args.store, str) else list(args.store)
     df = load(stores)
     print(f"{', '.join(stores)}: {len(df)} rows")
@@ -91,26 +88,18 @@ def _status(args: argparse.Namespace) -> int:
 
 
 def _merge(args: argparse.Namespace) -> int:
-    from paradnn.store import merge
-
     added, present = merge(args.stores, args.output)
     print(f"{args.output}: {added} rows added, {present} already present (not duplicated)")
     return 0
 
 
 def _export(args: argparse.Namespace) -> int:
-    from paradnn.store import export
-
     n = export(args.store, args.output, force=args.force)
     print(f"{args.output}: {n} rows")
     return 0
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from paradnn.cli import DEFAULT_STORE, typed
-    from paradnn.grids import MAX_CONFIGS
-    from paradnn.units import parse_bytes, parse_duration, parse_int, parse_number
-
     p = sub.add_parser("sweep", help="run a sweep file into a results store (resumable)",
                        description="Run every config of a YAML sweep file (docs/sweeps.md) into "
                        "a store. Configs already in the store are skipped.")

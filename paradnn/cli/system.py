@@ -2,24 +2,23 @@
 
 Thin commands over :mod:`paradnn.ops`, :mod:`paradnn.collectives` and :mod:`paradnn.scaling`:
 parse, call the library, print a table with units (or ``--json``), ``--store`` to keep rows.
-``--simulate-devices`` makes a CPU host show N devices (``--xla_force_host_platform_device_count``,
-set before JAX starts its backend); every row measured so says ``simulated_devices`` and such
-timings are not a multi-device measurement.
+``--simulate-devices`` makes a CPU host show N devices (the framework's ``simulate_host_devices``:
+JAX's ``--xla_force_host_platform_device_count``, set before JAX starts its backend); every row
+measured so says ``simulated_devices`` and such timings are not a multi-device measurement.
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
-import os
 import sys
 from typing import Any, Callable
 
+from paradnn import backends
 from paradnn.errors import SpecError
+from paradnn.store import check_store
 from paradnn.units import parse_int, si
 
-_FORCE_FLAG = "--xla_force_host_platform_device_count"
 SIMULATED_NOTE = ("paradnn: note: devices are simulated on one CPU host (--xla_force_host_platform_"
                   "device_count): all share the same cores and memory; these timings are NOT a "
                   "multi-device measurement")
@@ -33,43 +32,34 @@ def parse_int_list(text: str, parameter: str, minimum: int = 1, maximum: int = 6
     return sorted({parse_int(p.strip(), parameter, minimum, maximum) for p in parts})
 
 
-def _force_host_devices(count: int) -> None:
-    """Ask XLA:CPU for ``count`` host devices; must run before JAX starts its backend."""
-    flags = [f for f in os.environ.get("XLA_FLAGS", "").split() if not f.startswith(_FORCE_FLAG)]
-    os.environ["XLA_FLAGS"] = " ".join([*flags, f"{_FORCE_FLAG}={count}"])
-
-
-def _need_devices(count: int, simulate: bool) -> bool:
-    """Start the backend (simulating ``count`` CPU devices if asked) and check it has ``count``
-    devices; returns whether the devices are simulated."""
+def _need_devices(count: int, simulate: bool, framework: str = backends.DEFAULT) -> bool:
+    """Start ``framework``'s backend (simulating ``count`` CPU devices if asked) and check it has
+    ``count`` devices; returns whether the devices are simulated."""
     if simulate:
-        _force_host_devices(count)
+        backends.capability(framework, "simulate_host_devices", "simulate devices on a CPU host")(count)
     from paradnn.cli.run import _check_backend
     from paradnn.collectives import simulated_devices
 
-    _check_backend()
-    import jax
-
-    if jax.device_count() < count:
-        hint = "" if simulate or jax.default_backend() != "cpu" else " (add --simulate-devices on a CPU host)"
-        raise SpecError("devices", count, f"at most {jax.device_count()} on backend "
-                        f"{jax.default_backend()}{hint}")
-    return simulated_devices()
+    platform, _ = _check_backend(framework)
+    if platform["device_count"] < count:
+        hint = "" if simulate or platform["device_platform"] != "cpu" else " (add --simulate-devices on a CPU host)"
+        raise SpecError("devices", count, f"at most {platform['device_count']} on backend "
+                        f"{platform['device_platform']}{hint}")
+    return simulated_devices(framework)
 
 
 def _add_settings(p: argparse.ArgumentParser) -> None:
-    from paradnn.cli import typed
-    from paradnn.measure import SETTING_HELP, MeasureSettings, parse_setting
+    from paradnn.cli.run import add_settings_flags
 
-    defaults = {f.name: f.default for f in dataclasses.fields(MeasureSettings)}
-    for name, meaning in SETTING_HELP.items():
-        default = "auto" if defaults[name] is None else defaults[name]
-        p.add_argument(f"--{name.replace('_', '-')}", dest=name, default=None, metavar="X",
-                       type=typed(parse_setting, name), help=f"measurement setting: {meaning} (default {default})")
+    add_settings_flags(p)
 
 
 def _add_common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--store", default=None, metavar="PATH", help="SQLite store to add the rows to (default: none; the rows are printed, not stored)")
+    from paradnn.cli import typed
+
+    # Checked while parsing (paradnn.store.check_store), so a damaged or foreign store is one
+    # line before the measurement, not after it.
+    p.add_argument("--store", default=None, metavar="PATH", type=typed(check_store), help="SQLite store to add the rows to (default: none; the rows are printed, not stored)")
     p.add_argument("--json", action="store_true", help="print exactly one JSON object")
 
 
@@ -200,9 +190,10 @@ def _cmd_scaling(args: argparse.Namespace) -> int:
     global_batch = None
     if args.mode in ("strong", "both"):
         global_batch = args.global_batch or workload.batch * devices[-1]
-    simulated = _need_devices(devices[-1], args.simulate_devices)
+    simulated = _need_devices(devices[-1], args.simulate_devices, workload.framework)
     result = run_scaling(workload.spec, devices, per_device, global_batch, workload.dtype,
-                         workload.optimizer, settings_from_args(args), args.memory_limit)
+                         workload.optimizer, settings_from_args(args), args.memory_limit,
+                         workload.framework)
     _save(result.records, args.store)
     table = result.table
     if args.json:

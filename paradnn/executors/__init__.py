@@ -13,8 +13,8 @@ driver killed at any point loses at most the configs in flight.
 Failure taxonomy. A config's own outcomes are records: ``oom``, ``error`` (an exception of the
 workload), ``timeout``, ``crashed`` (its process died; the record says whether by a signal or by
 exiting with a status). A fault of the environment is a :class:`Fault`, never a record: an
-``OSError`` (an unwritable cache, a full disk, a permission), a JAX platform that cannot start,
-a lost Ray worker. The sweep driver releases the config's claim and either stops with one line
+``OSError`` (an unwritable cache, a full disk, a permission), a framework's device platform that
+cannot start, a lost Ray worker. The sweep driver releases the config's claim and either stops with one line
 (``retry=False``: every config would meet the same fault) or goes on without it
 (``retry=True``); either way the next run of the sweep measures the config.
 """
@@ -22,18 +22,18 @@ a lost Ray worker. The sweep driver releases the config's claim and either stops
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Union
 
+from paradnn import backends, hardware
 from paradnn.errors import InfrastructureError, ParadnnError
 from paradnn.record import Record
 from paradnn.specs import Workload
 
-__all__ = ["Task", "Fault", "Outcome", "Executor", "make_executor", "default_cache_dir",
-           "configure_cache", "check_environment", "run_config", "EXECUTORS"]
+__all__ = ["Task", "Fault", "Outcome", "Executor", "Caches", "make_executor", "default_cache_dir",
+           "check_environment", "run_config", "EXECUTORS"]
 
 EXECUTORS = ("process", "inprocess", "ray")
 
@@ -79,7 +79,7 @@ class Executor:
 
     name = "executor"
 
-    def context(self, framework: str = "jax") -> tuple[dict[str, Any], dict[str, Any]]:
+    def context(self, framework: str = backends.DEFAULT) -> tuple[dict[str, Any], dict[str, Any]]:
         raise NotImplementedError
 
     def execute(self, tasks: Iterator[Task]) -> Iterator[tuple[Task, Outcome]]:
@@ -96,57 +96,45 @@ class Executor:
 
 
 def default_cache_dir() -> Path:
-    """``$XDG_CACHE_HOME/paradnn/xla`` (default ``~/.cache/paradnn/xla``)."""
+    """``$XDG_CACHE_HOME/paradnn/xla`` (default ``~/.cache/paradnn/xla``): the folder every
+    framework's compilation cache is pointed at (``Backend.configure_cache``)."""
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "paradnn" / "xla"
 
 
-def configure_cache(cache_dir: str | os.PathLike | None) -> dict[str, Any]:
-    """Turn on JAX's persistent compilation cache in ``cache_dir`` (None: leave it off) for
-    every compile, however short; returns the previous settings (for :func:`restore_cache`)."""
-    import jax
+class Caches:
+    """The compilation caches of the frameworks one process runs: each framework's is pointed
+    at ``cache_dir`` (``Backend.configure_cache``; None leaves them as they are) the first time
+    a config of that framework runs here, and :meth:`restore` gives back the previous settings.
+    An unwritable folder is an InfrastructureError from the framework that met it."""
 
-    names = ("jax_compilation_cache_dir", "jax_persistent_cache_min_compile_time_secs",
-             "jax_persistent_cache_min_entry_size_bytes")
-    previous = {n: getattr(jax.config, n) for n in names}
-    if cache_dir is not None:
-        _check_writable(Path(cache_dir), "the XLA compilation cache folder",
-                        "pass --cache-dir DIR with a writable folder, or --no-cache")
-        jax.config.update("jax_compilation_cache_dir", str(cache_dir))
-        # Sweep configs compile in well under JAX's default 1 s threshold on small models, and
-        # a second run of a sweep is exactly when those compiles should be skipped.
-        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
-        jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
-    return previous
+    def __init__(self, cache_dir: str | os.PathLike | None):
+        self.cache_dir = None if cache_dir is None else str(cache_dir)
+        self._restore: dict[str, Callable[[], None]] = {}
 
+    def ensure(self, framework: str) -> None:
+        if framework not in self._restore:
+            self._restore[framework] = backends.get(framework).configure_cache(self.cache_dir)
 
-def restore_cache(previous: dict[str, Any]) -> None:
-    import jax
-
-    for name, value in previous.items():
-        jax.config.update(name, value)
-
-
-def _check_writable(folder: Path, what: str, advice: str) -> None:
-    """Create ``folder`` and a file in it, or raise InfrastructureError naming it."""
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=folder):
-            pass
-    except OSError as exc:
-        raise InfrastructureError(f"{what} {folder} is not writable ({exc.strerror or exc}); "
-                                  f"{advice}") from None
+    def restore(self) -> None:
+        for framework in reversed(list(self._restore)):
+            self._restore.pop(framework)()
 
 
 def check_environment(platform: dict[str, Any]) -> None:
     """Faults of the environment that would make every config fail, found before the first one
     runs: where the device has no spec-sheet peak (a CPU), utilization needs the measured peak of
     ``paradnn probe``, which is cached in a file; that folder must be writable."""
-    from paradnn import hardware
-
     if platform["device_platform"] == "cpu" or hardware.spec_peak(platform["device_kind"]) is None:
-        _check_writable(hardware.CACHE_PATH.parent, "the probe cache folder",
-                        "set PARADNN_CACHE (or HOME) to a writable folder")
+        hardware.check_writable(hardware.CACHE_PATH.parent, "the probe cache folder",
+                                "set PARADNN_CACHE (or HOME) to a writable folder")
+
+
+def exclusive(framework: str, loaded: set[str]) -> bool:
+    """Whether ``framework`` must not join a process that has run ``loaded`` frameworks (their
+    native libraries clash: ``FrameworkInfo.exclusive_with``, declared by either side)."""
+    return any(other in backends.meta(framework).exclusive_with or framework in backends.meta(other).exclusive_with
+               for other in loaded if other != framework)
 
 
 def resolve_run_fn(run_fn: RunFn | None) -> RunFn:
@@ -157,7 +145,7 @@ def resolve_run_fn(run_fn: RunFn | None) -> RunFn:
     return run_workload
 
 
-def local_context(framework: str = "jax") -> tuple[dict[str, Any], dict[str, Any]]:
+def local_context(framework: str = backends.DEFAULT) -> tuple[dict[str, Any], dict[str, Any]]:
     """(platform, software) of ``framework`` in this process, as the runner records them. A
     backend that cannot start (``JAX_PLATFORMS`` naming a platform this host lacks) is an
     InfrastructureError: it is the first use of the backend, so its RuntimeError is that. A
@@ -168,8 +156,9 @@ def local_context(framework: str = "jax") -> tuple[dict[str, Any], dict[str, Any
         return context(framework)
     except RuntimeError as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        platforms = {k: v for k, v in os.environ.items() if k.endswith("_PLATFORMS")}
         raise InfrastructureError(
-            f"{framework} cannot start a backend (JAX_PLATFORMS={os.environ.get('JAX_PLATFORMS')!r}): "
+            f"{framework} cannot start a backend ({', '.join(f'{k}={v!r}' for k, v in platforms.items()) or 'no *_PLATFORMS set'}): "
             f"{first[:300]}") from None
 
 
@@ -192,13 +181,13 @@ def run_config(run_fn: RunFn | None, workload: Workload, settings: Any,
         platform, software = context
         return Record.failed(workload, "error", f"{type(exc).__name__}: {exc}"[:4000],
                              platform=dict(platform), software=dict(software),
-                             settings=settings.to_dict())
+                             settings=settings.to_dict(workload.framework))
     if not isinstance(record, Record):
         platform, software = context
         return Record.failed(workload, "error",
                              f"run function returned {type(record).__name__}, not a Record",
                              platform=dict(platform), software=dict(software),
-                             settings=settings.to_dict())
+                             settings=settings.to_dict(workload.framework))
     return record
 
 

@@ -11,8 +11,9 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
-from paradnn.executors import (Executor, Outcome, RunFn, Task, check_environment,
-                               configure_cache, local_context, restore_cache, run_config)
+from paradnn import backends
+from paradnn.executors import (Caches, Executor, Outcome, RunFn, Task, check_environment, local_context,
+                               run_config)
 
 
 class InProcessExecutor(Executor):
@@ -20,17 +21,18 @@ class InProcessExecutor(Executor):
 
     def __init__(self, cache_dir: str | os.PathLike | None, run_fn: RunFn | None = None):
         self.run_fn = run_fn
-        # The compilation cache is a process-wide JAX setting: restore the caller's on close.
-        self._previous: dict[str, Any] | None = None
-        self._previous = configure_cache(cache_dir)
-        self._context: tuple[dict[str, Any], dict[str, Any]] | None = None
+        # Compilation caches are process-wide framework settings: each framework's is pointed at
+        # cache_dir when it first runs here, and the caller's settings come back on close.
+        self._caches = Caches(cache_dir)
+        self._contexts: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {}
 
-    def context(self, framework: str = "jax") -> tuple[dict[str, Any], dict[str, Any]]:
-        if self._context is None:
-            context = local_context()
+    def context(self, framework: str = backends.DEFAULT) -> tuple[dict[str, Any], dict[str, Any]]:
+        if framework not in self._contexts:
+            self._caches.ensure(framework)
+            context = local_context(framework)
             check_environment(context[0])
-            self._context = context
-        return self._context if framework == "jax" else local_context(framework)
+            self._contexts[framework] = context
+        return self._contexts[framework]
 
     def execute(self, tasks: Iterator[Task]) -> Iterator[tuple[Task, Outcome]]:
         for task in tasks:
@@ -38,6 +40,4 @@ class InProcessExecutor(Executor):
                                    task.memory_limit_bytes, self.context(task.workload.framework))
 
     def close(self) -> None:
-        if self._previous is not None:
-            restore_cache(self._previous)
-            self._previous = None
+        self._caches.restore()

@@ -1,7 +1,8 @@
 """Run sweep configs in a child Python process with a time limit (the default executor).
 
-The child is reused across configs, so the Python and JAX start-up cost is paid once, not per
-config. A config that kills the child (a segfault, the kernel's out-of-memory killer, an abort in
+The child is reused across configs, so the Python and framework start-up cost is paid once, not
+per config; a config whose framework must not share a process with one the child has run
+(``FrameworkInfo.exclusive_with``: TensorFlow and PyTorch) gets a fresh child. A config that kills the child (a segfault, the kernel's out-of-memory killer, an abort in
 XLA, or an exit with a status of its own) is recorded ``crashed``, with the exit status or the
 signal as typed fields (``child_exit_status``, ``child_signal``) and in words that say which of
 the two happened; one that runs past ``timeout_s`` has its child killed and is recorded
@@ -27,11 +28,12 @@ from collections.abc import Iterator
 from multiprocessing.connection import Connection
 from typing import Any
 
+from paradnn import backends
 from paradnn.errors import InfrastructureError, ParadnnError
-from paradnn.executors import Executor, Fault, Outcome, RunFn, Task
+from paradnn.executors import Executor, Fault, Outcome, RunFn, Task, exclusive
 from paradnn.record import Record
 
-#: Seconds a new child may take to import JAX and report its platform.
+#: Seconds a child may take to start, or to import a framework and report its platform.
 STARTUP_TIMEOUT_S = 300.0
 #: A child is replaced after this many configs, to bound what a long sweep accumulates.
 MAX_CONFIGS_PER_CHILD = 200
@@ -97,20 +99,40 @@ class _Child:
         self.to_child = Connection(to_child_w, readable=False)
         self.from_child = Connection(from_child_r, writable=False)
         self.configs = 0
+        #: Frameworks this child has started (their contexts, by name).
+        self.contexts: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {}
         self.to_child.send_bytes(init)
-        reply = self.wait(STARTUP_TIMEOUT_S)
+        self._expect(self.wait(STARTUP_TIMEOUT_S), "ready", "did not start")
+
+    def _expect(self, reply: Any, kind: str, failed: str) -> Any:
+        """The reply if it is a ``kind`` message; otherwise the child is stopped and the fault
+        it reported (or its death, or its silence) raised as an InfrastructureError, or the
+        user's error it reported raised as it is."""
+        if isinstance(reply, tuple) and reply[0] == kind:
+            return reply
+        if isinstance(reply, tuple) and reply[0] == "error":
+            raise reply[1]
         if isinstance(reply, tuple) and reply[0] == "fault":
             self.stop()
             fault: Fault = reply[1]
             raise InfrastructureError(fault.message, retry=fault.retry)
-        if reply is None or reply == "timeout" or reply[0] != "ready":
-            code, killed = self.reap()
-            raise InfrastructureError(
-                "the sweep's child process did not start: it "
-                + ("took longer than {:.0f} s".format(STARTUP_TIMEOUT_S) if reply == "timeout"
-                   else _describe_exit(code, killed))
-                + "; its error output is above")
-        _, self.platform, self.software = reply
+        code, killed = self.reap()
+        raise InfrastructureError(
+            f"the sweep's child process {failed}: it "
+            + ("took longer than {:.0f} s".format(STARTUP_TIMEOUT_S) if reply == "timeout"
+               else _describe_exit(code, killed))
+            + "; its error output is above")
+
+    def context(self, framework: str) -> tuple[dict[str, Any], dict[str, Any]]:
+        """(platform, software) of ``framework`` in this child (started there on first use)."""
+        if framework not in self.contexts:
+            try:
+                self.to_child.send(("context", framework))
+            except (BrokenPipeError, OSError):
+                pass  # the child is gone: the wait below says how it ended
+            reply = self._expect(self.wait(STARTUP_TIMEOUT_S), "context", f"could not start {framework}")
+            self.contexts[framework] = (reply[1], reply[2])
+        return self.contexts[framework]
 
     def wait(self, timeout_s: float) -> Any:
         """The next message; ``None`` if the child died, ``"timeout"`` if none came in time."""
@@ -179,33 +201,32 @@ class ProcessExecutor(Executor):
         self.cache_dir = None if cache_dir is None else str(cache_dir)
         self.run_fn = run_fn
         self._child: _Child | None = None
-        self._context: tuple[dict[str, Any], dict[str, Any]] | None = None
+        # Contexts outlive children: every child runs on this host with this installation.
+        self._contexts: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {}
 
-    def _ensure_child(self) -> _Child:
+    def _child_for(self, framework: str) -> _Child:
+        """A child that may run ``framework``: the current one, unless it has run a framework
+        that must not share its process (then a fresh one)."""
+        if self._child is not None and exclusive(framework, set(self._child.contexts)):
+            self._child.stop()
+            self._child = None
         if self._child is None:
             self._child = _Child(self.cache_dir, self.run_fn)
-            self._context = (self._child.platform, self._child.software)
         return self._child
 
-    def context(self, framework: str = "jax") -> tuple[dict[str, Any], dict[str, Any]]:
-        if framework != "jax":
-            # Another framework's devices and versions, read here: the child runs on this host
-            # with this installation, and its own context message covers JAX only.
-            from paradnn.executors import local_context
-
-            return local_context(framework)
-        if self._context is None:
-            self._ensure_child()
-        assert self._context is not None
-        return self._context
+    def context(self, framework: str = backends.DEFAULT) -> tuple[dict[str, Any], dict[str, Any]]:
+        if framework not in self._contexts:
+            self._contexts[framework] = self._child_for(framework).context(framework)
+        return self._contexts[framework]
 
     def run_one(self, task: Task) -> Outcome:
         """Run one config in the child; a dead or late child becomes a crashed/timeout record,
         an infrastructure fault the child met a :class:`Fault`."""
-        child = self._ensure_child()
         platform, software = self.context(task.workload.framework)
+        child = self._child_for(task.workload.framework)
+        child.context(task.workload.framework)
         context = {"platform": dict(platform), "software": dict(software),
-                   "settings": task.settings.to_dict()}
+                   "settings": task.settings.to_dict(task.workload.framework)}
         t0 = time.monotonic()
         try:
             child.to_child.send(("run", task.workload, task.settings, task.memory_limit_bytes))
@@ -232,7 +253,7 @@ class ProcessExecutor(Executor):
             return reply[1]
         record: Record = reply[1]
         child.configs += 1
-        # A predicted oom never allocated anything (typed field from paradnn.preflight); any
+        # A predicted oom never allocated anything (typed field from paradnn.sizes); any
         # other failure may leave state behind, so the child is replaced.
         dirty = record.status == "error" or (
             record.status == "oom" and not record.metrics.get("oom_predicted"))

@@ -27,6 +27,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+from paradnn import backends
 from paradnn.errors import ParadnnError
 from paradnn.executors import Executor, Fault, Outcome, RunFn, Task
 from paradnn.record import Record
@@ -66,23 +67,19 @@ class WorkerSetupError(RuntimeError):
     """A worker node could not start a child process: an environment problem, not a config's."""
 
 
-def _remote_context(framework: str) -> tuple[dict, dict]:
-    from paradnn.executors import local_context
-
-    return local_context(framework)
-
-
-def _remote_probe(cache_dir: str | None, run_fn: RunFn | None) -> tuple[dict, dict]:
+def _remote_probe(cache_dir: str | None, run_fn: RunFn | None, framework: str) -> tuple[dict, dict]:
+    """(platform, software) of ``framework`` in a child process of a worker, as its configs
+    would run there."""
     from paradnn.executors.process import _Child
 
     try:
         child = _Child(cache_dir, run_fn)
+        try:
+            return child.context(framework)
+        finally:
+            child.stop()
     except ParadnnError as exc:
         raise WorkerSetupError(str(exc)) from None
-    try:
-        return child.platform, child.software
-    finally:
-        child.stop()
 
 
 def _remote_run(task: Task, timeout_s: float, cache_dir: str | None,
@@ -92,7 +89,7 @@ def _remote_run(task: Task, timeout_s: float, cache_dir: str | None,
     ex = ProcessExecutor(timeout_s=timeout_s, cache_dir=cache_dir, run_fn=run_fn)
     try:
         try:
-            ex.context()
+            ex.context(task.workload.framework)
         except ParadnnError as exc:
             raise WorkerSetupError(str(exc)) from None
         return ex.run_one(task)
@@ -128,9 +125,7 @@ class RayExecutor(Executor):
             self._owns_ray = True
         self._probe = ray.remote(max_retries=0)(_remote_probe)
         self._run = ray.remote(max_retries=0)(_remote_run)
-        self._context: tuple[dict[str, Any], dict[str, Any]] | None = None
-        self._framework_probe = ray.remote(max_retries=0)(_remote_context)
-        self._framework_contexts: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {}
+        self._contexts: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {}
 
     def _options(self, devices: int) -> dict[str, Any]:
         if self.resources is not None:
@@ -150,32 +145,24 @@ class RayExecutor(Executor):
         fits = [total.get(name, 0) / amount for name, amount in wanted.items() if amount]
         return max(1, int(math.floor(min(fits)))) if fits else 1
 
-    def context(self, framework: str = "jax") -> tuple[dict[str, Any], dict[str, Any]]:
-        """Platform and software of a worker that takes these tasks (one probe task): the
-        cluster is assumed uniform for the resources asked, as the resume keys need."""
-        if framework != "jax":
-            if framework not in self._framework_contexts:
-                ref = self._framework_probe.options(**self._options(1)).remote(framework)
-                try:
-                    self._framework_contexts[framework] = tuple(self.ray.get(ref))  # type: ignore[assignment]
-                except self.ray.exceptions.RayTaskError as exc:
-                    raise ParadnnError(f"a Ray worker could not start {framework}: {exc}") from None
-            return self._framework_contexts[framework]
-        if self._context is None:
-            ref = self._probe.options(**self._options(1)).remote(self.cache_dir, self.run_fn)
+    def context(self, framework: str = backends.DEFAULT) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Platform and software of ``framework`` on a worker that takes these tasks (one probe
+        task per framework): the cluster is assumed uniform for the resources asked, as the
+        resume keys need."""
+        if framework not in self._contexts:
+            ref = self._probe.options(**self._options(1)).remote(self.cache_dir, self.run_fn, framework)
             try:
-                self._context = tuple(self.ray.get(ref))  # type: ignore[assignment]
+                self._contexts[framework] = tuple(self.ray.get(ref))  # type: ignore[assignment]
             except self.ray.exceptions.RayTaskError as exc:
-                raise ParadnnError(f"a Ray worker could not start paradnn: {exc}") from None
-        assert self._context is not None
-        return self._context
+                raise ParadnnError(f"a Ray worker could not start {framework}: {exc}") from None
+        return self._contexts[framework]
 
     def _failed(self, task: Task, exc: BaseException) -> Record:
         platform, software = self.context(task.workload.framework)
         return Record.failed(task.workload, "crashed",
                              f"its Ray task failed: {type(exc).__name__}: {exc}"[:4000],
                              platform=dict(platform), software=dict(software),
-                             settings=task.settings.to_dict())
+                             settings=task.settings.to_dict(task.workload.framework))
 
     @staticmethod
     def _lost(exc: BaseException) -> Fault:

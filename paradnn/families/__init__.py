@@ -2,10 +2,13 @@
 
 A :class:`Family` names the spec class, how each framework builds it (an import path, loaded
 only when a backend builds the model), the analytic parameter and FLOP counts (plain arithmetic),
-the default batch and optimizer, the paper's ranges with their units, the grid presets, the
-report's heat-map axes and tiny test presets. The CLI, grids, store columns, analyses and report
-read it; adding a family is one module that defines its spec and calls :func:`register`, plus
-its name in ``BUILTIN`` (or a :func:`register` call from user code).
+the memory estimates the planner adds up (activations, input batch, batch-norm statistics), the
+default batch and optimizer, the paper's ranges with their units, the grid presets, the
+report's heat-map axes, the figures' marker and display name, and tiny test presets. The CLI,
+grids, store columns, sizes, analyses, plots and report read it, and none of them branches on a
+family's type; adding a family is one module that defines its spec (on
+:class:`paradnn.workload.Spec`) and calls :func:`register`, plus its name in ``BUILTIN`` (or a
+:func:`register` call from user code).
 
 >>> from paradnn import families
 >>> families.get("fc").default_batch(families.get("fc").spec(2, 32, 64, 10))
@@ -20,13 +23,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
+from paradnn import backends
 from paradnn.errors import SpecError
-
-#: The frameworks a family may be built in (``Workload.framework``); jax is the reference.
-FRAMEWORKS: tuple[str, ...] = ("jax", "tensorflow", "torch")
+from paradnn.plugins import load_plugins
 
 #: Built-in family modules under paradnn.families, imported on first lookup.
 BUILTIN: tuple[str, ...] = ("fc", "cnn", "rnn", "transformer", "real")
+
+#: Marker of a family that names none (and of rows of a family not registered here).
+DEFAULT_MARKER = "D"
 
 
 @dataclass(frozen=True)
@@ -44,13 +49,29 @@ class Family:
     """Everything paradnn knows about one model family.
 
     ``builders`` maps a framework to ``"module:function"``; ``function(spec, dtype)`` returns
-    that backend's model description (a :class:`paradnn.backends.jax.models.ModelDef` for jax). ``frameworks``
-    (spec -> names) narrows them per spec (a zoo model Keras lacks). ``param_count`` and
-    ``train_flops_per_example`` are closed forms (None: counted from the JAX model's shapes and
-    jaxpr, which every install has). ``paper`` holds the paper's ranges (axis -> values, batch
-    included) and ``presets`` the ``smoke``/``small`` grids; ``paper_fixed`` the values the
-    paper held fixed for its heat maps; ``width`` the axis that heat maps put against batch;
-    ``variant`` a categorical axis that splits the family in summaries (CNN block).
+    that backend's model description (a :class:`paradnn.backends.jax.models.ModelDef` for
+    jax). ``frameworks`` (spec -> names) narrows them per spec (a zoo model Keras lacks).
+
+    Counts, all plain arithmetic (no framework): ``param_count`` (trainable parameters: a
+    closed form, or a table) and ``train_flops_per_example`` (matmul and convolution FLOPs of
+    one training step per example, a closed form valid for every spec); a family without a
+    closed form may give ``reference_flops_per_example``, a table of the reference backend's
+    count that returns None for specs it does not cover (then the JAX jaxpr counts it when it
+    runs). None: not known without building the model.
+
+    Memory estimates for the planner (:mod:`paradnn.sizes`): ``activation_elements`` (spec ->
+    (elements in the compute dtype, float32 elements) one example keeps for the backward
+    pass), ``example_bytes`` (spec, bytes per compute-dtype element -> bytes of one example of
+    the synthetic batch, inputs and int32 labels) and ``non_trainable_count`` (spec -> float32
+    entries of non-trainable state, e.g. batch-norm statistics). None: unknown, and the plan
+    says so.
+
+    Ranges: ``paper`` holds the paper's ranges (axis -> values, batch included) and
+    ``presets`` the ``smoke``/``small`` grids; ``paper_fixed`` the values the paper held fixed
+    for its heat maps; ``width`` the axis that heat maps put against batch; ``variant`` a
+    categorical axis that splits the family in summaries (CNN block). ``display`` is the name
+    figures and report headings use ("" : the name in capitals, see :func:`display_name`) and
+    ``marker`` its matplotlib marker in scatter plots (:func:`marker`).
     """
 
     name: str
@@ -60,6 +81,10 @@ class Family:
     builders: dict[str, str]
     param_count: Callable[[Any], int] | None = None
     train_flops_per_example: Callable[[Any], float] | None = None
+    reference_flops_per_example: Callable[[Any], float | None] | None = None
+    activation_elements: Callable[[Any], tuple[float, float]] | None = None
+    example_bytes: Callable[[Any, int], int] | None = None
+    non_trainable_count: Callable[[Any], int] = lambda spec: 0
     default_batch: Callable[[Any], int] = lambda spec: 64
     default_optimizer: Callable[[Any], str] = lambda spec: "rmsprop"
     frameworks: Callable[[Any], tuple[str, ...]] | None = None
@@ -73,6 +98,8 @@ class Family:
     suggested_grid: tuple[dict[str, Any], dict[str, list[int]]] | None = None
     #: Tiny specs (field values) and batch for tests: seconds on a CPU in every framework.
     tiny: tuple[dict[str, Any], ...] = ()
+    display: str = ""
+    marker: str = DEFAULT_MARKER
 
     def fields(self) -> tuple[str, ...]:
         """The spec's hyperparameter names, in declaration order."""
@@ -114,6 +141,7 @@ def _load() -> None:
         _loaded = True
         for mod in BUILTIN:
             importlib.import_module(f"paradnn.families.{mod}")
+        load_plugins()
 
 
 def names() -> list[str]:
@@ -149,9 +177,28 @@ def all_fields() -> tuple[str, ...]:
 
 
 def param_count(spec: Any) -> int | None:
-    """Closed-form trainable parameters, or None where the family counts from shapes."""
+    """Trainable parameters counted without building the model (the family's closed form or
+    table), or None where the family has none."""
     fam = of(spec)
     return None if fam.param_count is None else int(fam.param_count(spec))
+
+
+def display_name(family: str) -> str:
+    """The family's name in figures and report headings (``FC``, ``real model``): its
+    ``display``, else its name in capitals; a family not registered in this process (a row of
+    an old store) keeps its name."""
+    _load()
+    if family not in _REGISTRY:
+        return str(family)
+    fam = _REGISTRY[family]
+    return fam.display or fam.name.upper()
+
+
+def marker(family: str) -> str:
+    """The family's matplotlib marker in scatter plots (``DEFAULT_MARKER`` for a family not
+    registered in this process)."""
+    _load()
+    return _REGISTRY[family].marker if family in _REGISTRY else DEFAULT_MARKER
 
 
 def builder(spec: Any, framework: str) -> Callable[[Any, str], Any]:
@@ -210,5 +257,11 @@ class FieldsView(Sequence):
         return f"FieldsView({self._compute()!r})"
 
 
-__all__ = ["FieldsView", "RegistryView", "Axis", "FRAMEWORKS", "Family", "all_fields", "builder", "generated", "get", "names",
-           "of", "param_count", "register", "unregister"]
+#: The frameworks a family may be built in (``Workload.framework``): a view of the framework
+#: registry (:func:`paradnn.backends.names`), the one place that lists them.
+FRAMEWORKS = FieldsView(backends.names)
+
+
+__all__ = ["BUILTIN", "DEFAULT_MARKER", "FieldsView", "RegistryView", "Axis", "FRAMEWORKS", "Family",
+           "all_fields", "builder", "display_name", "generated", "get", "marker", "names", "of",
+           "param_count", "register", "unregister"]

@@ -8,47 +8,104 @@ groups with filters x1, x2, x4, x8 and strides 1, 2, 2, 2; the first block of ea
 from __future__ import annotations
 
 import math
-from typing import Iterator
+from dataclasses import dataclass
+from typing import ClassVar, Iterator
 
+from paradnn.errors import SpecError
 from paradnn.families import Axis, Family, register
-from paradnn.grids import geometric, linear
-from paradnn.specs import CNN, CNN_BLOCKS
+from paradnn.families.ranges import geometric, linear
+from paradnn.workload import Spec, choice
 
+CNN_BLOCKS = ("residual", "bottleneck")
 GROUP_WIDTH = (1, 2, 4, 8)
 GROUP_STRIDE = (1, 2, 2, 2)
 
 
+@dataclass(frozen=True)
+class CNN(Spec):
+    """ResNet-v1 CNN: a stem, four groups of ``blocks`` blocks each, global pool, Dense(output).
+
+    ``filters`` is the width of the first group (x1, x2, x4, x8 for the four groups); ``image``
+    is the side of a square 3-channel input in pixels; ``output`` the number of classes.
+    """
+
+    block: str
+    blocks: int
+    filters: int
+    image: int
+    output: int
+    family: ClassVar[str] = "cnn"
+    _ints: ClassVar[tuple[str, ...]] = ("blocks", "filters", "image", "output")
+
+    def _validate(self) -> None:
+        object.__setattr__(self, "block", choice("block", self.block, CNN_BLOCKS))
+        # Stem stride 2, max-pool stride 2 and three stride-2 groups: 32x downsampling.
+        if self.image < 32:
+            raise SpecError("image", self.image, "an integer >= 32 (the network downsamples 32x)")
+
+
 def valid_taps(size: int, kernel: int, stride: int) -> int:
     """Kernel taps that land inside the input, summed over the output positions of one
-    dimension of a SAME-padded convolution (taps on padding multiply zeros: XLA skips them)."""
-    out = math.ceil(size / stride)
+    dimension of a SAME-padded convolution (taps on padding multiply zeros: XLA skips them).
+
+    Every window has ``kernel`` taps less those on the low padding (the first few windows) and
+    on the high padding (the last few), so only the windows at the edges are visited: the cost
+    is O(kernel), whatever ``size``.
+    """
+    out = -(-size // stride)
     pad_lo = max((out - 1) * stride + kernel - size, 0) // 2
-    return sum(
-        min(kernel, size + pad_lo - i * stride) - max(0, pad_lo - i * stride) for i in range(out)
-    )
+    taps = out * kernel
+    # Windows starting before the input: i * stride < pad_lo.
+    for i in range(min(out, -(-pad_lo // stride))):
+        taps -= pad_lo - i * stride
+    # Windows ending after it: i * stride - pad_lo + kernel > size.
+    first_high = max(0, (size + pad_lo - kernel) // stride + 1)
+    for i in range(first_high, out):
+        taps -= i * stride - pad_lo + kernel - size
+    return taps
 
 
-def convs(spec: CNN) -> Iterator[tuple[int, int, int, int, int, bool]]:
-    """Every conv as (kernel side, in channels, out channels, input side, stride, is_stem)."""
-    yield 7, 3, spec.filters, spec.image, 2, True
+def network_blocks(spec: CNN) -> Iterator[tuple[tuple[tuple[int, int, int, int, int, bool], ...], int]]:
+    """The network as (convs of one block, how many times that block repeats), in order. Each
+    conv is (kernel side, in channels, out channels, input side, stride, is_stem). The stem is
+    a block of one conv; the first block of a group changes channels and stride (and has the
+    1x1 projection shortcut); its other ``blocks - 1`` blocks are identical, so they come as
+    one entry: sums over the network cost O(1) in ``blocks``."""
+    yield ((7, 3, spec.filters, spec.image, 2, True),), 1
     side = math.ceil(math.ceil(spec.image / 2) / 2)  # stem stride 2, then max-pool stride 2
     ch = spec.filters
     for width, stride in zip(GROUP_WIDTH, GROUP_STRIDE):
         f = spec.filters * width
         out_ch = 4 * f if spec.block == "bottleneck" else f
-        for i in range(spec.blocks):
-            s = stride if i == 0 else 1
-            out_side = math.ceil(side / s)
-            if i == 0:
-                yield 1, ch, out_ch, side, s, False
+        out_side = math.ceil(side / stride)
+        projection = ((1, ch, out_ch, side, stride, False),)
+        for repeats, cin, s, in_side, extra in ((1, ch, stride, side, projection),
+                                                (spec.blocks - 1, out_ch, 1, out_side, ())):
+            if not repeats:
+                continue
             if spec.block == "bottleneck":
-                yield 1, ch, f, side, 1, False
-                yield 3, f, f, side, s, False
-                yield 1, f, out_ch, out_side, 1, False
+                body = ((1, cin, f, in_side, 1, False), (3, f, f, in_side, s, False),
+                        (1, f, out_ch, out_side, 1, False))
             else:
-                yield 3, ch, f, side, s, False
-                yield 3, f, f, out_side, 1, False
-            ch, side = out_ch, out_side
+                body = ((3, cin, f, in_side, s, False), (3, f, f, out_side, 1, False))
+            yield extra + body, repeats
+        ch, side = out_ch, out_side
+
+
+def conv_counts(spec: CNN) -> Iterator[tuple[int, int, int, int, int, bool, int]]:
+    """Every distinct conv as (kernel side, in channels, out channels, input side, stride,
+    is_stem, how many times the network has it): :func:`network_blocks` flattened, O(1) in ``blocks``."""
+    for convs_of_block, repeats in network_blocks(spec):
+        for conv in convs_of_block:
+            yield (*conv, repeats)
+
+
+def convs(spec: CNN) -> Iterator[tuple[int, int, int, int, int, bool]]:
+    """Every conv as (kernel side, in channels, out channels, input side, stride, is_stem), in
+    network order (:func:`network_blocks` expanded: as long as the network)."""
+    for convs_of_block, repeats in network_blocks(spec):
+        for _ in range(repeats):
+            yield from convs_of_block
 
 
 def final_channels(spec: CNN) -> int:
@@ -57,9 +114,7 @@ def final_channels(spec: CNN) -> int:
 
 def param_count(spec: CNN) -> int:
     """Conv kernels + BN scale and offset (2 per channel) + the Dense head's weights and bias."""
-    total = 0
-    for k, cin, cout, *_ in convs(spec):
-        total += k * k * cin * cout + 2 * cout
+    total = sum(n * (k * k * cin * cout + 2 * cout) for k, cin, cout, *_, n in conv_counts(spec))
     return total + final_channels(spec) * spec.output + spec.output
 
 
@@ -67,12 +122,35 @@ def train_flops_per_example(spec: CNN) -> float:
     """Conv and Dense FLOPs of one training step per example: 3x forward less the stem's data
     gradient. Only kernel taps inside the image count (padding contributes no work)."""
     fwd = stem = 0.0
-    for k, cin, cout, side, stride, is_stem in convs(spec):
+    for k, cin, cout, side, stride, is_stem, n in conv_counts(spec):
         flops = 2.0 * valid_taps(side, k, stride) ** 2 * cin * cout
-        fwd += flops
+        fwd += n * flops
         stem += flops if is_stem else 0.0
     fwd += 2.0 * final_channels(spec) * spec.output
     return 3.0 * fwd - stem
+
+
+def batch_norm_statistics(spec: CNN) -> int:
+    """float32 running means and variances: every conv is followed by a batch norm that keeps
+    one of each per output channel."""
+    return sum(n * 2 * cout for _k, _cin, cout, *_rest, n in conv_counts(spec))
+
+
+def activation_elements(spec: CNN) -> tuple[float, float]:
+    """Estimated activations one example keeps for the backward pass, as (elements in the
+    compute dtype, float32 elements): the input image (3 x image^2) and three tensors per
+    convolution (its output, the batch norm's and the ReLU's: 3 x side^2 x channels), then
+    the float32 logits and their softmax (2 x output)."""
+    elements = 3.0 * spec.image ** 2
+    for _k, _cin, cout, side, stride, _stem, n in conv_counts(spec):
+        elements += n * 3.0 * math.ceil(side / stride) ** 2 * cout
+    return elements, 2.0 * spec.output
+
+
+def example_bytes(spec: CNN, itemsize: int) -> int:
+    """Bytes of one example of the synthetic batch: a 3 x image x image input in the compute
+    dtype (``itemsize`` B per element) and an int32 label."""
+    return 3 * spec.image ** 2 * itemsize + 4
 
 
 FAMILY = register(Family(
@@ -90,6 +168,9 @@ FAMILY = register(Family(
               "torch": "paradnn.backends.torch.models.generated:build_cnn"},
     param_count=param_count,
     train_flops_per_example=train_flops_per_example,
+    activation_elements=activation_elements,
+    example_bytes=example_bytes,
+    non_trainable_count=batch_norm_statistics,
     default_batch=lambda spec: 64,
     paper={"block": ["residual", "bottleneck"], "blocks": linear(1, 8, 1),
            "filters": geometric(16, 64, 2), "image": linear(200, 300, 50),
@@ -105,4 +186,6 @@ FAMILY = register(Family(
                     {"filters": [4, 8, 16], "batch": [4, 8, 16, 32]}),
     tiny=({"block": "residual", "blocks": 1, "filters": 4, "image": 32, "output": 4, "batch": 2},
           {"block": "bottleneck", "blocks": 1, "filters": 4, "image": 32, "output": 4, "batch": 2}),
+    display="CNN",
+    marker="s",
 ))

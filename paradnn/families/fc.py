@@ -1,10 +1,30 @@
-"""The ParaDnn fully connected family: spec, analytic counts, ranges (no framework imported)."""
+"""The ParaDnn fully connected family: spec, analytic counts, memory estimates, ranges (no
+framework imported)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import ClassVar
+
 from paradnn.families import Axis, Family, register
-from paradnn.grids import geometric, linear
-from paradnn.specs import FC
+from paradnn.families.ranges import geometric, linear
+from paradnn.workload import Spec
+
+
+@dataclass(frozen=True)
+class FC(Spec):
+    """Fully connected network: ``layers`` hidden Dense(nodes, ReLU) layers, then Dense(output).
+
+    ``layers`` counts every hidden layer, the first (input -> nodes) included; ``input`` is the
+    number of input features and ``output`` the number of classes.
+    """
+
+    layers: int
+    nodes: int
+    input: int
+    output: int
+    family: ClassVar[str] = "fc"
+    _ints: ClassVar[tuple[str, ...]] = ("layers", "nodes", "input", "output")
 
 
 def weights(spec: FC) -> int:
@@ -27,6 +47,20 @@ def train_flops_per_example(spec: FC) -> float:
     return 6.0 * weights(spec) - 2.0 * spec.input * spec.nodes
 
 
+def activation_elements(spec: FC) -> tuple[float, float]:
+    """Estimated activations one example keeps for the backward pass, as (elements in the
+    compute dtype, float32 elements): the input, each hidden layer's pre- and post-ReLU output
+    (2 x layers x nodes), and the float32 logits and their softmax (2 x output). An estimate,
+    not a compiler's buffer plan (tests/test_plan.py compares it with XLA's)."""
+    return float(spec.input + 2 * spec.layers * spec.nodes), 2.0 * spec.output
+
+
+def example_bytes(spec: FC, itemsize: int) -> int:
+    """Bytes of one example of the synthetic batch: ``input`` features in the compute dtype
+    (``itemsize`` B each) and an int32 label."""
+    return spec.input * itemsize + 4
+
+
 FAMILY = register(Family(
     name="fc",
     spec=FC,
@@ -41,6 +75,8 @@ FAMILY = register(Family(
               "torch": "paradnn.backends.torch.models.generated:build_fc"},
     param_count=param_count,
     train_flops_per_example=train_flops_per_example,
+    activation_elements=activation_elements,
+    example_bytes=example_bytes,
     default_batch=lambda spec: 256,
     # Table 2 of the ParaDnn paper (Wang, Wei and Brooks); bounds inclusive.
     paper={"layers": geometric(4, 128, 2), "nodes": geometric(32, 8192, 2),
@@ -56,4 +92,6 @@ FAMILY = register(Family(
     # Tiny, yet wide enough that matmuls outweigh the element-wise work (the contract test
     # compares executed and analytic FLOPs).
     tiny=({"layers": 2, "nodes": 64, "input": 32, "output": 8, "batch": 8},),
+    display="FC",
+    marker="o",
 ))

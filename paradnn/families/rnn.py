@@ -7,13 +7,37 @@ candidate kernel of 1). The hidden size equals ``embed``.
 
 from __future__ import annotations
 
-from paradnn.families import Axis, Family, register
-from paradnn.grids import geometric, linear
-from paradnn.specs import RNN, RNN_CELLS
+from dataclasses import dataclass
+from typing import ClassVar
 
+from paradnn.families import Axis, Family, register
+from paradnn.families.ranges import geometric, linear
+from paradnn.workload import Spec, choice
+
+#: Gates (weight blocks of the fused kernel) per cell type, in the order the CLI lists them.
 GATES = {"rnn": 1, "lstm": 4, "gru": 3}
+RNN_CELLS = tuple(GATES)
 #: Added to the LSTM forget gate's pre-activation, as TF1's LSTMCell does (every framework).
 LSTM_FORGET_BIAS = 1.0
+
+
+@dataclass(frozen=True)
+class RNN(Spec):
+    """Recurrent language model: Embedding(vocab, embed), ``layers`` stacked cells, Dense(vocab).
+
+    The hidden size equals ``embed``; ``length`` is the sequence length in tokens.
+    """
+
+    cell: str
+    layers: int
+    embed: int
+    length: int
+    vocab: int
+    family: ClassVar[str] = "rnn"
+    _ints: ClassVar[tuple[str, ...]] = ("layers", "embed", "length", "vocab")
+
+    def _validate(self) -> None:
+        object.__setattr__(self, "cell", choice("cell", self.cell, RNN_CELLS))
 
 
 def param_count(spec: RNN) -> int:
@@ -31,6 +55,21 @@ def train_flops_per_example(spec: RNN) -> float:
     return 3.0 * spec.length * per_token
 
 
+def activation_elements(spec: RNN) -> tuple[float, float]:
+    """Estimated activations one example keeps for the backward pass, as (elements in the
+    compute dtype, float32 elements): per time step the embedding and, per layer, the gate
+    pre-activations and the cell and hidden states ((gates + 2) x embed), then the float32
+    logits and their softmax (2 x vocab per step)."""
+    per_step = spec.embed + spec.layers * (GATES[spec.cell] + 2) * spec.embed
+    return float(spec.length * per_step), 2.0 * spec.length * spec.vocab
+
+
+def example_bytes(spec: RNN, itemsize: int) -> int:
+    """Bytes of one example of the synthetic batch: ``length`` int32 tokens and as many int32
+    targets (the compute dtype does not enter: tokens are integers)."""
+    return 2 * spec.length * 4
+
+
 FAMILY = register(Family(
     name="rnn",
     spec=RNN,
@@ -46,6 +85,8 @@ FAMILY = register(Family(
               "torch": "paradnn.backends.torch.models.generated:build_rnn"},
     param_count=param_count,
     train_flops_per_example=train_flops_per_example,
+    activation_elements=activation_elements,
+    example_bytes=example_bytes,
     default_batch=lambda spec: 64,
     paper={"cell": ["rnn", "lstm", "gru"], "layers": linear(1, 13, 4), "embed": linear(100, 900, 400),
            "length": linear(10, 90, 40), "vocab": geometric(2, 1024, 4),
@@ -61,4 +102,6 @@ FAMILY = register(Family(
                     {"embed": [32, 64, 128], "batch": [8, 16, 32, 64]}),
     tiny=tuple({"cell": c, "layers": 1, "embed": 32, "length": 3, "vocab": 32, "batch": 4}
                for c in RNN_CELLS),
+    display="RNN",
+    marker="^",
 ))

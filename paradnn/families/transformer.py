@@ -23,8 +23,8 @@ from typing import Any, ClassVar
 
 from paradnn.errors import SpecError
 from paradnn.families import Axis, Family, register
-from paradnn.grids import geometric
-from paradnn.specs import _choice, _positive_int, _Spec
+from paradnn.families.ranges import geometric
+from paradnn.workload import Spec, choice, positive_int
 
 POSITIONS = ("learned", "sinusoidal")
 ATTENTION = ("fused", "einsum")
@@ -44,7 +44,7 @@ def _auto(value: Any) -> bool:
 
 
 @dataclass(frozen=True)
-class Transformer(_Spec):
+class Transformer(Spec):
     """A pre-LayerNorm Transformer language model (docs/transformer.md).
 
     ``layers`` blocks of width ``d_model`` with ``heads`` attention heads (``"auto"``:
@@ -75,7 +75,7 @@ class Transformer(_Spec):
 
     def __post_init__(self) -> None:
         for name in self._ints:
-            object.__setattr__(self, name, _positive_int(name, getattr(self, name)))
+            object.__setattr__(self, name, positive_int(name, getattr(self, name)))
         # "auto" resolves here, so the key and the store hold the number that runs.
         if _auto(self.heads):
             object.__setattr__(self, "heads", max(1, self.d_model // HEAD_DIM))
@@ -83,7 +83,7 @@ class Transformer(_Spec):
             object.__setattr__(self, "d_ff", FF_MULTIPLE * self.d_model)
         for name in ("heads", "d_ff"):
             try:
-                object.__setattr__(self, name, _positive_int(name, getattr(self, name)))
+                object.__setattr__(self, name, positive_int(name, getattr(self, name)))
             except SpecError:
                 raise SpecError(name, getattr(self, name), "a positive integer or auto") from None
         self._validate()
@@ -92,11 +92,11 @@ class Transformer(_Spec):
         if self.d_model % self.heads:
             raise SpecError("heads", self.heads, f"a divisor of d_model={self.d_model} "
                             f"(heads of d_model/heads dimensions; auto gives d_model/{HEAD_DIM})")
-        object.__setattr__(self, "stack", _choice("stack", self.stack, STACKS))
-        object.__setattr__(self, "positions", _choice("positions", self.positions, POSITIONS))
-        object.__setattr__(self, "attention", _choice("attention", self.attention, ATTENTION))
+        object.__setattr__(self, "stack", choice("stack", self.stack, STACKS))
+        object.__setattr__(self, "positions", choice("positions", self.positions, POSITIONS))
+        object.__setattr__(self, "attention", choice("attention", self.attention, ATTENTION))
         object.__setattr__(self, "attention_flops",
-                           _choice("attention_flops", self.attention_flops, ATTENTION_FLOPS))
+                           choice("attention_flops", self.attention_flops, ATTENTION_FLOPS))
         if self.positions == "sinusoidal" and self.d_model % 2:
             raise SpecError("d_model", self.d_model, "an even number with positions=sinusoidal "
                             "(a sine and a cosine per frequency)")
@@ -166,6 +166,12 @@ def activation_elements(spec: Transformer) -> tuple[float, float]:
     return float(t * per_token), float(t * 2 * spec.vocab)
 
 
+def example_bytes(spec: Transformer, itemsize: int) -> int:
+    """Bytes of one example of the synthetic batch: ``length`` int32 tokens and as many int32
+    targets (the compute dtype does not enter: tokens are integers)."""
+    return 2 * spec.length * 4
+
+
 def _tiny(**overrides: Any) -> dict[str, Any]:
     base = {"layers": 1, "d_model": 32, "heads": 2, "d_ff": 64, "length": 8, "vocab": 64, "batch": 2}
     return {**base, **overrides}
@@ -194,6 +200,8 @@ FAMILY = register(Family(
     builders={"jax": "paradnn.backends.jax.models.transformer_lm:build"},
     param_count=param_count,
     train_flops_per_example=train_flops_per_example,
+    activation_elements=activation_elements,
+    example_bytes=example_bytes,
     default_batch=lambda spec: 16,  # sequences: 16 x 1024 tokens = 16k tokens per step
     default_optimizer=lambda spec: "adam",
     # ParaDnn-style ranges for a family the paper did not have (GPT-2 small to GPT-3-class
@@ -212,4 +220,5 @@ FAMILY = register(Family(
     suggested_grid=({"layers": 2, "heads": 2, "d_ff": 512, "length": 64, "vocab": 1024},
                     {"d_model": [64, 128, 256], "batch": [4, 8, 16, 32]}),
     tiny=(_tiny(), _tiny(stack="encoder", positions="sinusoidal", attention="einsum")),
+    display="Transformer",
 ))

@@ -1,21 +1,32 @@
 """JAX/Flax behind the backend interface: XLA ahead-of-time compilation with its memory and cost
 analysis, the K-step program of :mod:`paradnn.backends.jax.step`, and the memory breakdown of
-:mod:`paradnn.backends.jax.memory`. Behaviour and speed are those of the direct JAX path it replaced."""
+:mod:`paradnn.backends.jax.memory`. Behaviour and speed are those of the direct JAX path it replaced.
+
+Besides training it has JAX's side of the system experiments: the probe's GEMMs and bandwidth
+loop, operator and collective programs (:mod:`paradnn.backends.jax.system`), profiles
+(:mod:`paradnn.backends.jax.profile`) and the infeed trainer (:mod:`paradnn.backends.jax.infeed`),
+and the persistent compilation cache."""
 
 from __future__ import annotations
 
 import math
+import os
+import socket
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable
 
+import flax
 import jax
+import jaxlib
+import optax
 
 from paradnn import hardware
-from paradnn.backends.jax import costs as costs
-from paradnn.backends.jax import memory as memory
-from paradnn.backends.jax import step as wl
 from paradnn.backends import Program
+from paradnn.backends.jax import costs as costs
+from paradnn.backends.jax import infeed, memory, profile, system, xla_stack
+from paradnn.backends.jax import step as wl
 from paradnn.backends.jax.models import ModelDef, build
 
 
@@ -55,30 +66,66 @@ class _Compiled:
     compiled: jax.stages.Compiled
 
 
+#: JAX's persistent-cache settings that :meth:`JaxBackend.configure_cache` changes.
+_CACHE_OPTIONS = ("jax_compilation_cache_dir", "jax_persistent_cache_min_compile_time_secs",
+                  "jax_persistent_cache_min_entry_size_bytes")
+
+
 class JaxBackend:
     """The reference backend: JAX + Flax + optax on XLA."""
 
     name = "jax"
 
     def device_info(self) -> dict[str, Any]:
-        return hardware.platform_info()
+        """``device_platform`` (cpu|gpu|tpu), ``device_kind``, ``device_count`` of the default
+        JAX backend, ``host``, ``cpu_model``."""
+        devices = jax.devices()
+        return {
+            "device_platform": devices[0].platform,
+            "device_kind": devices[0].device_kind,
+            "device_count": len(devices),
+            "host": socket.gethostname(),
+            "cpu_model": hardware.cpu_model(),
+        }
 
     def software_info(self) -> dict[str, Any]:
-        info = hardware.software_info()
-        info["framework_version"] = info["jax_version"]
-        return info
+        """Versions of JAX, jaxlib, Flax and optax, ``XLA_FLAGS``, and what each ``xla_preset``
+        means on this device platform (``xla_compile_options``: the preset a record ran is in
+        its settings)."""
+        return {
+            "framework_version": jax.__version__,
+            "jax_version": jax.__version__,
+            "jaxlib_version": jaxlib.__version__,
+            "flax_version": flax.__version__,
+            "optax_version": optax.__version__,
+            "xla_flags": os.environ.get("XLA_FLAGS", ""),
+            "xla_compile_options": xla_stack.describe(jax.default_backend()),
+        }
 
     def device_memory_bytes(self) -> int | None:
-        return hardware.device_memory_bytes()
+        """Memory of one device in bytes: from the runtime where it reports it, else the spec
+        table, else, on a CPU, the host's memory; None if none is known."""
+        device = jax.devices()[0]
+        try:
+            stats = device.memory_stats()
+        except Exception:  # some backends raise instead of returning None
+            stats = None
+        if stats and stats.get("bytes_limit"):
+            return int(stats["bytes_limit"])
+        entry = hardware.spec_peak(device.device_kind)
+        if entry:
+            return int(entry["mem"])
+        return hardware.host_memory_bytes() if device.platform == "cpu" else None
 
     def compile(self, workload: Any, settings: Any) -> Program:
+        options = settings.options_for(self.name)
         model = build(workload.spec, workload.dtype)
         optimizer = workload.optimizer
         mesh = wl.device_mesh(workload.devices)
         state_shapes, batch_shapes = wl.abstract_inputs(workload, model, optimizer, mesh)
         t0 = time.perf_counter()
         compiled, loop = wl.compile_measured(model, optimizer, mesh, state_shapes, batch_shapes,
-                                             settings.xla_preset, settings.step_loop)
+                                             options.xla_preset, options.step_loop)
         metrics: dict[str, Any] = {
             "params": sum(math.prod(x.shape) for x in jax.tree_util.tree_leaves(state_shapes["params"])),
             "compile_s": time.perf_counter() - t0,
@@ -125,10 +172,72 @@ class JaxBackend:
         return isinstance(exc, MemoryError) or "RESOURCE_EXHAUSTED" in text or "out of memory" in text.lower()
 
     def configure_cache(self, path: str | None) -> Callable[[], None]:
-        from paradnn.executors import configure_cache, restore_cache
+        """Turn on JAX's persistent compilation cache in ``path`` (None: leave it as it is) for
+        every compile, however short; returns the function that restores the previous settings.
+        An unwritable folder is an InfrastructureError."""
+        previous = {n: getattr(jax.config, n) for n in _CACHE_OPTIONS}
+        if path is not None:
+            hardware.check_writable(Path(path), "the XLA compilation cache folder",
+                                    "pass --cache-dir DIR with a writable folder, or --no-cache")
+            jax.config.update("jax_compilation_cache_dir", str(path))
+            # Sweep configs compile in well under JAX's default 1 s threshold on small models,
+            # and a second run of a sweep is exactly when those compiles should be skipped.
+            jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
+            jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
 
-        previous = configure_cache(path)
-        return lambda: restore_cache(previous)
+        def restore() -> None:
+            for name, value in previous.items():
+                jax.config.update(name, value)
+
+        return restore
+
+    def clear_caches(self) -> None:
+        """Drop the executables of jitted closures: each config jits new ones, and a long-lived
+        executor child must not grow with the sweep."""
+        jax.clear_caches()
+
+    # -- the probe (paradnn.hardware.probe) ---------------------------------------------------
+
+    def gemm_methods(self, device_platform: str) -> dict[str, Callable[[str, int], Callable[[], Any] | None]]:
+        """How the probe multiplies matrices: name -> factory(dtype, N) of a zero-argument call
+        that multiplies two NxN matrices and waits for the result (None: not for that dtype).
+        On a CPU: XLA under each distinct option set of the ``xla_preset`` presets (so the peak
+        is at least what the measured step's own stack reaches), XLA with oneDNN, and numpy's
+        BLAS; on an accelerator XLA's own default GEMM (its peak for utilization is the spec)."""
+        if device_platform != "cpu":
+            return {"xla-stock": system.xla_gemm(None)}
+        return {**system.xla_preset_gemms(), "xla-onednn": system.xla_gemm({"xla_cpu_use_onednn": True}),
+                "numpy-blas": hardware.numpy_gemm}
+
+    def measure_bandwidth(self) -> dict[str, Any]:
+        """``bytes_per_sec`` (B/s, best streaming rate), ``cv`` (spread of the repetitions) and
+        ``method`` (in words)."""
+        return system.measure_bandwidth()
+
+    def probe_versions(self) -> dict[str, Any]:
+        """What a probed peak depends on in this framework: JAX and jaxlib versions, XLA_FLAGS."""
+        return {"jax": jax.__version__, "jaxlib": jaxlib.__version__,
+                "xla_flags": os.environ.get("XLA_FLAGS", "")}
+
+    # -- the system experiments (paradnn.ops, collectives, scaling, profile, meters, infeed) ---
+
+    op_program = staticmethod(system.op_program)
+    cpu_child_env = staticmethod(system.cpu_child_env)
+    collective_program = staticmethod(system.collective_program)
+    simulated_devices = staticmethod(system.simulated_devices)
+    simulate_host_devices = staticmethod(system.simulate_host_devices)
+    profile_inputs = staticmethod(profile.profile_inputs)
+    trace_step = staticmethod(profile.trace_step)
+    profiler_trace = staticmethod(profile.profiler_trace)
+    infeed_trainer = staticmethod(infeed.trainer)
+
+    @staticmethod
+    def model_catalog() -> list[dict[str, Any]]:
+        """The real models (``paradnn list models``): name, params (from this framework's
+        shapes), default image, length and batch, description."""
+        from paradnn.backends.jax.models.zoo.catalog import catalog
+
+        return catalog()
 
 
 BACKEND = JaxBackend()

@@ -88,4 +88,4 @@ def model_flops_per_step(workload: Workload) -> float:
         return float(model.train_flops_per_example) * workload.batch
     single = Workload(workload.spec, workload.batch, workload.dtype, workload.optimizer, devices=1)
     state, batch = wl.abstract_inputs(single, model, workload.optimizer)
-    return count_matmul_flops(wl._step_fn(model, workload.optimizer), state, batch)
+    return count_matmul_flops(wl.step_fn(model, workload.optimizer), state, batch)

@@ -36,13 +36,8 @@ import jax
 import numpy as np
 
 from paradnn.backends.jax.models import ModelDef
+from paradnn.record import MEMORY_PARTS
 from paradnn.specs import Workload
-
-#: The breakdown's metrics, in the order of the stacked bars (bottom to top).
-MEMORY_PARTS: tuple[str, ...] = (
-    "memory_weights_bytes", "memory_gradients_bytes", "memory_optimizer_bytes",
-    "memory_activations_bytes", "memory_workspace_bytes",
-)
 
 
 def tree_bytes(tree: Any) -> int:

@@ -19,7 +19,8 @@ import optax
 
 from paradnn.backends.jax import xla_stack as xla_stack
 from paradnn.errors import SpecError
-from paradnn.measure import STEP_LOOPS
+from paradnn.backends.jax.options import STEP_LOOPS
+from paradnn.sizes import optimizer as optimizer_entry
 from paradnn.backends.jax.models import ModelDef, build
 from paradnn.specs import Workload
 
@@ -27,19 +28,22 @@ SEED = 0
 
 
 def make_optimizer(name: str) -> optax.GradientTransformation:
-    """The optimizers a workload may name. rmsprop is ParaDnn's: lr 0.1, decay 0.9, momentum
-    0.9, epsilon 1.0 inside the square root (TF1 semantics)."""
-    if name == "rmsprop":
-        return optax.rmsprop(0.1, decay=0.9, eps=1.0, momentum=0.9, eps_in_sqrt=True)
-    if name == "sgd":
-        return optax.sgd(0.1)
-    if name == "momentum":
-        return optax.sgd(0.1, momentum=0.9)
-    if name == "adam":
-        return optax.adam(1e-3)
-    if name == "adafactor":
-        return optax.adafactor(1e-3)
-    raise SpecError("optimizer", name, "one of rmsprop, sgd, momentum, adam, adafactor")
+    """The optimizer a workload names, with the hyperparameters of its row in
+    ``paradnn.sizes.OPTIMIZERS`` (rmsprop is ParaDnn's: TF1 semantics, epsilon inside the
+    square root). SpecError for a name the table does not have."""
+    o = optimizer_entry(name)
+    if o.algorithm == "rmsprop":
+        return optax.rmsprop(o.learning_rate, decay=o.decay, eps=o.epsilon, momentum=o.momentum,
+                             eps_in_sqrt=o.epsilon_in_sqrt)
+    if o.algorithm == "sgd":
+        return optax.sgd(o.learning_rate, momentum=o.momentum)
+    if o.algorithm == "adam":
+        return optax.adam(o.learning_rate, b1=o.beta1, b2=o.beta2, eps=o.epsilon)
+    if o.algorithm == "adafactor":
+        return optax.adafactor(o.learning_rate, min_dim_size_to_factor=o.factor_min_dim,
+                               decay_rate=o.decay_rate, clipping_threshold=o.clipping_threshold,
+                               eps=o.epsilon)
+    raise SpecError("optimizer", name, f"an optimizer whose algorithm JAX implements ({o.algorithm} is not)")
 
 
 @dataclass
@@ -55,7 +59,9 @@ class Prepared:
     mesh: jax.sharding.Mesh | None
 
 
-def _step_fn(model: ModelDef, optimizer_name: str) -> Callable:
+def step_fn(model: ModelDef, optimizer_name: str) -> Callable:
+    """The training step ``(state, batch) -> (state, loss)`` of ``model`` with the named
+    optimizer, not jitted (the jaxpr FLOP counter traces it; :func:`jit_step` compiles it)."""
     tx = make_optimizer(optimizer_name)
 
     def step(state, batch):
@@ -136,7 +142,7 @@ def jit_multi_step(model: ModelDef, optimizer_name: str, mesh=None) -> Callable:
     kwargs: dict[str, Any] = {"donate_argnums": (0,)}
     if replicated is not None:
         kwargs.update(in_shardings=(replicated, split, replicated), out_shardings=(replicated, replicated))
-    return jax.jit(partial(_repeat_k, _step_fn(model, optimizer_name)), **kwargs)
+    return jax.jit(partial(_repeat_k, step_fn(model, optimizer_name)), **kwargs)
 
 
 def jit_step(model: ModelDef, optimizer_name: str, mesh=None, donate: bool = False) -> Callable:
@@ -146,7 +152,7 @@ def jit_step(model: ModelDef, optimizer_name: str, mesh=None, donate: bool = Fal
     kwargs: dict[str, Any] = {"donate_argnums": (0,)} if donate else {}
     if replicated is not None:
         kwargs.update(in_shardings=(replicated, split), out_shardings=(replicated, replicated))
-    return jax.jit(_step_fn(model, optimizer_name), **kwargs)
+    return jax.jit(step_fn(model, optimizer_name), **kwargs)
 
 
 def compile_step(call: Callable, *args: Any, preset: str = xla_stack.DEFAULT_PRESET) -> jax.stages.Compiled:

@@ -31,15 +31,19 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from paradnn import hardware
 from paradnn.backends import Program
+from paradnn.backends.tensorflow import pipeline
 from paradnn.errors import ParadnnError, SpecError
+from paradnn.sizes import optimizer as optimizer_entry
 
 #: Seed of the model's initial values and of the synthetic batch.
 SEED = 0
 #: ``flops_source`` of executed FLOPs: XLA's own HLO cost analysis, run on TensorFlow's HLO.
-FLOPS_SOURCE = ("xla-cost-analysis: XLA's HloCostAnalysis (through jaxlib) of the XLA program "
-                "TensorFlow compiles for the step (tf.function.experimental_get_compiler_ir); "
-                "the K-step loop body counted once, RNN time loops from unrolled 1- and 2-step variants")
+FLOPS_SOURCE = ("xla-cost-analysis: XLA's HloCostAnalysis of the step's HLO (TensorFlow's "
+                "tf.function.experimental_get_compiler_ir) as XLA:CPU compiles it, through jaxlib's "
+                "public jax.extend API; the K-step loop body counted once, RNN time loops from "
+                "unrolled 1- and 2-step variants")
 
 _THREAD_ENV = {"intra": "PARADNN_TF_INTRA_OP_THREADS", "inter": "PARADNN_TF_INTER_OP_THREADS"}
 _threads: dict[str, int] = {}
@@ -235,18 +239,22 @@ class Adafactor(Optimizer):
 
 
 def make_optimizer(name: str) -> Optimizer:
-    """The optimizers a workload may name, with paradnn.backends.jax.step.make_optimizer's settings."""
-    if name == "rmsprop":
-        return RMSprop(0.1, decay=0.9, eps=1.0, momentum=0.9)
-    if name == "sgd":
-        return SGD(0.1)
-    if name == "momentum":
-        return SGD(0.1, momentum=0.9)
-    if name == "adam":
-        return Adam(1e-3)
-    if name == "adafactor":
-        return Adafactor(1e-3)
-    raise SpecError("optimizer", name, "one of rmsprop, sgd, momentum, adam, adafactor")
+    """The optimizer a workload names, with the hyperparameters of its row in
+    ``paradnn.sizes.OPTIMIZERS`` (the settings every framework reads)."""
+    o = optimizer_entry(name)
+    if o.algorithm == "rmsprop":
+        return RMSprop(o.learning_rate, decay=o.decay, eps=o.epsilon, momentum=o.momentum)
+    if o.algorithm == "sgd":
+        return SGD(o.learning_rate, momentum=o.momentum)
+    if o.algorithm == "adam":
+        return Adam(o.learning_rate, b1=o.beta1, b2=o.beta2, eps=o.epsilon)
+    if o.algorithm == "adafactor":
+        # Adafactor reads its settings as class attributes (factored_dims is a classmethod).
+        tabled = type("Adafactor", (Adafactor,), {
+            "MIN_DIM_TO_FACTOR": o.factor_min_dim, "DECAY": o.decay_rate, "EPS": o.epsilon,
+            "CLIP": o.clipping_threshold, "MIN_SCALE": o.min_scale})
+        return tabled(o.learning_rate)
+    raise SpecError("optimizer", name, f"an optimizer whose algorithm TensorFlow implements ({o.algorithm} is not)")
 
 
 # --------------------------------------------------------------------------------------------
@@ -339,8 +347,6 @@ class TensorFlowBackend:
         """``device_platform`` (gpu where TensorFlow sees one, else cpu), ``device_kind`` (the
         GPU's name; "cpu" on a CPU, as JAX names it), ``device_count``, ``host``, ``cpu_model``."""
         tf = _tf()
-        from paradnn.hardware import cpu_model
-
         gpus = tf.config.list_physical_devices("GPU")
         tpus = tf.config.list_logical_devices("TPU")
         if gpus:
@@ -351,7 +357,7 @@ class TensorFlowBackend:
         else:
             platform, kind, count = "cpu", "cpu", 1
         return {"device_platform": platform, "device_kind": kind, "device_count": count,
-                "host": socket.gethostname(), "cpu_model": cpu_model()}
+                "host": socket.gethostname(), "cpu_model": hardware.cpu_model()}
 
     def software_info(self) -> dict[str, Any]:
         """Versions (``framework_version`` = ``tf_version``, ``keras_version``), the XLA flag
@@ -369,8 +375,6 @@ class TensorFlowBackend:
     def device_memory_bytes(self) -> int | None:
         """One GPU's memory (B) from paradnn's vendor table by its name; on a CPU the host's
         memory (cgroup-aware); None where neither is known."""
-        from paradnn import hardware
-
         info = self.device_info()
         if info["device_platform"] == "cpu":
             return hardware.host_memory_bytes()
@@ -379,14 +383,12 @@ class TensorFlowBackend:
 
     def compile(self, workload: Any, settings: Any) -> Program:
         """Build the Keras model, optimizer and batch, trace the K-step function and compile it
-        (run once with K = 0). ``settings.step_loop`` host compiles a one-step function called
-        K times instead; ``xla_preset`` is JAX's and is not applied (TensorFlow reads its XLA
-        flags from ``TF_XLA_FLAGS`` at start-up)."""
+        (run once with K = 0). The option ``step_loop`` host compiles a one-step function called
+        K times instead (:class:`paradnn.backends.tensorflow.options.TensorFlowOptions`)."""
         if workload.devices != 1:
             raise SpecError("devices", workload.devices, "1 with framework tensorflow (data "
                             "parallelism over several devices is implemented for jax only)")
-        loop = getattr(settings, "step_loop", "auto")
-        loop = "host" if loop == "host" else "device"
+        loop = "host" if settings.options_for(self.name).step_loop == "host" else "device"
         tf = _tf()
         from paradnn.backends.tensorflow.models import trainable_params
 
@@ -448,9 +450,9 @@ class TensorFlowBackend:
         and 2-step variants (XLA counts a loop body once), as the JAX backend does."""
         handle: _Handle = program.handle
         tf = _tf()
-        if importlib.util.find_spec("jaxlib") is None:
+        if importlib.util.find_spec("jax") is None:
             return {"flops_per_step": None, "bytes_per_step": None,
-                    "flops_source": "unavailable: XLA's cost analysis is reached through jaxlib, not installed"}
+                    "flops_source": "unavailable: XLA's cost analysis is reached through jax, not installed"}
         if handle.tfm.loop_length and handle.tfm.unrolled is not None:
             cost = step_costs(program.workload, handle.tfm)
         else:  # the measured program itself: its K-step loop body is one step
@@ -480,34 +482,44 @@ class TensorFlowBackend:
         TensorFlow starts, so it cannot be pointed elsewhere per run."""
         return lambda: None
 
+    # -- the host input pipeline of paradnn infeed (paradnn.backends.tensorflow.pipeline) ------
+
+    make_jpegs = staticmethod(pipeline.make_jpegs)
+    host_batches = staticmethod(pipeline.host_batches)
+    pipeline_version = staticmethod(pipeline.tf_version)
+
 
 def _cost_analysis(serialized_hlo: bytes) -> dict[str, float]:
-    """XLA's HloCostAnalysis (CPU cost model, through jaxlib) of a serialized HloModuleProto."""
-    import jax
-    from jax._src.lib import _jax
-    from jaxlib import _hlo
+    """XLA's HloCostAnalysis of a serialized HloModuleProto as XLA:CPU compiles it, through
+    jax's public extension API (``jax.extend``: HLO to StableHLO, then a compile by the CPU
+    client, whose executable reports its cost analysis)."""
+    import jax.extend as jex
 
-    module = _hlo.HloModule.from_serialized_hlo_module_proto(serialized_hlo)
-    return _jax.hlo_module_cost_analysis(jax.devices("cpu")[0].client, module)
+    client = jex.backend.get_backend("cpu")
+    executable = client.compile_and_load(jex.mlir.hlo_to_stablehlo(serialized_hlo), client.local_devices()[:1],
+                                         jex.backend.get_compile_options(1, 1))
+    cost = executable.cost_analysis()
+    if isinstance(cost, (list, tuple)):  # one dict per program in some jaxlibs
+        cost = cost[0] if cost else {}
+    return cost or {}
 
 
 def hlo_costs(compiler_ir: Callable[..., Any]) -> dict[str, Any]:
     """``{"flops", "bytes", "source"}`` of one step from a ``tf.function``'s
     ``experimental_get_compiler_ir(...)`` (FLOP and B of one device).
 
-    The optimized HLO (after XLA's passes, as JAX's cost analysis sees it) is counted unless it
-    holds custom calls (cuBLAS/cuDNN GEMMs and convolutions on a GPU, library calls), whose work
-    the cost model cannot see: then the HLO before optimization, where every dot and
-    convolution is still one, gives the FLOPs, and bytes are unknown (unfused HLO counts every
-    intermediate's traffic)."""
-    text = compiler_ir(stage="optimized_hlo")
-    if "custom-call(" not in text:
-        cost = _cost_analysis(compiler_ir(stage="optimized_hlo_serialized"))
-        return {"flops": float(cost.get("flops", 0.0)), "bytes": float(cost.get("bytes accessed", 0.0)),
-                "source": FLOPS_SOURCE + "; optimized HLO"}
+    TensorFlow's HLO before optimization (every dot and convolution still one, no device
+    library calls) is compiled by XLA:CPU and counted by XLA's cost model, as JAX's cost analysis
+    counts JAX's programs. Where TensorFlow runs on an accelerator, the FLOPs are those of the
+    same HLO (the same matmuls and convolutions), but the bytes accessed of a CPU program do not
+    describe the accelerator's, so bytes are None there."""
     cost = _cost_analysis(compiler_ir(stage="hlo_serialized"))
+    on_cpu = not _tf().config.list_physical_devices("GPU") and not _tf().config.list_logical_devices("TPU")
+    if on_cpu:
+        return {"flops": float(cost.get("flops", 0.0)), "bytes": float(cost.get("bytes accessed", 0.0)),
+                "source": FLOPS_SOURCE}
     return {"flops": float(cost.get("flops", 0.0)), "bytes": None,
-            "source": FLOPS_SOURCE + "; HLO before optimization (the optimized program has custom calls)"}
+            "source": FLOPS_SOURCE + "; bytes not counted (TensorFlow runs on an accelerator)"}
 
 
 def _one_step_costs(workload: Any, tfm: Any) -> dict[str, Any]:

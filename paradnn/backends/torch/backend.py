@@ -33,12 +33,12 @@ import socket
 import time
 from typing import Any, Callable
 
+from paradnn import hardware
 from paradnn.backends import Program
+from paradnn.backends.torch.options import COMPILE_MODES
 from paradnn.errors import SpecError
-from paradnn.measure import TORCH_COMPILE_MODES
+from paradnn.sizes import optimizer as optimizer_entry
 
-#: Values of the setting ``torch_compile`` (defined with the other settings in paradnn.measure).
-COMPILE_MODES: tuple[str, ...] = TORCH_COMPILE_MODES
 WARM_STEPS = 2  # see the module doc: compile, then the recompile after optimizer state appears
 
 
@@ -48,8 +48,9 @@ def check() -> None:
 
 
 def compile_mode(settings: Any) -> str:
-    """The ``torch_compile`` setting of ``settings`` (validated by MeasureSettings)."""
-    return settings.torch_compile
+    """The ``torch_compile`` option of ``settings`` (a MeasureSettings; validated by
+    :class:`paradnn.backends.torch.options.TorchOptions`)."""
+    return settings.options_for("torch").torch_compile
 
 
 # ------------------------------------------------------------------------------- optimizers
@@ -73,41 +74,41 @@ def _tf1_rmsprop_class():
 
         @torch.no_grad()
         def step(self, closure: Any = None) -> None:
+            # Public in-place tensor ops, one parameter at a time (torch's own optimizers use
+            # the private torch._foreach_* kernels; torch.compile fuses these loops anyway).
             for group in self.param_groups:
-                params = [p for p in group["params"] if p.grad is not None]
-                if not params:
-                    continue
-                grads = [p.grad for p in params]
-                ms = [self.state[p]["ms"] for p in params]
-                mom = [self.state[p]["mom"] for p in params]
-                torch._foreach_mul_(ms, group["decay"])
-                torch._foreach_addcmul_(ms, grads, grads, value=1.0 - group["decay"])
-                denom = torch._foreach_add(ms, group["eps"])
-                torch._foreach_sqrt_(denom)
-                torch._foreach_mul_(mom, group["momentum"])
-                torch._foreach_addcdiv_(mom, grads, denom, value=group["lr"])
-                torch._foreach_sub_(params, mom)
+                for p in group["params"]:
+                    if p.grad is None:
+                        continue
+                    g, state = p.grad, self.state[p]
+                    state["ms"].mul_(group["decay"]).addcmul_(g, g, value=1.0 - group["decay"])
+                    denom = state["ms"].add(group["eps"]).sqrt_()
+                    state["mom"].mul_(group["momentum"]).addcdiv_(g, denom, value=group["lr"])
+                    p.sub_(state["mom"])
 
     return TF1RMSprop
 
 
 def make_optimizer(name: str, params: Any) -> Any:
-    """The torch optimizer for a workload's optimizer name (hyperparameters of
-    ``paradnn.backends.jax.step.make_optimizer``)."""
+    """The torch optimizer a workload names, with the hyperparameters of its row in
+    ``paradnn.sizes.OPTIMIZERS`` (the settings every framework reads; adafactor is torch's
+    variant, see the module notes)."""
     import torch
 
+    o = optimizer_entry(name)
     params = list(params)
-    if name == "rmsprop":
-        return _tf1_rmsprop_class()(params, lr=0.1, decay=0.9, momentum=0.9, eps=1.0)
-    if name == "sgd":
-        return torch.optim.SGD(params, lr=0.1)
-    if name == "momentum":
-        return torch.optim.SGD(params, lr=0.1, momentum=0.9)
-    if name == "adam":
-        return torch.optim.Adam(params, lr=1e-3)
-    if name == "adafactor":
-        return torch.optim.Adafactor(params, lr=1e-3)
-    raise SpecError("optimizer", name, "one of rmsprop, sgd, momentum, adam, adafactor")
+    if o.algorithm == "rmsprop":
+        return _tf1_rmsprop_class()(params, lr=o.learning_rate, decay=o.decay, momentum=o.momentum,
+                                    eps=o.epsilon)
+    if o.algorithm == "sgd":
+        return torch.optim.SGD(params, lr=o.learning_rate, momentum=o.momentum or 0.0)
+    if o.algorithm == "adam":
+        return torch.optim.Adam(params, lr=o.learning_rate, betas=(o.beta1, o.beta2), eps=o.epsilon)
+    if o.algorithm == "adafactor":
+        # torch's epsilon for g^2 stays its own (None: the dtype's machine epsilon).
+        return torch.optim.Adafactor(params, lr=o.learning_rate, beta2_decay=-o.decay_rate,
+                                     eps=(None, o.min_scale), d=o.clipping_threshold)
+    raise SpecError("optimizer", name, f"an optimizer whose algorithm PyTorch implements ({o.algorithm} is not)")
 
 
 # ------------------------------------------------------------------------------ FLOP counts
@@ -204,15 +205,13 @@ class TorchBackend:
     def device_info(self) -> dict[str, Any]:
         import torch
 
-        from paradnn.hardware import cpu_model
-
         gpu = torch.cuda.is_available()
         return {
             "device_platform": "gpu" if gpu else "cpu",
             "device_kind": torch.cuda.get_device_name(0) if gpu else "cpu",
             "device_count": torch.cuda.device_count() if gpu else 1,
             "host": socket.gethostname(),
-            "cpu_model": cpu_model(),
+            "cpu_model": hardware.cpu_model(),
         }
 
     def software_info(self) -> dict[str, Any]:

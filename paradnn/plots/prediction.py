@@ -1,13 +1,9 @@
 """Figures of ``paradnn predict`` (docs/prediction.md): predicted against measured, and the heat
 map completed by predictions with the measured cells marked.
 
-Standalone for now, beside :mod:`paradnn.plots`, whose conventions it follows (an Agg canvas, no
-pyplot, ``plots.STYLE``, every axis label with its unit); it belongs in the ``paradnn.plots``
-package as ``paradnn/plots/prediction.py`` once that package exists.
-
->>> from paradnn import predictor, plots_prediction
->>> table = predictor.score("fc.db", keep_predictions=True)          # doctest: +SKIP
->>> fig = plots_prediction.predicted_vs_measured(table.attrs["predictions"])  # doctest: +SKIP
+>>> from paradnn import plots, predictor
+>>> table = predictor.score("fc.db", keep_predictions=True)                # doctest: +SKIP
+>>> fig = plots.predicted_vs_measured(table.attrs["predictions"])          # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -21,24 +17,17 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch, Rectangle
 from matplotlib.ticker import FuncFormatter
 
-from paradnn import plots as P
 from paradnn.analysis import prediction as PR
+from paradnn.analysis.columns import label
 from paradnn.errors import ParadnnError
+from paradnn.plots.heatmaps import heatmap
+from paradnn.plots.style import MIN_FONT_PT, PAGE_WIDTH_IN, STYLE, PlotFigure, log2_edges
+from paradnn.units import compact
 
 __all__ = ["predicted_vs_measured", "completed_heatmap"]
 
 #: Colour of each model in a figure: the corrected model, the pure roofline.
 MODEL_COLORS = {"corrected": "tab:blue", "roofline only": "0.55"}
-
-
-def _edges(values: np.ndarray) -> np.ndarray:
-    # The cell edges plots.heatmap draws: midway in log2 between neighbours, half a gap at the
-    # ends (one definition there; repeated here only to place the frames on its cells).
-    p = np.log2(values.astype(float))
-    if len(p) == 1:
-        return np.array([p[0] - 0.5, p[0] + 0.5])
-    mid = (p[:-1] + p[1:]) / 2
-    return np.concatenate([[p[0] - (mid[0] - p[0])], mid, [p[-1] + (p[-1] - mid[-1])]])
 
 
 def predicted_vs_measured(pred: pd.DataFrame, title: str | None = None,
@@ -51,10 +40,10 @@ def predicted_vs_measured(pred: pd.DataFrame, title: str | None = None,
     need = ("step_time_s", "batch", "predicted_examples_per_sec", "scheme", "model")
     missing = [c for c in need if c not in pred.columns]
     if missing or pred.empty:
-        raise ParadnnError("plots_prediction.predicted_vs_measured: expected the held-out "
+        raise ParadnnError("plots.predicted_vs_measured: expected the held-out "
                            "predictions of paradnn.predictor.score(..., keep_predictions=True)"
                            + (f" (column {missing[0]!r} is missing)" if missing else " (empty)"))
-    with rc_context(P.STYLE):  # matplotlib reads font sizes when an artist is created
+    with rc_context(STYLE):  # matplotlib reads font sizes when an artist is created
         return _predicted_vs_measured(pred, title, level)
 
 
@@ -63,7 +52,7 @@ def _predicted_vs_measured(pred: pd.DataFrame, title: str | None, level: float) 
     schemes = list(dict.fromkeys(rows["scheme"]))
     ncols = min(3, len(schemes))
     nrows = int(np.ceil(len(schemes) / ncols))
-    fig = P.PlotFigure(figsize=(P.PAGE_WIDTH_IN, 3.8 * nrows + 0.6), layout="constrained")
+    fig = PlotFigure(figsize=(PAGE_WIDTH_IN, 3.8 * nrows + 0.6), layout="constrained")
     FigureCanvasAgg(fig)
     axes = fig.subplots(nrows, ncols, squeeze=False)
     lo = float(np.nanmin([rows["measured"].min(), rows["predicted_examples_per_sec"].min()])) / 1.5
@@ -99,10 +88,10 @@ def _predicted_vs_measured(pred: pd.DataFrame, title: str | None, level: float) 
         ax.set_xlim(lo, hi)
         ax.set_ylim(lo, hi)
         for axis in (ax.xaxis, ax.yaxis):
-            axis.set_major_formatter(FuncFormatter(lambda v, _pos: P.compact(v)))
-        ax.set_title(str(scheme), fontsize=P.STYLE["axes.titlesize"] - 1)
+            axis.set_major_formatter(FuncFormatter(lambda v, _pos: compact(v)))
+        ax.set_title(str(scheme), fontsize=STYLE["axes.titlesize"] - 1)
         ax.text(0.02, 0.98, "\n".join(notes), transform=ax.transAxes, va="top", ha="left",
-                fontsize=P.MIN_FONT_PT + 0.8,
+                fontsize=MIN_FONT_PT + 0.8,
                 bbox=dict(boxstyle="square,pad=0.2", facecolor="white", edgecolor="none", alpha=0.8))
         ax.set_xlabel("measured throughput (examples/s, log scale)")
         ax.set_ylabel("predicted (examples/s, log scale)")
@@ -125,16 +114,16 @@ def completed_heatmap(hm: pd.DataFrame, title: str | None = None) -> Figure:
     measured or predicted, the measured ones framed black and the title counting both, so the
     two are never confused. Drawn by :func:`paradnn.plots.heatmap`."""
     if "source" not in hm.columns:
-        raise ParadnnError("plots_prediction.completed_heatmap: expected the output of "
+        raise ParadnnError("plots.completed_heatmap: expected the output of "
                            "paradnn.analysis.prediction.completed_heatmap (column 'source')")
     n_meas, n_pred = int((hm["source"] == "measured").sum()), int((hm["source"] == "predicted").sum())
-    head = title or (f"{P.label(hm.attrs['value'])}: {n_meas} measured cells (framed black), "
+    head = title or (f"{label(hm.attrs['value'])}: {n_meas} measured cells (framed black), "
                      f"{n_pred} predicted (status predicted, not framed)")
-    fig = P.heatmap(hm, title=head)
+    fig = heatmap(hm, title=head)
     x, y = hm.attrs["x"], hm.attrs["y"]
     xs = np.array(sorted(pd.to_numeric(hm[x]).unique()), dtype=float)
     ys = np.array(sorted(pd.to_numeric(hm[y]).unique()), dtype=float)
-    ex, ey = _edges(xs), _edges(ys)
+    ex, ey = log2_edges(xs), log2_edges(ys)
     xi = {v: i for i, v in enumerate(xs)}
     yi = {v: i for i, v in enumerate(ys)}
     ax = fig.axes[0]

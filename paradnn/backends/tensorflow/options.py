@@ -1,0 +1,27 @@
+"""The TensorFlow backend's options (framework-free: read to build CLI flags and settings keys).
+
+``xla_preset`` is not one of them: TensorFlow reads its XLA flags from ``TF_XLA_FLAGS`` once at
+start-up (recorded as the software field ``tf_xla_flags``), so a per-run preset cannot apply.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from paradnn.backends import Options, choice, setting
+
+#: auto and device: the K steps in a ``tf.while_loop`` inside the compiled program; host: a
+#: one-step ``tf.function`` called K times.
+STEP_LOOPS = ("auto", "device", "host")
+
+
+@dataclass(frozen=True)
+class TensorFlowOptions(Options):
+    """Options of the measured TensorFlow step (record column ``step_loop``)."""
+
+    step_loop: str = setting("auto", choice(*STEP_LOOPS),
+                             "how a call runs its K steps: device or auto (a tf.while_loop in the "
+                             "XLA program), host (a one-step tf.function called K times)")
+
+
+__all__ = ["STEP_LOOPS", "TensorFlowOptions"]

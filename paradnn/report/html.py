@@ -1,0 +1,197 @@
+"""The report as one self-contained HTML page: the figures embedded as base64 PNG, their
+captions and the tables behind them, the physics warnings, and the analyses the store cannot
+support with their recipes, so the page can be mailed or archived without its folder.
+
+>>> import paradnn
+>>> from paradnn.report import write_report
+>>> write_report(paradnn.load("results.db"), "report/")   # doctest: +SKIP
+PosixPath('report/index.html')
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as _dt
+import html
+import io
+from pathlib import Path
+from typing import Sequence
+
+import pandas as pd
+
+from paradnn import plots as P
+from paradnn.analysis.columns import (
+    PLATFORM_KEY, label, ok_rows, platform_label, present, software_label, unstable_mask,
+    warning_meaning,
+)
+from paradnn.analysis.framework import frameworks
+from paradnn.errors import ParadnnError
+from paradnn.report.parts import Section, Unsupported
+from paradnn.report.rows import marks, plural
+from paradnn.report.sections import plan
+from paradnn.report.warnings import warnings_table
+
+MAX_TABLE_ROWS = 60
+MAX_WARNING_ROWS = 40
+
+
+def png(fig) -> tuple[str, int]:
+    """The figure as base64 PNG at 2x resolution (``plots.DPI_2X``), and its width in CSS
+    pixels (1x)."""
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=P.DPI_2X)
+    return base64.b64encode(buf.getvalue()).decode("ascii"), round(fig.get_figwidth() * P.DPI_1X)
+
+
+def html_table(df: pd.DataFrame) -> str:
+    """A table (its first ``MAX_TABLE_ROWS`` rows) with every header naming its unit
+    (``examples_per_sec [examples/s]``), four significant digits, scrolling sideways."""
+    shown = df.head(MAX_TABLE_ROWS)
+    headers = {c: label(str(c), table=True) for c in shown.columns}
+    text = shown.rename(columns=headers).to_html(index=False, float_format=lambda v: f"{v:.4g}",
+                                    na_rep="", border=0, classes="data")
+    if len(df) > len(shown):
+        text += f"<p class=note>first {len(shown)} of {len(df)} rows</p>"
+    return f'<div class="scroll">{text}</div>'
+
+
+# Page width: the figures' 1x width (plots.PAGE_WIDTH_IN at DPI_1X = 1100 px) plus padding.
+_CSS = """
+body{font-family:system-ui,sans-serif;max-width:1140px;margin:2em auto;padding:0 20px;color:#222;
+line-height:1.45}
+h1{font-size:1.6em} h2{border-bottom:1px solid #ccc;padding-bottom:.2em;margin-top:2em}
+figure{margin:1em 0} img{max-width:100%;height:auto;outline:1px solid #e4e4e4;display:block}
+figcaption{font-size:.95em;color:#333;margin:.4em 0}
+.scroll{max-width:100%;overflow-x:auto}
+table.data{border-collapse:collapse;font-size:.85em} table.data td,table.data th{padding:2px 6px;
+border-bottom:1px solid #ddd;text-align:right} .note{font-size:.9em;color:#555}
+details{margin:.4em 0 1.4em} summary{cursor:pointer;color:#036}
+ul.missing li{margin:.8em 0} pre{background:#f5f5f5;padding:.5em .8em;white-space:pre-wrap;
+overflow-wrap:anywhere;font-size:.9em;margin:.3em 0}
+.warn{color:#a00}
+"""
+
+
+def warnings_html(df: pd.DataFrame) -> str:
+    """The Warnings section: each code once with its meaning, then the flagged runs ("" for
+    stores from before the physics checks)."""
+    esc = html.escape
+    wt = warnings_table(df)
+    if wt.empty:
+        if "warnings" in df.columns:
+            return ('<section id="warnings"><h2>Warnings</h2><p>No run carries a physics '
+                    "warning (utilization above 1, point above its roof, analytic/XLA FLOP "
+                    "mismatch).</p></section>")
+        return ""
+    out = ['<section id="warnings"><h2 class=warn>Warnings</h2>',
+           f"<p>{len(wt)} physics warnings on {marks(df)[1]} runs. These runs "
+           "are marked in the figures (red ring on rooflines, red frame and ! on heat maps), "
+           "not hidden; their numbers should not be published before the cause is fixed.</p><ul>"]
+    for code, g in wt.groupby("code", sort=True):
+        out.append(f"<li><b>{esc(code)}</b> ({plural(len(g), 'run')}): {esc(warning_meaning(code))}</li>")
+    out.append("</ul>")
+    shown = wt.head(MAX_WARNING_ROWS).drop(columns=["likely cause"])  # said once per code above
+    out.append(html_table(shown))
+    if len(wt) > len(shown):
+        out.append(f"<p class=note>first {len(shown)} of {len(wt)} warnings</p>")
+    out.append("</section>")
+    return "\n".join(out)
+
+
+def render_html(df: pd.DataFrame, sections: list[Section], missing: list[Unsupported],
+                title: str = "paradnn report", generated_utc: str | None = None) -> str:
+    """The report page as a string (see :func:`write_report`)."""
+    esc = html.escape
+    counts = df["status"].value_counts().to_dict() if "status" in df.columns else {"rows": len(df)}
+    rows = ok_rows(df)
+    plats = sorted(rows.apply(platform_label, axis=1).unique()) if len(rows) and present(rows, PLATFORM_KEY) else []
+    soft = sorted(set(rows.apply(software_label, axis=1)) - {"unknown software"}) if len(rows) else []
+    fws = frameworks(rows) if len(rows) else []
+    peaks = sorted(set(rows.get("peak_source", pd.Series(dtype=object)).dropna()))
+    methods = sorted(set(rows.get("peak_method", pd.Series(dtype=object)).dropna()))
+    n_unstable = int(unstable_mask(rows).sum())
+    known = int(rows["stable"].notna().sum()) if "stable" in rows.columns else 0
+    out = [f"<!DOCTYPE html><html lang=en><head><meta charset=utf-8>"
+           f'<meta name=viewport content="width=device-width, initial-scale=1"><title>{esc(title)}</title>',
+           f"<style>{_CSS}</style></head><body><h1>{esc(title)}</h1>",
+           f"<p>{len(df)} records: " + ", ".join(f"{v} {esc(str(k))}" for k, v in counts.items())
+           + f". Platforms: {esc(', '.join(plats) or 'none')}. Frameworks: {esc(', '.join(fws) or 'none')}. "
+           f"Software: {esc(', '.join(soft) or 'unknown')}. "
+           f"Peaks used for utilization and rooflines: {esc(', '.join(peaks) or 'none')} "
+           "(spec = vendor spec sheet, measured = paradnn probe)"
+           + (f"; method: {esc('; '.join(methods))}" if methods else "") + ". "
+           + (f"Timing precision: {n_unstable} of {known} ok runs are unstable (their timing missed "
+              "its precision target): hollow markers and cross-hatched cells in the figures, left "
+              "out of regressions and speedup summaries. " if known else
+              "Timing precision: unknown (these records predate the stability flag). ")
+           + "Every number comes from the store's records; units are in the axis labels and table "
+           "headers.</p>"]
+    if generated_utc:
+        out.append(f"<p class=note>generated {esc(generated_utc)} UTC by paradnn</p>")
+    warn = warnings_html(df)
+    out.append("<h2>Contents</h2><ul>"
+               + ('<li><a href="#warnings">Warnings</a></li>' if warn else "")
+               + "".join(f'<li><a href="#{esc(s.id)}">{esc(s.title)}</a></li>' for s in sections)
+               + '<li><a href="#unsupported">Analyses this store cannot support</a></li></ul>')
+    if warn:
+        out.append(warn)
+    for s in sections:
+        out.append(f'<section id="{esc(s.id)}" data-analysis="{esc(s.id)}"><h2>{esc(s.title)}</h2>')
+        for item in s.items:
+            out.append("<figure>")
+            fig = item.make_figure()
+            if fig is not None:
+                data, width = png(fig)
+                out.append(f'<img width="{width}" alt="{esc(item.caption[:120])}" '
+                           f'src="data:image/png;base64,{data}">')
+            out.append(f"<figcaption>{esc(item.caption)}</figcaption></figure>")
+            if item.table is not None:
+                out.append(f"<details><summary>table behind this figure ({len(item.table)} rows)</summary>"
+                           f"{html_table(item.table)}</details>")
+        out.append("</section>")
+    out.append('<section id="unsupported"><h2>Analyses this store cannot support</h2>')
+    if missing:
+        items, shown = [], set()
+        for m in missing:
+            text = [f'<li data-analysis="{esc(m.id)}"><b>{esc(m.title)}</b>: needs {esc(m.needs)}.']
+            name = esc(m.command.split()[2]) if m.sweep_file else ""
+            if m.sweep_file and m.sweep_file in shown:
+                text.append(f"<br>The sweep file <code>{name}</code> above supplies this too:")
+            elif m.sweep_file:
+                shown.add(m.sweep_file)
+                text.append(f"<br>Write this sweep file (<code>{name}</code>):"
+                            f"<pre>{esc(m.sweep_file)}</pre>")
+            if m.change:
+                text.append(f"<br>{esc(m.change[0].upper() + m.change[1:])}:")
+            if m.command:
+                text.append(f'<pre class="command">{esc(m.command)}</pre>')
+            if m.estimate:
+                text.append(f'<span class="estimate">Estimated time on this platform: '
+                            f"{esc(m.estimate)}.</span>")
+            items.append("".join(text) + "</li>")
+        out.append('<ul class="missing">' + "".join(items) + "</ul>")
+    else:
+        out.append("<p>None: every analysis is above.</p>")
+    out.append("</section></body></html>")
+    return "\n".join(out)
+
+
+def write_report(df: pd.DataFrame, out_dir: str | Path, ops: pd.DataFrame | None = None,
+                 title: str = "paradnn report", store: str | Sequence[str] = "results.db") -> Path:
+    """Write ``out_dir/index.html``: every analysis ``df`` supports (figures as embedded PNG,
+    captions, the tables behind them), the physics warnings, and the analyses it cannot
+    support with the data they need, the command that supplies it (naming ``store``, the
+    first one if several) and its estimated time. ``ops`` (from
+    :func:`paradnn.profile.capture`) adds the operation-level roofline. Returns the path of
+    the page."""
+    out_dir = Path(out_dir)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise ParadnnError(f"report: output {out_dir} exists and is not a directory")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    first = store if isinstance(store, str) else (list(store) or ["results.db"])[0]
+    sections, missing = plan(df, ops, store=str(first))
+    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+    page = render_html(df, sections, missing, title=title, generated_utc=stamp)
+    path = out_dir / "index.html"
+    path.write_text(page, encoding="utf-8")
+    return path

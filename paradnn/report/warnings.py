@@ -1,0 +1,39 @@
+"""The physics warnings of a store's runs (utilization above 1, a point above its roof, an
+analytic/XLA FLOP mismatch: the codes of ``paradnn.record.WARNINGS``), one row per run and code,
+with their meaning and likely cause. The report lists them before its figures, which mark the
+same runs."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from paradnn.analysis.columns import (
+    ok_rows, platform_label, warning_lists, warning_meaning, workload_label,
+)
+
+# The values a warning is about, shown beside it where the store has them.
+WARNING_VALUES = ("model_flops_utilization", "flops_utilization", "flops_per_sec",
+                  "arithmetic_intensity", "peak_flops", "peak_source")
+
+
+def warnings_table(df: pd.DataFrame) -> pd.DataFrame:
+    """One row per (run, physics warning code) of ``df``: the workload, platform, the code, its
+    meaning and likely cause (``paradnn.record.WARNINGS``) and the values it is about. Empty
+    for stores without the ``warnings`` column."""
+    ok = ok_rows(df) if len(df) else df
+    codes = warning_lists(ok)
+    out = []
+    for i, cs in codes.items():
+        r = ok.loc[i]
+        for code in cs:
+            rec = {"code": code, "workload": workload_label(r), "batch": r.get("batch"),
+                   "platform": platform_label(r)}
+            for c in WARNING_VALUES:
+                if c in ok.columns:
+                    rec[c] = r.get(c)
+            rec["likely cause"] = warning_meaning(code)
+            out.append(rec)
+    cols = ["code", "workload", "batch", "platform"] + [
+        c for c in WARNING_VALUES if c in ok.columns] + ["likely cause"]
+    return pd.DataFrame(out, columns=cols)
+

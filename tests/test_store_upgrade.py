@@ -1,0 +1,101 @@
+"""Keys survive the upgrade to the framework registry: a store written by paradnn before it
+(commit f953315, record schema 2; tests/data/make_store_schema2.py) holds a JAX and a PyTorch
+record, whose keys covered every framework's version fields and options. Reading it gives each
+row the key the current code gives the same config, opening it for writing migrates the file,
+and a sweep of the same configs resumes instead of measuring them again."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+import paradnn
+from paradnn import backends
+from paradnn.measure import MeasureSettings
+from paradnn.record import CORE_SOFTWARE_FIELDS, PLATFORM_FIELDS, Record, row_key
+from paradnn.specs import FC, Workload
+from paradnn.store import STORE_SCHEMA_VERSION, Store
+
+OLD = Path(__file__).parent / "data" / "store_schema2.db"
+SPEC, BATCH = FC(2, 16, 8, 4), 8
+#: The settings the old store's records ran with (PyTorch's record with torch_compile eager).
+SETTINGS = MeasureSettings(steps_per_call=2, warmup_calls=1, warmup_s=0.0, min_calls=2, max_calls=3,
+                           cv_target=0.5, time_budget_s=0.2, torch_compile="eager")
+
+
+def _raw_rows() -> list[dict]:
+    con = sqlite3.connect(OLD)
+    try:
+        return [json.loads(t) for (t,) in con.execute("SELECT row FROM records ORDER BY id")]
+    finally:
+        con.close()
+
+
+def test_old_store_is_schema_2_with_old_keys():
+    raw = _raw_rows()
+    assert [r["framework"] for r in raw] == ["jax", "torch"] and {r["schema_version"] for r in raw} == {2}
+    # The old keys covered other frameworks' fields: a JAX row keyed on tf_version/torch_compile.
+    assert "tf_version" in raw[0] and "torch_compile" in raw[0] and "jax_version" in raw[1]
+
+
+def test_reading_and_opening_give_the_current_keys(tmp_path):
+    raw = _raw_rows()
+    df = paradnn.load(OLD)
+    assert list(df["key"]) == [row_key(r) for r in raw]
+    assert all(k != r["key"] for k, r in zip(df["key"], raw))  # the keys did change
+    assert (df["schema_version"] == 3).all() and set(raw[0]) <= set(df.columns)  # every field kept
+    copy = tmp_path / "old.db"
+    shutil.copy(OLD, copy)
+    with Store(copy) as db:
+        version = db._con.execute("SELECT value FROM paradnn_meta WHERE name='schema_version'").fetchone()[0]
+        assert int(version) == STORE_SCHEMA_VERSION == 3
+        assert db.counts_by_key() == {k: 1 for k in df["key"]}
+    assert paradnn.load(copy).equals(df)
+
+
+def test_migrated_keys_use_the_fields_the_backends_record():
+    """The key of an old row is rebuilt from the same field names a new record of its
+    framework carries: the core software fields and FrameworkInfo.software_fields (checked
+    against what the JAX backend really returns), the protocol and the framework's options."""
+    from paradnn.runner import context
+
+    platform, software = context("jax")
+    assert set(software) - {"paradnn_revision"} == {*CORE_SOFTWARE_FIELDS, *backends.meta("jax").software_fields}
+    assert set(platform) == set(PLATFORM_FIELDS)
+    jax_row = _raw_rows()[0]
+    new = Record("ok", Workload(SPEC, BATCH).to_dict(), {k: jax_row[k] for k in PLATFORM_FIELDS},
+                 {k: jax_row[k] for k in software}, SETTINGS.to_dict())
+    assert new.key == row_key(jax_row)
+
+
+def _same_host_and_versions(framework: str, row: dict) -> None:
+    from paradnn.runner import context
+
+    platform, software = context(framework)
+    differ = [k for k in (*platform, *software) if k not in ("host", "paradnn_revision")
+              and {**platform, **software}[k] != row.get(k)]
+    if differ:
+        pytest.skip(f"tests/data/store_schema2.db was written on another host or with other versions "
+                    f"({', '.join(f'{k}={row.get(k)!r}' for k in differ[:4])}): its configs cannot "
+                    "resume here")
+
+
+@pytest.mark.slow
+def test_a_sweep_resumes_an_old_store(tmp_path):
+    """Where the old records' host and versions are this one's, the same configs get the same
+    keys from the current code: a sweep measures nothing."""
+    if backends.available("torch") is not None:
+        pytest.skip(f"torch backend unavailable: {backends.available('torch')}")
+    raw = _raw_rows()
+    for row in raw:
+        _same_host_and_versions(row["framework"], row)
+    copy = tmp_path / "old.db"
+    shutil.copy(OLD, copy)
+    grid = [Workload(SPEC, BATCH), Workload(SPEC, BATCH, framework="torch")]
+    df = paradnn.sweep(grid, store=copy, executor="inprocess", settings=SETTINGS, progress=False, cache_dir=None)
+    assert len(paradnn.load(copy)) == 2 and len(df) == 2  # nothing measured again
+    assert set(df["time_utc"]) == {r["time_utc"] for r in raw}

@@ -1,0 +1,50 @@
+"""The output formatters of paradnn.units: one SI formatter, one duration formatter, one byte
+formatter (the parsers are tested with the specs, tests/test_specs.py)."""
+
+import math
+
+import numpy as np
+import pytest
+
+from paradnn import units
+
+
+def test_compact_is_one_number_format_without_exponents():
+    values = (510, 3810, 12_345_678, 0.4234, 1.0, 0.0, 999.7, -2500, np.float64(2.5e12))
+    assert [units.compact(v) for v in values] == \
+        ["510", "3.81k", "12.3M", "0.423", "1", "0", "1k", "-2.5k", "2.5T"]
+    # Not a number: nothing to print (a figure leaves the label out).
+    assert [units.compact(v) for v in (None, math.nan, math.inf)] == ["", "", ""]
+    assert units.compact(123_456, digits=2) == "120k"
+
+
+def test_si_puts_the_prefix_on_the_unit():
+    assert units.si(1.2e14, "FLOP/s") == "120 TFLOP/s"
+    assert units.si(9e11, "B/s") == "900 GB/s"
+    assert units.si(12_345_678, "FLOP/s") == "12.3 MFLOP/s"
+    assert units.si(12_345_678, "FLOP/s", digits=4) == "12.35 MFLOP/s"
+    assert units.si(5, "") == "5"
+    # Just below a prefix, the rounded number takes the prefix: never "1e+03 B".
+    assert units.si(999.7, "B") == "1 kB"
+    assert units.si(None, "B") == units.si(math.nan, "B") == "n/a"
+
+
+@pytest.mark.parametrize("seconds,text", [
+    (0, "0s"), (45, "45s"), (59.6, "1m00s"), (725, "12m05s"), (3599.4, "59m59s"),
+    (3720, "1h02m"), (86_399, "23h59m"), (90_000, "1d 01h"), (None, "unknown"),
+    (math.nan, "unknown"), (math.inf, "unknown"),
+])
+def test_duration_reads_as_a_person_reads_it(seconds, text):
+    assert units.duration(seconds) == text
+
+
+def test_byte_size_and_unit_are_binary():
+    assert units.byte_size(1_572_864) == "1.5 MiB"
+    assert units.byte_size(512) == "512 B"
+    assert units.byte_size(3 * 2**30) == "3 GiB"
+    assert units.byte_size(None) == "n/a"
+    assert units.byte_unit(1.5 * 2**20) == ("MiB", 2**20)
+    assert units.byte_unit(100) == ("B", 1)
+    # The units the formatter prints are the units the parser reads.
+    for name, scale in units.BINARY_UNITS:
+        assert units.parse_bytes(f"2{name}") == 2 * scale
