@@ -1,7 +1,7 @@
 """Score the predictions an adaptive sweep stored (status predicted) against another store's
 measurements of the same configs on the same platform (docs/prediction.md).
 
-PYTHONPATH=$PWD python measure/score_live.py measure/fc_1cpu_budget.db measure/fc_1cpu.db
+PYTHONPATH=$PWD python benchmarks/prediction/score_live.py benchmarks/prediction/fc_1cpu_budget.db benchmarks/prediction/fc_1cpu.db
 """
 import sys
 

@@ -1,8 +1,8 @@
 """Held-out scores of the default model and the pure roofline on a store, for wall step time
 (what `paradnn predict --score` prints) or CPU time per step (--target cpu, a diagnostic:
-measure/study_common.py).
+benchmarks/prediction/study_common.py).
 
-PYTHONPATH=$PWD python measure/study_score.py measure/fc_1cpu.db [--target cpu] [--correction gp]
+PYTHONPATH=$PWD python benchmarks/prediction/study_score.py benchmarks/prediction/fc_1cpu.db [--target cpu] [--correction gp]
 """
 import argparse
 import time

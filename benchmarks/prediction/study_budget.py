@@ -1,7 +1,7 @@
 """Adaptive (``--budget``) against random choices of the configs to measure, on a store that
 holds the whole grid measured (docs/prediction.md).
 
-PYTHONPATH=$PWD python measure/study_budget.py measure/fc_1cpu.db [--fractions 0.1,0.2,0.3]
+PYTHONPATH=$PWD python benchmarks/prediction/study_budget.py benchmarks/prediction/fc_1cpu.db [--fractions 0.1,0.2,0.3]
     [--correction gp] [--seeds 5] [--target wall|cpu]
 
 For each fraction f of the grid's measured configs: the adaptive choice (the same code as
@@ -33,7 +33,7 @@ parser.add_argument("--seeds", type=int, default=5)
 parser.add_argument("--include-unstable", action="store_true")
 parser.add_argument("--target", choices=("wall", "cpu"), default="wall",
                     help="cpu: CPU time per step instead of the wall step time (a diagnostic, "
-                    "measure/study_common.py)")
+                    "benchmarks/prediction/study_common.py)")
 args = parser.parse_args()
 
 rows = predictor.sized(load(args.store))

@@ -1,6 +1,6 @@
 """Which learned correction? Held-out scores of every correction on a store (docs/prediction.md).
 
-PYTHONPATH=$PWD python measure/study_corrections.py measure/fc_1cpu.db [--include-unstable] [--target-cpu]
+PYTHONPATH=$PWD python benchmarks/prediction/study_corrections.py benchmarks/prediction/fc_1cpu.db [--include-unstable] [--target-cpu]
 """
 import sys
 import time
@@ -15,7 +15,7 @@ from paradnn.analysis import prediction as P
 pd.set_option("display.width", 200)
 store, unstable = sys.argv[1], "--include-unstable" in sys.argv
 rows = predictor.sized(load(store))
-if "--target-cpu" in sys.argv:  # CPU time per step, a diagnostic (measure/study_common.py)
+if "--target-cpu" in sys.argv:  # CPU time per step, a diagnostic (benchmarks/prediction/study_common.py)
     rows = cpu_time_target(rows)
 for name in [c for c in P.CORRECTIONS if c != "none"]:
     t0 = time.time()
