@@ -143,11 +143,13 @@ def budget_sweep(args: argparse.Namespace) -> int:
     df = predictor.adaptive_sweep(args.file, args.budget, store=args.store,
                                   target_width=args.target_width, progress=not args.quiet,
                                   **options)
-    counts = df["status"].value_counts().to_dict()
-    measured = {s: n for s, n in counts.items() if s != "predicted"}
-    print(f"{args.store}: {sum(measured.values())} config(s) measured ("
-          + ", ".join(f"{s} {n}" for s, n in sorted(measured.items())) + f"), "
-          f"{counts.get('predicted', 0)} predicted row(s) (status predicted) in "
-          f"{len(df['workload_key'].unique())} configs of {args.file}; `paradnn predict "
-          f"--score --store {args.store}` scores the model")
+    runs = df[df["status"] != "predicted"]
+    counts = runs["status"].value_counts().to_dict()
+    retried = len(runs) - runs["workload_key"].nunique()
+    print(f"{args.store}: {runs['workload_key'].nunique()} config(s) measured ("
+          + ", ".join(f"{s} {n}" for s, n in sorted(counts.items())) + " runs"
+          + (f"; {retried} repeat(s) of runs that missed their precision target" if retried else "")
+          + f"), {int((df['status'] == 'predicted').sum())} predicted row(s) (status predicted) "
+          f"in {df['workload_key'].nunique()} configs of {args.file}; `paradnn predict --score "
+          f"--store {args.store}` scores the model")
     return 0
