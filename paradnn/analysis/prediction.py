@@ -37,21 +37,15 @@ leave-one-value-out along each axis) beside the pure-roofline baseline.
 from __future__ import annotations
 
 import copy
+import functools
 import math
+import types
 import warnings
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
-from scipy.optimize import least_squares, nnls
-from sklearn.ensemble import GradientBoostingRegressor
-from sklearn.gaussian_process import GaussianProcessRegressor
-from sklearn.gaussian_process.kernels import RBF, ConstantKernel, WhiteKernel
-from sklearn.linear_model import RidgeCV
-from sklearn.pipeline import make_pipeline
-from sklearn.preprocessing import PolynomialFeatures, StandardScaler
-from threadpoolctl import threadpool_limits  # a scikit-learn dependency
 
 from paradnn import sizes
 from paradnn.analysis.columns import (
@@ -106,6 +100,30 @@ PREDICTION_COLUMNS: dict[str, tuple[str, str]] = {
 }
 
 
+@functools.lru_cache(maxsize=1)
+def _learn() -> types.SimpleNamespace:
+    """scikit-learn, scipy.optimize and threadpoolctl, imported at the first fit.
+
+    The one exception in this module to imports at the top, and why: they take about 4.5 s to
+    import on this project's 2-core host, and this module is loaded by every ``paradnn``
+    command (the CLI registers ``paradnn predict``) and by the report (its Prediction section),
+    which, without a fit to make, then started in 7.5 s instead of 2.7 s
+    (``python -X importtime -m paradnn --help``)."""
+    from scipy.optimize import least_squares, nnls
+    from sklearn.ensemble import GradientBoostingRegressor
+    from sklearn.gaussian_process import GaussianProcessRegressor
+    from sklearn.gaussian_process.kernels import RBF, ConstantKernel, WhiteKernel
+    from sklearn.linear_model import RidgeCV
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import PolynomialFeatures, StandardScaler
+    from threadpoolctl import threadpool_limits  # a scikit-learn dependency
+
+    return types.SimpleNamespace(**{f.__name__: f for f in (
+        least_squares, nnls, GradientBoostingRegressor, GaussianProcessRegressor, RBF,
+        ConstantKernel, WhiteKernel, RidgeCV, make_pipeline, PolynomialFeatures, StandardScaler,
+        threadpool_limits)})
+
+
 @dataclass(frozen=True)
 class Correction:
     """A learned correction: ``make()`` returns an unfitted scikit-learn regressor."""
@@ -117,23 +135,24 @@ class Correction:
         """The regressor for ``n`` training configs. ``like``: a fitted regressor of this kind
         whose hyperparameters to keep (the GP's kernel: the folds that calibrate an interval
         reuse the kernel fitted on all the training configs instead of optimizing it again)."""
+        L = _learn()
         if self.name == "ridge":
-            return make_pipeline(StandardScaler(), RidgeCV(alphas=np.logspace(-3, 3, 13)))
+            return L.make_pipeline(L.StandardScaler(), L.RidgeCV(alphas=np.logspace(-3, 3, 13)))
         if self.name == "ridge2":
-            return make_pipeline(StandardScaler(), PolynomialFeatures(2, include_bias=False),
-                                 StandardScaler(), RidgeCV(alphas=np.logspace(-3, 3, 13)))
+            return L.make_pipeline(L.StandardScaler(), L.PolynomialFeatures(2, include_bias=False),
+                                   L.StandardScaler(), L.RidgeCV(alphas=np.logspace(-3, 3, 13)))
         if self.name == "gbr":
-            return GradientBoostingRegressor(n_estimators=150, max_depth=2, learning_rate=0.05,
-                                             subsample=0.8 if n >= 20 else 1.0, random_state=0)
+            return L.GradientBoostingRegressor(n_estimators=150, max_depth=2, learning_rate=0.05,
+                                               subsample=0.8 if n >= 20 else 1.0, random_state=0)
         if self.name == "gp":
-            kernel = (ConstantKernel(0.1, (1e-4, 10.0)) * RBF(1.0, (0.05, 100.0))
-                      + WhiteKernel(0.01, (1e-6, 1.0)))
+            kernel = (L.ConstantKernel(0.1, (1e-4, 10.0)) * L.RBF(1.0, (0.05, 100.0))
+                      + L.WhiteKernel(0.01, (1e-6, 1.0)))
             fixed = like is not None
             if fixed:
                 kernel = like[-1].kernel_
             # Zero mean (no normalize_y): far from the data the correction fades to 0, so the
             # prediction falls back to the roofline term instead of extrapolating a trend.
-            return make_pipeline(StandardScaler(), GaussianProcessRegressor(
+            return L.make_pipeline(L.StandardScaler(), L.GaussianProcessRegressor(
                 kernel, normalize_y=False, n_restarts_optimizer=0, random_state=0,
                 optimizer=None if fixed else "fmin_l_bfgs_b"))
         raise ParadnnError(f"correction {self.name!r} has no regressor")
@@ -514,7 +533,7 @@ def _fit_bytes(train: pd.DataFrame) -> tuple[tuple[float, float, float], str]:
         # Relative least squares: each row weighted by 1/B, so small configs count as much as
         # big ones.
         w = 1.0 / target[ok].to_numpy(float)
-        coef, _ = nnls(x[ok].to_numpy(float) * w[:, None], np.ones(int(ok.sum())))
+        coef, _ = _learn().nnls(x[ok].to_numpy(float) * w[:, None], np.ones(int(ok.sum())))
         if coef.sum() > 0:
             return (tuple(float(c) for c in coef),  # type: ignore[return-value]
                     f"{coef[0]:.3g} x state + {coef[1]:.3g} x activations + {coef[2]:.3g} x "
@@ -541,7 +560,7 @@ def _fit_roofline(flops: np.ndarray, nbytes: np.ndarray, t: np.ndarray, pf: np.n
         for eb in (0.3, 3.0):
             for o in (float(t.min()) * 0.5, float(t.min()) * 0.01):
                 x0 = np.clip(np.log([ec, eb, max(o, 1e-10)]), lo + 1e-9, hi - 1e-9)
-                r = least_squares(resid, x0, bounds=(lo, hi), loss="soft_l1", f_scale=0.1)
+                r = _learn().least_squares(resid, x0, bounds=(lo, hi), loss="soft_l1", f_scale=0.1)
                 if best is None or r.cost < best.cost:
                     best = r
     ec, eb, o = np.exp(best.x)
@@ -591,7 +610,7 @@ def fit(rows: pd.DataFrame, correction: str = DEFAULT_CORRECTION, level: float =
 def _one_thread() -> Any:
     """BLAS on one thread while fitting: the matrices are small, and on a loaded host a thread
     pool per call made a Gaussian-process fit 6x slower (48 s against 7.5 s, 180 configs)."""
-    return threadpool_limits(1)
+    return _learn().threadpool_limits(1)
 
 
 def _fit_core(train: pd.DataFrame, group: dict[str, Any], corr: Correction,
