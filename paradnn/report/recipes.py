@@ -30,6 +30,9 @@ SMOKE_SWEEP = "sweeps/smoke.yaml"  # five tiny configs, seconds on a CPU
 # The pip extra that installs a framework, where it is not the framework's own name. (A fact of
 # the framework registry: read from it once the registry names each framework's extra.)
 _PIP_EXTRAS = {"tensorflow": "tf"}
+#: Configs the Prediction section's recipe measures adaptively: enough for a model with finite
+#: 90% intervals (9 configs) and the held-out score (8), with room for the widest intervals.
+PREDICTION_BUDGET = 20
 
 
 def _yaml_value(v: Any) -> str:
@@ -167,12 +170,17 @@ def recipe(df: pd.DataFrame, m: Unsupported, hint: dict[str, Any], store: str) -
         m.seconds, m.basis = estimate_seconds(df, m.configs, {})
         return m
     if hint.get("prediction"):
-        # Predicting measures nothing: it fits the store's measurements and writes a predicted
-        # row for every config of the sweep file not measured yet (docs/prediction.md).
-        m.change = ("predict the configs of a sweep file the store has not measured, or measure "
-                    "a grid adaptively (a budget of configs, the rest predicted)")
+        # `paradnn predict` measures nothing (it fits the store's measurements and stores a
+        # predicted row per config of the file not measured yet); the adaptive sweep measures a
+        # budget of configs chosen for the model, which is what the estimate is for.
+        m.change = ("predict the configs of a sweep file that the store has not measured (no "
+                    "measurement: a fit of seconds to minutes), or measure "
+                    f"{PREDICTION_BUDGET} configs of it chosen for the model and predict the "
+                    "rest (docs/prediction.md)")
         m.command = (f"paradnn predict YOUR_SWEEP.yaml --store {store}\n"
-                     f"# or: paradnn sweep YOUR_SWEEP.yaml --budget N --store {store}")
+                     f"paradnn sweep YOUR_SWEEP.yaml --budget {PREDICTION_BUDGET} --store {store}")
+        m.configs = PREDICTION_BUDGET
+        m.seconds, m.basis = estimate_seconds(df, m.configs, {})
         return m
     if hint.get("profile") and len(ok) and "family" in ok.columns:
         gen = ok[ok["family"].isin(GENERATED)]
