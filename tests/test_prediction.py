@@ -459,3 +459,13 @@ def test_sweep_budget_measures_real_configs_then_predicts(tmp_path, paradnn_cmd)
     again = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert again.returncode == 0
     assert (load(db)["status"] == "ok").sum() == len(ok)  # resumed: no new runs
+
+
+def test_predict_is_in_the_lazy_public_api():
+    import paradnn
+    from paradnn import predictor
+
+    assert "predict" in paradnn.__all__
+    assert paradnn.predict is predictor.predict
+    with pytest.raises(ParadnnError, match="no target configs"):
+        paradnn.predict([], store="never-written.db")
