@@ -19,6 +19,7 @@ done
 step cross_1to2.txt $PY -m paradnn predict --score --train $B/fc_1cpu.db --store $B/fc_2cpu.db
 step live_budget.txt $PY $B/score_live.py $B/fc_1cpu_budget.db $B/fc_1cpu.db
 step budget_fc_1cpu.txt $PY $B/study_budget.py $B/fc_1cpu.db
+step drift.txt $PY $B/study_drift.py $B/fc_1cpu.db $B/fc_1cpu_budget.db --speedup $B/fc_2cpu.db
 step score_fc_2cpu.txt $PY -m paradnn predict --score --store $B/fc_2cpu.db
 step cross_2to1.txt $PY -m paradnn predict --score --train $B/fc_2cpu.db --store $B/fc_1cpu.db
 for s in fc_1cpu cnn_1cpu rnn_1cpu fc_2cpu; do
