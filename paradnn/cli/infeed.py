@@ -12,6 +12,9 @@ import argparse
 import json
 import sys
 
+from pathlib import Path
+
+from paradnn.outputs import FIGURE_SUFFIXES, check_output, path_type, write_output
 from paradnn.store import check_store
 from paradnn.units import parse_int, parse_number
 
@@ -27,6 +30,8 @@ def _cmd_infeed(args: argparse.Namespace) -> int:
     from paradnn.cli.system import _g, _pct, _print_table, _save
 
     workload = workload_from_args(args)
+    if args.plot:  # before the measurement: never the store, never a file paradnn did not write
+        check_output(args.plot, "infeed --plot", [args.store] if args.store else [], args.force)
     _check_backend(workload.framework)
     result = infeed.run_infeed(workload, args.workers, args.steps, args.warmup_steps, args.data_dir,
                                args.files, args.jpeg_side, args.prefetch, args.delay_ms,
@@ -36,9 +41,12 @@ def _cmd_infeed(args: argparse.Namespace) -> int:
     ok = all(r["status"] == "ok" for r in rows)
     if args.plot and not result.table.empty:
         from paradnn.plots import DPI_2X
-        from paradnn.plots_infeed import infeed as infeed_figure
+        from paradnn.plots import infeed as infeed_figure
 
-        infeed_figure(result.table).savefig(args.plot, dpi=DPI_2X)
+        fig = infeed_figure(result.table)
+        out = Path(args.plot)
+        write_output(out, lambda tmp: fig.savefig(tmp, dpi=DPI_2X, format=out.suffix[1:].lower()),
+                     "infeed --plot", [args.store] if args.store else [], args.force)
     if args.json:
         print(json.dumps({"device_is_host": result.device_is_host, "data_dir": result.data_dir,
                           "table": _records(result.table), "rows": rows}, default=str))
@@ -105,8 +113,14 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help="extra host time per image in milliseconds, a sleep in the map: makes "
                         "the pipeline slow on purpose")
         fp.add_argument("--data-dir", default=None, metavar="DIR",
+                        type=path_type("cache", "infeed --data-dir"),
                         help="folder for the generated JPEG files, made once and reused (default: "
                         "paradnn-infeed in the temporary folder)")
         fp.add_argument("--no-synthetic", action="store_true", help="skip the synthetic feed")
-        fp.add_argument("--store", default=None, metavar="PATH", type=typed(check_store), help="SQLite store to add the rows to (default: none; the rows are printed, not stored)")
-        fp.add_argument("--plot", default=None, metavar="PNG", help="save the figure (like Fig 5) here")
+        fp.add_argument("--store", default=None, metavar="PATH", type=path_type("store", "infeed --store", then=check_store), help="SQLite store to add the rows to (default: none; the rows are printed, not stored)")
+        fp.add_argument("--plot", default=None, metavar="FILE.png",
+                        type=path_type("output", "infeed --plot", FIGURE_SUFFIXES),
+                        help="save the figure (like Fig 5) here: a .png, .svg or .pdf file (a "
+                        "file paradnn did not write is kept unless --force)")
+        fp.add_argument("--force", action="store_true",
+                        help="replace an existing --plot file that paradnn did not write")

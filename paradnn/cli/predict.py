@@ -10,7 +10,7 @@ from paradnn.analysis.prediction import CORRECTIONS, DEFAULT_CORRECTION, DEFAULT
 from paradnn.cli import DEFAULT_STORE, typed
 from paradnn.errors import ParadnnError
 from paradnn.grids import load_sweep_file
-from paradnn.outputs import write_output
+from paradnn.outputs import check_output, path_type, write_output
 from paradnn.sweeper import DEFAULT_CACHE
 from paradnn.units import parse_int, parse_number
 from paradnn.workload import short_name
@@ -43,6 +43,9 @@ def _predict(args: argparse.Namespace) -> int:
         raise ParadnnError("predict: name a sweep file to predict, or --score to score the "
                            "model on the store's measurements (or both)")
     train = args.train or None
+    inputs = [args.store, *([args.file] if args.file else []), *(train or [])]
+    if args.csv:  # refused before any fit or write, not after
+        check_output(args.csv, "predict --csv", inputs, args.force)
     if args.score:
         table = predictor.score(args.store, train=train, family=args.family,
                                 correction=args.correction, level=args.level,
@@ -80,8 +83,8 @@ def _predict(args: argparse.Namespace) -> int:
         print(f"\n{out_of_range} config(s) lie outside the fitted range (FLOPs, parameters or a "
               "hyperparameter): their predictions extrapolate")
     if args.csv:
-        write_output(args.csv, lambda tmp: pred.to_csv(tmp, index=False), "predict --csv", [],
-                     args.force)
+        write_output(args.csv, lambda tmp: pred.to_csv(tmp, index=False), "predict --csv",
+                     inputs, args.force)
         print(f"{args.csv}: {len(pred)} rows")
     written = pred.attrs["written"]
     print(f"{args.store}: {written} predicted row(s) written (status predicted; measured-only "
@@ -99,11 +102,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         "sweep file, with calibrated intervals; predictions are stored as rows of status "
         "predicted. --score reports the model's error on held-out measurements beside the "
         "pure roofline (docs/prediction.md).")
-    p.add_argument("file", nargs="?", default=None,
+    p.add_argument("file", nargs="?", default=None, type=path_type("input", "predict FILE"),
                    help="YAML sweep file whose configs to predict (optional with --score)")
-    p.add_argument("--store", default=DEFAULT_STORE,
+    p.add_argument("--store", default=DEFAULT_STORE, type=path_type("store", "predict --store"),
                    help="store to fit on and to write predictions to (default: %(default)s)")
     p.add_argument("--train", nargs="+", default=None, metavar="STORE",
+                   type=path_type("input", "predict --train"),
                    help="fit on these stores instead; when --store holds measurements of "
                    "another platform, the predictions are cross-platform estimates for it "
                    "(default: --store)")
@@ -121,7 +125,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-write", action="store_true", help="print, do not store the predictions")
     p.add_argument("--show", type=typed(parse_int, "show", minimum=0), default=20, metavar="N",
                    help="configs listed, slowest first; 0 lists all")
-    p.add_argument("--csv", default=None, metavar="FILE", help="write every prediction to FILE")
+    p.add_argument("--csv", default=None, metavar="FILE",
+                   type=path_type("output", "predict --csv", (".csv",)),
+                   help="write every prediction to FILE")
     p.add_argument("--force", action="store_true", help="replace an existing --csv file that "
                    "paradnn did not write")
     p.set_defaults(func=_predict)

@@ -16,6 +16,7 @@ from typing import Any, Callable
 
 from paradnn import backends
 from paradnn.errors import SpecError
+from paradnn.outputs import path_type
 from paradnn.store import check_store
 from paradnn.units import parse_int, si
 
@@ -55,11 +56,10 @@ def _add_settings(p: argparse.ArgumentParser) -> None:
 
 
 def _add_common(p: argparse.ArgumentParser) -> None:
-    from paradnn.cli import typed
-
     # Checked while parsing (paradnn.store.check_store), so a damaged or foreign store is one
     # line before the measurement, not after it.
-    p.add_argument("--store", default=None, metavar="PATH", type=typed(check_store), help="SQLite store to add the rows to (default: none; the rows are printed, not stored)")
+    p.add_argument("--store", default=None, metavar="PATH",
+                   type=path_type("store", f"{p.prog.split()[-1]} --store", then=check_store), help="SQLite store to add the rows to (default: none; the rows are printed, not stored)")
     p.add_argument("--json", action="store_true", help="print exactly one JSON object")
 
 
@@ -283,4 +283,5 @@ def register(sub: argparse._SubParsersAction) -> None:
         fp.add_argument("--simulate-devices", action="store_true",
                         help="on a CPU host: force the largest count of host devices (not a real "
                         "multi-device measurement)")
-        fp.add_argument("--store", default=None, metavar="PATH", help="SQLite store to add the rows to (default: none; the rows are printed, not stored)")
+        fp.add_argument("--store", default=None, metavar="PATH",
+                        type=path_type("store", "scaling --store", then=check_store), help="SQLite store to add the rows to (default: none; the rows are printed, not stored)")
