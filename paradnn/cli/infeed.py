@@ -26,17 +26,17 @@ def _records(table) -> list[dict]:
 
 def _cmd_infeed(args: argparse.Namespace) -> int:
     from paradnn import infeed
-    from paradnn.cli.run import _check_backend, workload_from_args
-    from paradnn.cli.system import _g, _pct, _print_table, _save
+    from paradnn.cli.run import check_backend, workload_from_args
+    from paradnn.cli.system import sig_digits, percent, print_table, save_records
 
     workload = workload_from_args(args)
     if args.plot:  # before the measurement: never the store, never a file paradnn did not write
         check_output(args.plot, "infeed --plot", [args.store] if args.store else [], args.force)
-    _check_backend(workload.framework)
+    check_backend(workload.framework)
     result = infeed.run_infeed(workload, args.workers, args.steps, args.warmup_steps, args.data_dir,
                                args.files, args.jpeg_side, args.prefetch, args.delay_ms,
                                synthetic=not args.no_synthetic)
-    _save(result.records, args.store)
+    save_records(result.records, args.store)
     rows = [r.to_dict() for r in result.records]
     ok = all(r["status"] == "ok" for r in rows)
     if args.plot and not result.table.empty:
@@ -53,11 +53,11 @@ def _cmd_infeed(args: argparse.Namespace) -> int:
         return 0 if ok else 1
     if result.device_is_host:
         print(f"paradnn: note: {infeed.DEVICE_IS_HOST_NOTE}", file=sys.stderr)
-    _print_table(result.table.to_dict(orient="records"), [
+    print_table(result.table.to_dict(orient="records"), [
         ("feed", "feed", str), ("workers", "workers", lambda v: "n/a" if v != v else str(int(v))),
-        ("examples/s", "examples_per_sec", _g()), ("step [s]", "step_time_s", _g()),
-        ("wait [s]", "infeed_wait_s", _g()), ("infeed-bound", "infeed_bound_fraction", _pct),
-        ("synthetic speedup [x]", "synthetic_speedup", _g())])
+        ("examples/s", "examples_per_sec", sig_digits()), ("step [s]", "step_time_s", sig_digits()),
+        ("wait [s]", "infeed_wait_s", sig_digits()), ("infeed-bound", "infeed_bound_fraction", percent),
+        ("synthetic speedup [x]", "synthetic_speedup", sig_digits())])
     first = rows[0] if rows else {}
     print(f"{first.get('timed_steps', args.steps)} timed steps per feed after {args.warmup_steps} "
           f"warm-up steps; batch {workload.batch}; examples/s = batch x steps / their wall time; "

@@ -125,10 +125,10 @@ def show_plan(target: Any, *, store: str | None, memory_limit: str | None, repea
 def _options(defaults: bool) -> argparse.ArgumentParser:
     """The plan flags; with ``defaults`` False they are absent unless given (a second pass
     over the flags that follow SWEEP_OR_SPEC must not reset those given before it)."""
-    from paradnn.cli import _Parser, typed
+    from paradnn.cli import Parser, typed
 
     d = (lambda v: v) if defaults else (lambda v: argparse.SUPPRESS)
-    p = _Parser(add_help=False, prog="paradnn plan")
+    p = Parser(add_help=False, prog="paradnn plan")
     p.add_argument("--store", default=d("results.db"), type=path_type("input", "plan --store"),
                    help="results store whose records mark "
                    "configs as done and calibrate the time estimate (default: results.db; "
@@ -162,9 +162,9 @@ def _options(defaults: bool) -> argparse.ArgumentParser:
 def _cmd_plan(args: argparse.Namespace) -> int:
     rest = list(args.rest)
     if args.target in families.names():
-        from paradnn.cli import _Parser  # the package's parser class (cli/__init__ imports this module)
+        from paradnn.cli import Parser  # the package's parser class (cli/__init__ imports this module)
 
-        spec_parser = _Parser(prog="paradnn plan")
+        spec_parser = Parser(prog="paradnn plan")
         add_spec_subparsers(spec_parser, _cmd_plan)
         spec_args, rest = spec_parser.parse_known_args([args.target, *rest])
         workloads = [workload_from_args(spec_args)]

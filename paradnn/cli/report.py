@@ -20,7 +20,7 @@ from pathlib import Path
 import pandas as pd
 
 from paradnn.cli import DEFAULT_STORE, typed
-from paradnn.cli.run import _check_backend, add_spec_subparsers, workload_from_args
+from paradnn.cli.run import check_backend, add_spec_subparsers, workload_from_args
 from paradnn.errors import ParadnnError
 from paradnn.outputs import FIGURE_SUFFIXES, check_output, path_type, write_output
 from paradnn.store import load
@@ -206,7 +206,7 @@ def _profile(args: argparse.Namespace) -> int:
             raise ParadnnError(f"profile -o {out}: exists and is not a directory; allowed: a folder")
         for name in names:  # before the (slow) capture
             check_output(out / name, "profile -o", (), args.force)
-    _check_backend()
+    check_backend()
     workload = workload_from_args(args)
     ops = capture(workload, steps=args.steps, warmup=args.warmup,
                   memory_limit_bytes=args.memory_limit)
