@@ -12,6 +12,7 @@ from paradnn.cli.plan import show_plan
 from paradnn.errors import ParadnnError
 from paradnn.grids import MAX_CONFIGS
 from paradnn.status import failures
+from paradnn.record import format_phase_totals, phase_totals
 from paradnn.store import export, load, merge
 from paradnn.sweeper import DEFAULT_CACHE, sweep
 from paradnn.units import parse_bytes, parse_duration, parse_int
@@ -65,6 +66,11 @@ def _status(args: argparse.Namespace) -> int:
                 + df["device_kind"].fillna("?").astype(str)).rename("device_platform/device")
     print("\nrows by platform and status:")
     print(crosstab(platform))
+    phased = [r for r in df.to_dict("records") if r.get("phase_total_s") == r.get("phase_total_s")
+              and r.get("phase_total_s") is not None]
+    if phased:
+        print(f"\nwhere the time went ({len(phased)} row(s) with a phase breakdown, "
+              f"docs/metrics.md): {format_phase_totals(phase_totals(phased))}")
     table = failures(df)
     if not len(table):
         print("\nno failures")

@@ -8,12 +8,15 @@ to the child-process executor.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterator
 from typing import Any
 
 from paradnn import backends
-from paradnn.executors import (Caches, Executor, Outcome, RunFn, Task, check_environment, local_context,
-                               run_config)
+from paradnn.errors import ParadnnError
+from paradnn.executors import (Caches, Executor, Outcome, RunFn, Task, charge, check_environment,
+                               exclusive, local_context, run_config)
+from paradnn.record import Record
 
 
 class InProcessExecutor(Executor):
@@ -28,6 +31,13 @@ class InProcessExecutor(Executor):
 
     def context(self, framework: str = backends.DEFAULT) -> tuple[dict[str, Any], dict[str, Any]]:
         if framework not in self._contexts:
+            if exclusive(framework, set(self._contexts)):
+                # Their native libraries abort the process (TensorFlow and PyTorch): say so
+                # before anything runs, rather than lose the sweep to a SIGABRT mid-way.
+                raise ParadnnError(
+                    f"framework {framework!r} cannot run in the same process as "
+                    f"{', '.join(sorted(self._contexts))} (their native libraries clash); use "
+                    "executor='process', which gives each framework its own child process")
             self._caches.ensure(framework)
             context = local_context(framework)
             check_environment(context[0])
@@ -36,8 +46,14 @@ class InProcessExecutor(Executor):
 
     def execute(self, tasks: Iterator[Task]) -> Iterator[tuple[Task, Outcome]]:
         for task in tasks:
-            yield task, run_config(self.run_fn, task.workload, task.settings,
-                                   task.memory_limit_bytes, self.context(task.workload.framework))
+            t0 = time.perf_counter()
+            context = self.context(task.workload.framework)  # starts the framework the first time
+            t_run = time.perf_counter()
+            outcome = run_config(self.run_fn, task.workload, task.settings,
+                                 task.memory_limit_bytes, context)
+            if isinstance(outcome, Record):
+                outcome = charge(outcome, t_run - t0, time.perf_counter() - t_run)
+            yield task, outcome
 
     def close(self) -> None:
         self._caches.restore()

@@ -119,17 +119,21 @@ class JaxBackend:
 
     def compile(self, workload: Any, settings: Any) -> Program:
         options = settings.options_for(self.name)
+        t_build = time.perf_counter()
         model = build(workload.spec, workload.dtype)
         optimizer = workload.optimizer
         mesh = wl.device_mesh(workload.devices)
         state_shapes, batch_shapes = wl.abstract_inputs(workload, model, optimizer, mesh)
         t0 = time.perf_counter()
+        phases: dict[str, float] = {"trace": t0 - t_build}
         compiled, loop = wl.compile_measured(model, optimizer, mesh, state_shapes, batch_shapes,
-                                             options.xla_preset, options.step_loop)
+                                             options.xla_preset, options.step_loop, phases=phases)
         metrics: dict[str, Any] = {
             "params": sum(math.prod(x.shape) for x in jax.tree_util.tree_leaves(state_shapes["params"])),
             "compile_s": time.perf_counter() - t0,
             "step_loop_used": loop,
+            "phase_trace_s": phases["trace"],
+            "phase_compile_s": phases.get("compile", 0.0),
         }
         mem = compiled.memory_analysis()
         if mem is not None:

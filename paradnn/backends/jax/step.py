@@ -8,6 +8,7 @@ the gradient all-reduce (and cross-device batch-norm statistics).
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, Callable
@@ -172,19 +173,32 @@ def _slow_in_loop(lowered: jax.stages.Lowered) -> bool:
 
 
 def compile_measured(model: ModelDef, optimizer_name: str, mesh, state, batch,
-                     preset: str = xla_stack.DEFAULT_PRESET, loop: str = "auto"
+                     preset: str = xla_stack.DEFAULT_PRESET, loop: str = "auto",
+                     phases: dict[str, float] | None = None,
                      ) -> tuple[jax.stages.Compiled, str]:
     """The measured program, compiled ahead of time for abstract ``state``/``batch`` with the XLA
     options of ``preset``, and the step loop it uses (``STEP_LOOPS``: "device" or "host"). The
-    runner, ``maxbatch`` and ``plan`` all compile it here, so what fits is what runs."""
+    runner, ``maxbatch`` and ``plan`` all compile it here, so what fits is what runs.
+    ``phases``, when given, gets the seconds spent tracing and lowering (``"trace"``) and
+    compiling (``"compile"``) added to it."""
     if loop not in STEP_LOOPS:
         raise SpecError("step_loop", loop, "one of " + ", ".join(STEP_LOOPS))
+    phases = {} if phases is None else phases
     options = xla_stack.compile_options(preset, jax.default_backend())
+
+    def timed(phase: str, fn: Callable[[], Any]) -> Any:
+        t0 = time.perf_counter()
+        try:
+            return fn()
+        finally:
+            phases[phase] = phases.get(phase, 0.0) + time.perf_counter() - t0
+
     if loop != "host":
-        lowered = jit_multi_step(model, optimizer_name, mesh).lower(state, batch, STEPS_ARG)
+        lowered = timed("trace", lambda: jit_multi_step(model, optimizer_name, mesh).lower(state, batch, STEPS_ARG))
         if loop == "device" or not _slow_in_loop(lowered):
-            return lowered.compile(options), "device"
-    return jit_step(model, optimizer_name, mesh, donate=True).lower(state, batch).compile(options), "host"
+            return timed("compile", lambda: lowered.compile(options)), "device"
+    lowered = timed("trace", lambda: jit_step(model, optimizer_name, mesh, donate=True).lower(state, batch))
+    return timed("compile", lambda: lowered.compile(options)), "host"
 
 
 def k_step_call(compiled: jax.stages.Compiled, loop: str) -> Callable:
