@@ -109,3 +109,55 @@ def test_inprocess_executor_refuses_two_clashing_frameworks_with_one_line(tmp_pa
     assert proc.returncode == 2, proc.stderr[-3000:]
     lines = [ln for ln in proc.stderr.splitlines() if "cannot run in the same process" in ln]
     assert lines and "executor='process'" in lines[0] and "Traceback" not in proc.stderr
+
+
+def test_analysis_cache_keeps_answers_and_treats_damage_as_a_miss(tmp_path):
+    import jax
+    import numpy as np
+
+    from paradnn.backends.jax import analyses
+
+    restore = analyses.configure(tmp_path)
+    try:
+        calls = []
+        compute = lambda: calls.append(1) or {"flops": 2.0}  # noqa: E731
+        assert analyses.cached_json("t", "w1", compute) == {"flops": 2.0}
+        analyses._memory.clear()  # as in a new process: from the folder
+        assert analyses.cached_json("t", "w1", compute) == {"flops": 2.0} and calls == [1]
+        shapes = {"a": jax.ShapeDtypeStruct((2, 3), np.float32), "b": jax.ShapeDtypeStruct((), np.int32)}
+        tree = {"a": np.arange(6, dtype=np.float32).reshape(2, 3), "b": np.int32(7)}
+        assert analyses.storable(shapes)
+        analyses.save_arrays("init", "w1", tree)
+        back = analyses.load_arrays("init", "w1", shapes)
+        assert np.array_equal(back["a"], tree["a"]) and int(back["b"]) == 7
+        (entry,) = (tmp_path / "analyses").glob("init-w1-*.bin")
+        entry.write_bytes(entry.read_bytes()[:-1])  # truncated: a miss, never wrong numbers
+        assert analyses.load_arrays("init", "w1", shapes) is None
+    finally:
+        restore()
+        analyses._memory.clear()
+
+
+@pytest.mark.slow
+def test_warm_rerun_reuses_programs_and_analyses_with_the_same_numbers(tmp_path):
+    """A second sweep with the same cache folder loads the measured programs, initial states
+    and analyses instead of computing them, and records the same counted numbers."""
+    g = (grid("fc", layers=2, nodes=32, input=64, output=10, batch=8)
+         + grid("rnn", cell="lstm", layers=1, embed=8, length=3, vocab=16, batch=2))
+    cache = tmp_path / "cache"
+    cold = sweep(g, store=tmp_path / "cold.db", settings=TINY, cache_dir=cache, progress=False)
+    kinds = {p.name.split("-")[0] for p in (cache / "analyses").iterdir()}
+    assert {"program", "init", "residuals", "loop_costs"} <= kinds
+    # A damaged program entry is compiled again, not an error.
+    (damaged,) = [p for p in (cache / "analyses").glob("program-*")
+                  if p.stat().st_size == min(q.stat().st_size for q in (cache / "analyses").glob("program-*"))]
+    damaged.write_bytes(b"not a program")
+    warm = sweep(g, store=tmp_path / "warm.db", settings=TINY, cache_dir=cache, progress=False)
+    assert list(cold["status"]) == list(warm["status"]) == ["ok", "ok"]
+    same = ["flops_per_step", "bytes_per_step", "params", "step_loop_used", "memory_peak_bytes",
+            "memory_activations_bytes", "memory_weights_bytes", "model_flops_per_step"]
+    assert cold[same].to_dict("records") == warm[same].to_dict("records")
+    for row in warm.to_dict("records"):
+        check_phases(row)
+    assert warm["phase_init_s"].sum() < cold["phase_init_s"].sum()
+    assert warm["phase_costs_s"].sum() < cold["phase_costs_s"].sum()

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import jax
 
+from paradnn.backends.jax import analyses
 from paradnn.backends.jax.models import ModelDef
 from paradnn.specs import Workload
 
@@ -50,11 +51,15 @@ def xla_step_costs(
 ) -> dict[str, float]:
     """``flops_per_step`` and ``bytes_per_step`` (FLOP, B; all devices) from XLA cost analysis."""
     if model.loop_length and model.unrolled is not None:
-        c1, c2 = (
-            _cost_dict(lower_single_step(workload, model.unrolled(n), optimizer_name).compile())
-            for n in (1, 2)
-        )
-        per_device = {k: c1[k] + (model.loop_length - 1) * (c2[k] - c1[k]) for k in c1}
+        def variants() -> dict[str, float]:
+            c1, c2 = (
+                _cost_dict(lower_single_step(workload, model.unrolled(n), optimizer_name).compile())
+                for n in (1, 2)
+            )
+            return {k: c1[k] + (model.loop_length - 1) * (c2[k] - c1[k]) for k in c1}
+
+        # Two compiles whose answer depends on the workload alone: kept by its key.
+        per_device = analyses.cached_json("loop_costs", workload.key, variants)
     else:
         # The measured program is one step: a while loop over a run-time K (its body counted
         # once) or the one-step program of the host loop.

@@ -162,14 +162,31 @@ def compile_step(call: Callable, *args: Any, preset: str = xla_stack.DEFAULT_PRE
     return call.lower(*args).compile(xla_stack.compile_options(preset, jax.default_backend()))
 
 
-def _slow_in_loop(lowered: jax.stages.Lowered) -> bool:
+def _has_convolution(jaxpr: Any) -> bool:
+    """Whether a (closed) jaxpr or any jaxpr nested in it (loop bodies, branches, custom
+    derivatives) has a convolution: the operations its lowering turns into
+    ``stablehlo.convolution``."""
+    jaxpr = getattr(jaxpr, "jaxpr", jaxpr)
+    for eqn in jaxpr.eqns:
+        if eqn.primitive.name == "conv_general_dilated":
+            return True
+        for value in eqn.params.values():
+            for sub in value if isinstance(value, (tuple, list)) else (value,):
+                if hasattr(sub, "eqns") or hasattr(getattr(sub, "jaxpr", None), "eqns"):
+                    if _has_convolution(sub):
+                        return True
+    return False
+
+
+def _slow_in_loop(traced: jax.stages.Traced) -> bool:
     """Whether the K-step while loop would run slower than K calls of one step. XLA:CPU emits
     a convolution's weight gradient inside a while-loop body with a naive emitter (an open XLA
     issue, jax-ml/jax#12868): measured with jax 0.10.2 on a 2-core x86 host, a residual CNN
     (filters 16, image 64, batch 32) took 0.44-0.66 s per step in the loop and 0.06 s as a
     one-step program called 4 times, while the loop won for FC (host calls 1.17x slower), LSTM
-    (1.37x) and tiny models (1.9x). Read from the program's own operations, not guessed."""
-    return jax.default_backend() == "cpu" and "stablehlo.convolution" in lowered.as_text()
+    (1.37x) and tiny models (1.9x). Read from the traced program's own operations, not guessed,
+    before lowering it: a program that goes to the host loop is never lowered as a K-step loop."""
+    return jax.default_backend() == "cpu" and _has_convolution(traced.jaxpr)
 
 
 def compile_measured(model: ModelDef, optimizer_name: str, mesh, state, batch,
@@ -194,8 +211,9 @@ def compile_measured(model: ModelDef, optimizer_name: str, mesh, state, batch,
             phases[phase] = phases.get(phase, 0.0) + time.perf_counter() - t0
 
     if loop != "host":
-        lowered = timed("trace", lambda: jit_multi_step(model, optimizer_name, mesh).lower(state, batch, STEPS_ARG))
-        if loop == "device" or not _slow_in_loop(lowered):
+        traced = timed("trace", lambda: jit_multi_step(model, optimizer_name, mesh).trace(state, batch, STEPS_ARG))
+        if loop == "device" or not _slow_in_loop(traced):
+            lowered = timed("trace", traced.lower)
             return timed("compile", lambda: lowered.compile(options)), "device"
     lowered = timed("trace", lambda: jit_step(model, optimizer_name, mesh, donate=True).lower(state, batch))
     return timed("compile", lambda: lowered.compile(options)), "host"
