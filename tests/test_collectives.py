@@ -67,13 +67,13 @@ def test_real_run_on_forced_cpu_devices(paradnn_cmd, tmp_path):
 
 
 def test_bandwidth_figure_renders():
-    from paradnn import plots_system
+    from paradnn import plots
 
     rows = pd.DataFrame({"collective": ["all_reduce"] * 3 + ["all_gather"] * 3, "devices": [2] * 3 + [4] * 3,
                          "size_bytes": [1024, 2048, 4096] * 2, "status": "ok",
                          "busbw_bytes_per_sec": [1e6, 2e6, 3e6, 1e6, 1.5e6, 2.5e6],
                          "simulated_devices": True})
-    fig = plots_system.bandwidth(rows)
+    fig = plots.bandwidth(rows)
     buf = io.BytesIO()
     fig.savefig(buf, format="png")
     assert buf.getvalue()[:4] == b"\x89PNG"

@@ -222,7 +222,7 @@ def test_energy_figure_by_model_and_batch_leaves_out_unavailable_rows():
 
     import pandas as pd
 
-    from paradnn import plots_extra
+    from paradnn import plots
     from paradnn.errors import ParadnnError
 
     base = {"status": "ok", "kind": "real", "family": "real", "dtype": "float32"}
@@ -231,7 +231,7 @@ def test_energy_figure_by_model_and_batch_leaves_out_unavailable_rows():
             for m, p in (("resnet50", 300.0), ("bert_base", 350.0)) for b in (32, 64, 128)]
     rows.append({**base, "model": "resnet50", "batch": 256, "power_w": None, "energy_per_example_j": None,
                  "energy_source": "unavailable", "energy_note": "window too short"})
-    fig = plots_extra.energy(pd.DataFrame(rows))
+    fig = plots.energy(pd.DataFrame(rows))
     power, per_example = fig.axes
     assert [len(line.get_xdata()) for line in power.get_lines()] == [3, 3]
     assert power.get_ylabel() == "average power (W)" and "J/example" in per_example.get_ylabel()
@@ -239,4 +239,4 @@ def test_energy_figure_by_model_and_batch_leaves_out_unavailable_rows():
     assert "nvml" in fig._suptitle.get_text()
     fig.savefig(io.BytesIO(), format="png")
     with pytest.raises(ParadnnError, match="window too short"):
-        plots_extra.energy(pd.DataFrame(rows[-1:]))
+        plots.energy(pd.DataFrame(rows[-1:]))

@@ -490,7 +490,7 @@ def test_analytic_floor_is_a_lower_bound_of_the_real_state():
             if opt in ("rmsprop", "adam", "momentum", "sgd"):  # full slots: exact
                 params = state_bytes(state["params"])
                 assert floor["weights_bytes"] == params
-                assert floor["optimizer_bytes"] == OPTIMIZER_STATE_SLOTS[opt] * params
+                assert floor["optimizer_bytes"] == SLOTS[opt].floor_slots * params
 
 
 # -- sweep files ---------------------------------------------------------------------------------

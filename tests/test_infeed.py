@@ -116,7 +116,7 @@ def test_layout_and_config_checks_name_the_parameter():
 
 
 def test_infeed_figure_from_a_planted_table():
-    from paradnn.plots_infeed import infeed
+    from paradnn.plots import infeed
 
     table = pd.DataFrame({
         "status": "ok", "model": "resnet50", "dtype": "bfloat16", "batch": 128,
@@ -202,7 +202,7 @@ def test_fast_pipeline_keeps_up(paradnn_cmd, tmp_path):
 def test_importing_the_infeed_modules_imports_no_tensorflow():
     # TensorFlow must load only when a pipeline is built: a process that also imports
     # torchvision (other tests) must be able to use the bookkeeping and the figure.
-    code = ("import sys, paradnn.infeed, paradnn.plots_infeed, paradnn.cli.infeed; "
+    code = ("import sys, paradnn.infeed, paradnn.plots.infeeds, paradnn.cli.infeed; "
             "print('tensorflow' in sys.modules)")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr

@@ -87,7 +87,7 @@ def test_observation_10_feature_maps_dominate_resnet50():
 def test_memory_figure_renders_stacked_bars_from_a_dataframe():
     import pandas as pd
 
-    from paradnn import plots_extra
+    from paradnn import plots
     from paradnn.errors import ParadnnError
 
     rows = []
@@ -97,7 +97,7 @@ def test_memory_figure_renders_stacked_bars_from_a_dataframe():
                      "memory_optimizer_bytes": 2e8, "memory_activations_bytes": maps,
                      "memory_workspace_bytes": 5e7})
     rows.append({**rows[0], "status": "oom", "memory_activations_bytes": None})  # left out
-    fig = plots_extra.memory_breakdown(pd.DataFrame(rows))
+    fig = plots.memory_breakdown(pd.DataFrame(rows))
     ax = fig.axes[0]
     assert len(ax.patches) == 3 * len(MEMORY_PARTS)  # 3 bars of 5 parts
     assert [t.get_text() for t in ax.get_xticklabels()] == ["resnet50 (32)", "resnet50 (64)", "vgg16 (32)"]
@@ -106,4 +106,4 @@ def test_memory_figure_renders_stacked_bars_from_a_dataframe():
     assert shares == [f"{100 * m / (m + 4.5e8):.0f}%" for m in (6e9, 12e9, 4e9)]
     fig.savefig(io.BytesIO(), format="png")
     with pytest.raises(ParadnnError, match="memory_weights_bytes"):
-        plots_extra.memory_breakdown(pd.DataFrame([{"status": "ok", "batch": 1}]))
+        plots.memory_breakdown(pd.DataFrame([{"status": "ok", "batch": 1}]))

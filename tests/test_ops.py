@@ -39,7 +39,7 @@ def test_parsers_and_bad_shapes():
 
 
 def test_op_rows_in_the_store_and_on_the_roofline_with_model_points(tiny_settings, tmp_path):
-    from paradnn import analysis, plots_system
+    from paradnn import analysis, plots
     from paradnn.runner import run
     from paradnn.specs import FC
 
@@ -79,7 +79,7 @@ def test_op_rows_in_the_store_and_on_the_roofline_with_model_points(tiny_setting
         "matmul 32x32x32", "conv2d F(1,8,8,3) K(3,3,3,4) S1"}
     assert points.loc[points["point"] == "model", "label"].iloc[0] == "fc"
     assert (points["roof_fraction"] == points["flops_per_sec"] / points["roof_flops_per_sec"]).all()
-    fig = plots_system.ops_roofline(points)
+    fig = plots.ops_roofline(points)
     buf = io.BytesIO()
     fig.savefig(buf, format="png")
     assert buf.getvalue()[:4] == b"\x89PNG"

@@ -454,7 +454,6 @@ def test_every_figure_function_is_importable_from_plots_under_its_name():
     import importlib
     import inspect
 
-    from paradnn import plots_extra, plots_infeed, plots_system
 
     kinds = ("heatmaps", "sensitivities", "rooflines", "speedups", "ranges", "saturations",
              "resources", "infeeds", "system")
@@ -466,9 +465,6 @@ def test_every_figure_function_is_importable_from_plots_under_its_name():
         for name in public:
             assert getattr(P, name) is getattr(module, name), f"plots.{name} (from plots.{kind})"
             assert name in P.__all__
-    # The old module names still give the same functions.
-    assert plots_extra.memory_breakdown is P.memory_breakdown and plots_extra.MEMORY_PARTS is P.MEMORY_PARTS
-    assert plots_infeed.infeed is P.infeed and plots_system.scaling is P.scaling
     # One number format: the figures' is the units formatter.
     from paradnn import units
 

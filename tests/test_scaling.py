@@ -58,11 +58,11 @@ def test_summarize_planted_weak_and_strong():
 
 
 def test_scaling_figure_renders_with_linear_reference():
-    from paradnn import plots_system
+    from paradnn import plots
 
     table = pd.DataFrame({"mode": ["weak"] * 3, "devices": [1, 2, 4], "speedup": [1.0, 1.9, 3.5],
                           "simulated_devices": [False] * 3})
-    fig = plots_system.scaling(table, serial_fraction=0.05)
+    fig = plots.scaling(table, serial_fraction=0.05)
     buf = io.BytesIO()
     fig.savefig(buf, format="png")
     assert buf.getvalue()[:4] == b"\x89PNG"

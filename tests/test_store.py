@@ -335,3 +335,21 @@ def test_special_files_are_not_stores(tmp_path):
             Store(path)
         with pytest.raises(ParadnnError):
             load(path)
+
+
+def test_status_of_a_store_whose_every_row_is_unreadable_lists_them(tmp_path, capsys):
+    """No row reads back: status must not say "nothing measured yet" (a sweep would measure
+    the configs again, but the user must learn that rows were lost)."""
+    from paradnn.cli import main
+
+    db = tmp_path / "r.db"
+    with Store(db) as s:
+        s.add(record(32))
+    with sqlite3.connect(db) as con:
+        con.execute("UPDATE records SET row = '[1, 2' WHERE id = 1")
+    con.close()
+    assert main(["status", str(db)]) == 0
+    out, err = capsys.readouterr()
+    assert "1 row(s) cannot be read" in err  # the store's one-line damage warning
+    assert "nothing measured yet" not in out
+    assert "unreadable: not JSON: 1 row(s)" in out and "row id 1" in out

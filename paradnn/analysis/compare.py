@@ -58,12 +58,14 @@ AXES: dict[str, str] = {
                 "name is left out, as in the record key)",
     "settings": "the measurement settings (time budget, CV target, XLA preset, step loop, ...)",
 }
-_FIXED_AXIS_COLUMNS: dict[str, tuple[str, ...]] = {
+_FIXED_AXIS_COLUMNS: dict[str, Sequence[str]] = {
     "revision": ("paradnn_revision", "paradnn_version"),
     "framework": ("framework", "framework_version"),
     "dtype": ("dtype",),
     "platform": (*PLATFORM_KEY, "cpu_model"),
-    "settings": tuple(SETTINGS_FIELDS),
+    # A live view: the protocol's fields and every registered framework's options (xla_preset,
+    # step_loop, torch_compile, and those of a framework a plugin adds after this import).
+    "settings": SETTINGS_FIELDS,
 }
 #: Software fields that are not version numbers but shape a measurement.
 _SOFTWARE_EXTRA = ("xla_flags", "xla_compile_options")

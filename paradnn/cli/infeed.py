@@ -36,7 +36,7 @@ def _cmd_infeed(args: argparse.Namespace) -> int:
     ok = all(r["status"] == "ok" for r in rows)
     if args.plot and not result.table.empty:
         from paradnn.plots import DPI_2X
-        from paradnn.plots_infeed import infeed as infeed_figure
+        from paradnn.plots import infeed as infeed_figure
 
         infeed_figure(result.table).savefig(args.plot, dpi=DPI_2X)
     if args.json:

@@ -50,11 +50,14 @@ def _status(args: argparse.Namespace) -> int:
     stores = [args.store] if isinstance(args.store, str) else list(args.store)
     df = load(stores)
     print(f"{', '.join(stores)}: {len(df)} rows")
-    if not len(df):
+    table = failures(df)  # with the unreadable rows of a damaged store, even if none is read
+    if not len(df) and not len(table):
         print("nothing measured yet: `paradnn sweep sweeps/smoke.yaml` fills a store")
         return 0
-    ok = int((df["status"] == "ok").sum())
+    ok = int((df["status"] == "ok").sum()) if len(df) else 0
     print(f"ok {ok}, failed {len(df) - ok}")
+    if not len(df):
+        return _print_failures(table)
 
     def crosstab(index) -> str:
         table = pd.crosstab(index, df["status"])
@@ -71,7 +74,10 @@ def _status(args: argparse.Namespace) -> int:
     if phased:
         print(f"\nwhere the time went ({len(phased)} row(s) with a phase breakdown, "
               f"docs/metrics.md): {format_phase_totals(phase_totals(phased))}")
-    table = failures(df)
+    return _print_failures(table)
+
+
+def _print_failures(table: pd.DataFrame) -> int:
     if not len(table):
         print("\nno failures")
         return 0

@@ -15,7 +15,7 @@ from typing import Any
 
 import pandas as pd
 
-from paradnn import families
+from paradnn import backends, families
 from paradnn.analysis.columns import FAMILY_FIELDS, SPEC_FIELDS, fmt, ok_rows, workload_label
 from paradnn.analysis.cost import estimate_seconds
 from paradnn.analysis.framework import DEFAULT_FRAMEWORK, framework_of, frameworks
@@ -27,9 +27,6 @@ from paradnn.report.rows import GENERATED, common_dtype, most_common_platform
 # the 8 ok runs a regression needs), from the family registry.
 SUGGESTED_GRIDS = families.RegistryView(lambda f: f.suggested_grid)
 SMOKE_SWEEP = "sweeps/smoke.yaml"  # five tiny configs, seconds on a CPU
-# The pip extra that installs a framework, where it is not the framework's own name. (A fact of
-# the framework registry: read from it once the registry names each framework's extra.)
-_PIP_EXTRAS = {"tensorflow": "tf"}
 
 
 def _yaml_value(v: Any) -> str:
@@ -220,13 +217,16 @@ def _framework_recipe(df: pd.DataFrame, ok: pd.DataFrame, m: Unsupported, store:
     fw = framework_of(ok)
     base_fw = str(fw.value_counts().index[0])
     others = [f for f in frameworks(ok) if f != base_fw]
-    other = others[0] if others else ("tensorflow" if base_fw != "tensorflow" else DEFAULT_FRAMEWORK)
+    # The next registered framework (the registry's order: JAX, TensorFlow, PyTorch, plugins).
+    other = others[0] if others else next((f for f in backends.names() if f != base_fw),
+                                          DEFAULT_FRAMEWORK)
     base = ok[fw == base_fw]
     dtype = common_dtype(base)
     base = base[base["dtype"] == dtype] if "dtype" in base.columns else base
     base = most_common_platform(base)
     replay = _replay_yaml(base, dtype, _store_settings(ok), framework=other)
-    install = "" if other == DEFAULT_FRAMEWORK else f" (needs {other}: pip install 'paradnn[{_PIP_EXTRAS.get(other, other)}]')"
+    extra = backends.meta(other).extra
+    install = f" (needs {other}: pip install 'paradnn[{extra}]')" if extra else ""
     if replay is not None:
         m.sweep_file, m.configs = replay
         m.command = f"paradnn sweep speedup-framework.yaml --store {store}"
