@@ -373,7 +373,8 @@ def sweep(
         totals = phase_totals(phase_rows)
         stream.write(f"paradnn sweep: where the time went, summed over the {len(phase_rows)} "
                      f"record(s) of this run: {format_phase_totals(totals)}; store writes "
-                     f"{store_s:.2f} s; executor and store set-up {setup_s or 0.0:.2f} s; "
+                     f"{store_s:.2f} s; set-up before the first config {setup_s or 0.0:.2f} s (its "
+                     "worker start-up is also its first record's startup); "
                      f"sweep wall time {time.perf_counter() - t_sweep:.2f} s "
                      "(docs/metrics.md, Phases)\n")
     if unrecorded and stream is not None:

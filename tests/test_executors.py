@@ -161,3 +161,20 @@ def test_warm_rerun_reuses_programs_and_analyses_with_the_same_numbers(tmp_path)
         check_phases(row)
     assert warm["phase_init_s"].sum() < cold["phase_init_s"].sum()
     assert warm["phase_costs_s"].sum() < cold["phase_costs_s"].sum()
+
+
+def test_plan_wall_time_of_a_record_is_its_measured_phase_total():
+    """The estimator's wall seconds of a record with a phase breakdown are its phase_total_s,
+    not the gap to the previous record (which a pause between sessions would inflate)."""
+    import pandas as pd
+
+    from paradnn.analysis import cost
+
+    df = pd.DataFrame({"time_utc": ["2026-01-01T00:00:00+00:00", "2026-01-01T00:00:50+00:00",
+                                    "2026-01-01T00:01:00+00:00"],
+                       "host": ["h"] * 3, "compile_s": [1.0] * 3, "step_time_s": [0.01] * 3,
+                       "steps_per_call_used": [2] * 3, "timed_calls": [3] * 3,
+                       "warmup_elapsed_s": [0.1] * 3, "phase_total_s": [2.5, None, 3.0]})
+    walls = cost.wall_seconds(df)
+    assert walls[0] == 2.5 and walls[2] == 3.0  # measured, although the gaps are NaN and 10 s
+    assert walls[1] == 50.0  # no breakdown: the gap

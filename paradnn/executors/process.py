@@ -99,6 +99,8 @@ class _Child:
         self.to_child = Connection(to_child_w, readable=False)
         self.from_child = Connection(from_child_r, writable=False)
         self.configs = 0
+        #: Seconds this child took to start that no record has been charged yet.
+        self.unbilled_startup_s = 0.0
         #: Frameworks this child has started (their contexts, by name).
         self.contexts: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {}
         self.to_child.send_bytes(init)
@@ -214,6 +216,7 @@ class ProcessExecutor(Executor):
         (``FrameworkInfo.exclusive_with`` names the known clashes; unknown ones are avoided too)."""
         child = self._children.get(framework)
         if child is None:
+            t0 = time.perf_counter()
             child = _Child(self.cache_dir, self.run_fn)
             self._children[framework] = child
             try:
@@ -221,6 +224,8 @@ class ProcessExecutor(Executor):
             except BaseException:
                 self._drop(framework)
                 raise
+            # Charged to the first config this child runs (phase_startup_s), whoever asked.
+            child.unbilled_startup_s = time.perf_counter() - t0
         return child
 
     def _drop(self, framework: str, how: str = "stop") -> None:
@@ -238,13 +243,13 @@ class ProcessExecutor(Executor):
     def run_one(self, task: Task) -> Outcome:
         """Run one config in its framework's child; a dead or late child becomes a
         crashed/timeout record, an infrastructure fault the child met a :class:`Fault`. The
-        record's ``phase_startup_s`` is the time a child took to start for it (0 when one was
-        running) and ``phase_executor_s`` the time outside the child's own run."""
+        record's ``phase_startup_s`` is the time its child took to start (and start the
+        framework) if this is the child's first config, else 0, and ``phase_executor_s`` the
+        time outside the child's own run."""
         framework = task.workload.framework
-        t_start = time.perf_counter()
         platform, software = self.context(framework)
         child = self._child_for(framework)
-        startup_s = time.perf_counter() - t_start
+        startup_s, child.unbilled_startup_s = child.unbilled_startup_s, 0.0
         context = {"platform": dict(platform), "software": dict(software),
                    "settings": task.settings.to_dict(framework)}
         t0 = time.monotonic()
