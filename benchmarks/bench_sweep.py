@@ -13,6 +13,14 @@ Printed: one JSON object with every run's wall time (s, ``time.perf_counter`` ar
 process), the medians, the ratios ``reference cold / cold`` (target >= 3) and ``cold / warm``
 (target >= 5), and this checkout's per-phase totals (s, summed over the records of the median
 cold and warm runs; docs/metrics.md, Phases). ``--no-reference`` measures this checkout alone.
+
+``--grid40`` instead measures this checkout on a 40-config sweep of small FC and CNN models with
+``time_budget_s: 1`` (the file is written to a temporary folder): a cold sweep, a warm re-run,
+and a second cold sweep (fresh cache) whose wall time ``paradnn plan``'s estimator
+(:func:`paradnn.analysis.cost.estimate`, fitted on the first cold sweep's store) predicts.
+Printed: per config, the median of wall minus the timing phase (``phase_total_s -
+phase_warmup_s - phase_timed_s``, s) cold and warm; the timing phases' share of the warm sweep's
+wall time; and estimate / actual.
 """
 
 from __future__ import annotations
@@ -51,6 +59,60 @@ def phases(store: Path) -> dict[str, float]:
     return {k: round(v, 3) for k, v in phase_totals(load(store).to_dict("records")).items()}
 
 
+GRID40 = """\
+# 40 small FC and CNN configs, time_budget_s 1 (issue 20's throughput check)
+parts:
+  - family: fc
+    fixed: {input: 64, output: 10}
+    axes: {layers: [1, 2, 4, 8], nodes: [32, 64, 128, 256], batch: [8, 32]}
+  - family: cnn
+    fixed: {block: residual, blocks: 1, output: 10}
+    axes: {filters: [4, 8], image: [32, 64], batch: [2, 4]}
+settings:
+  time_budget_s: 1
+"""
+
+
+def grid40() -> dict:
+    import pandas as pd
+
+    from paradnn.analysis.cost import estimate
+    from paradnn.grids import load_sweep_file
+    from paradnn.measure import MeasureSettings
+    from paradnn.store import load
+
+    with tempfile.TemporaryDirectory() as tmp:
+        f = Path(tmp) / "grid40.yaml"
+        f.write_text(GRID40)
+        walls, frames = {}, {}
+        for name, cache in (("cold", "a"), ("warm", "a"), ("cold2", "b")):
+            store = Path(tmp) / f"{name}.db"
+            walls[name] = run_sweep(ROOT, str(f), store, Path(tmp) / cache)
+            frames[name] = load(store)
+            print(f"grid40 {name}: {walls[name]:.1f} s", file=sys.stderr)
+        plan = load_sweep_file(f)
+        est = estimate(frames["cold"], plan.workloads, MeasureSettings(**plan.settings))
+
+        def rest(df: pd.DataFrame) -> float:
+            return float((df["phase_total_s"] - df["phase_warmup_s"] - df["phase_timed_s"]).median())
+
+        warm = frames["warm"]
+        timing_share = float((warm["phase_warmup_s"] + warm["phase_timed_s"]).sum()) / walls["warm"]
+        return {
+            "configs": len(plan.workloads),
+            "statuses": sorted(set(frames["cold"]["status"]) | set(warm["status"])),
+            "wall_s": {k: round(v, 1) for k, v in walls.items()},
+            "median_wall_minus_timing_per_config_s": {"cold": round(rest(frames["cold"]), 2),
+                                                     "warm": round(rest(warm), 2)},
+            "timing_share_of_warm_wall": round(timing_share, 3),
+            "plan_estimate_s": round(float(est.table["wall_s"].sum()), 1),
+            "plan_estimate_over_actual_cold2": round(float(est.table["wall_s"].sum()) / walls["cold2"], 3),
+            "phases_cold_s": phases(Path(tmp) / "cold.db"),
+            "phases_warm_s": phases(Path(tmp) / "warm.db"),
+            "load_average": os.getloadavg()[0],
+        }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sweep", default="sweeps/smoke.yaml", help="sweep file (relative to "
@@ -59,7 +121,12 @@ def main() -> None:
                         help="checkout to compare with (default: %(default)s)")
     parser.add_argument("--no-reference", action="store_true", help="measure this checkout only")
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds")
+    parser.add_argument("--grid40", action="store_true", help="the 40-config FC+CNN check "
+                        "(module notes) instead of the comparison")
     args = parser.parse_args()
+    if args.grid40:
+        print(json.dumps(grid40(), indent=1))
+        return
     sides = {"new": ROOT} if args.no_reference else {"new": ROOT, "reference": Path(args.reference)}
     walls: dict[str, list[float]] = {f"{s}_{k}": [] for s in sides for k in ("cold", "warm")}
     stores: dict[str, list[Path]] = {"new_cold": [], "new_warm": []}

@@ -240,10 +240,16 @@ def k_step_call(compiled: jax.stages.Compiled, loop: str) -> Callable:
 _CHEAP_CPU_COMPILE = {"xla_backend_optimization_level": 0, "xla_llvm_disable_expensive_passes": True}
 
 
+def untimed_compile_options() -> dict[str, Any] | None:
+    """XLA options for programs that are never timed (initialization, the cost analysis's loop
+    variants): on XLA:CPU a cheap LLVM back end (these options change code generation only, not
+    the optimized HLO that cost analysis reads); elsewhere the defaults (None)."""
+    return dict(_CHEAP_CPU_COMPILE) if jax.default_backend() == "cpu" else None
+
+
 def _run_once(fn: Callable, out_shardings, *args):
     lowered = jax.jit(fn, out_shardings=out_shardings).lower(*args)
-    options = _CHEAP_CPU_COMPILE if jax.default_backend() == "cpu" else None
-    return lowered.compile(options)(*args)
+    return lowered.compile(untimed_compile_options())(*args)
 
 
 def init_inputs(workload: Workload, model: ModelDef, optimizer_name: str, mesh=None):
