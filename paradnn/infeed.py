@@ -54,7 +54,7 @@ from typing import Any, Callable, Iterator, Sequence
 import numpy as np
 import pandas as pd
 
-from paradnn import backends
+from paradnn import backends, sizes
 from paradnn.errors import ParadnnError, SpecError
 from paradnn.record import Record
 from paradnn.specs import Workload
@@ -288,6 +288,9 @@ def run_infeed(workload: Workload, workers: Sequence[int] = (1, 2, 4), steps: in
         raise SpecError("steps", steps, "an integer from 1 to 1000000")
     if not 0 <= int(warmup_steps) <= 1_000_000:
         raise SpecError("warmup_steps", warmup_steps, "an integer from 0 to 1000000")
+    # Cheapest check first (paradnn.sizes): weights + optimizer state against the device's
+    # memory, before the trainer traces the model.
+    sizes.refuse_oom(workload, backend.device_memory_bytes(), "infeed")
     trainer = make_trainer(workload)
     image, batch = image_batch_layout(trainer.batch)
     side = stored_side(image) if jpeg_side is None else int(jpeg_side)

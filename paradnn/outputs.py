@@ -8,10 +8,23 @@
   in place, so a crash or a full disk leaves the old file or the new one, never half of one.
 * An unwritable folder is one :class:`~paradnn.errors.ParadnnError` naming the path and the
   reason, never a traceback.
+* Checked before any work: every command-line argument that names a path declares what the
+  command does with it through :func:`path_type` (its argparse ``type=``). An output's suffix is
+  checked while the command line is parsed, so ``--plot fig.txt`` is refused before anything is
+  measured; the handler calls :func:`check_output` (inputs, foreign files) before its work and
+  :func:`write_output` at the end. A test walks every subcommand's parser and fails on a path
+  argument that does not declare its role (tests/test_faults.py).
+
+How paradnn recognises its own outputs: a file is paradnn's when the ledger in its folder lists
+its name with the SHA-256 of exactly its current content. The ledger is written (atomically too)
+after each output; a file edited by hand, replaced by another program, or never listed is the
+user's, and stays unless ``--force``.
 """
 
 from __future__ import annotations
 
+import argparse
+import dataclasses
 import hashlib
 import json
 import os
@@ -19,7 +32,11 @@ import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from paradnn.errors import ParadnnError
+from paradnn.errors import ParadnnError, echo
+
+#: Suffixes of the figure formats every command that saves a figure accepts (matplotlib writes
+#: each, chosen by the suffix).
+FIGURE_SUFFIXES = (".png", ".svg", ".pdf")
 
 #: File in each output folder listing what paradnn wrote there: name -> SHA-256 of the content.
 LEDGER = ".paradnn-outputs.json"
@@ -73,6 +90,82 @@ def check_output(path: str | os.PathLike, flag: str = "-o", inputs: Iterable[str
             raise ParadnnError(f"{flag} {out}: exists and was not written by paradnn; "
                                "choose another path or pass --force to replace it")
     return out
+
+
+#: What a command does with a path argument (:class:`PathArg.role`) -> what that means.
+ROLES: dict[str, str] = {
+    "output": "a file the command replaces through this guard (never an input, never a file "
+              "paradnn did not write unless --force, atomically)",
+    "folder": "a folder whose files the command replaces through this guard, one by one",
+    "store": "a results store the command adds rows to (paradnn.store: created, or an existing "
+             "paradnn store extended in place; any other file is refused, nothing is replaced)",
+    "cache": "a folder of paradnn's own files, made under names of its own and moved into place "
+             "whole (a folder already there is used, never overwritten)",
+    "input": "a file the command only reads",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class PathArg:
+    """What a command does with one path argument: ``role`` (a key of :data:`ROLES`), ``flag``
+    (as the user types it, e.g. ``"plan --csv"``), the ``suffixes`` an output may have
+    (lower-case, with the dot; empty: any), and whether ``-`` means standard output."""
+
+    role: str
+    flag: str
+    suffixes: tuple[str, ...] = ()
+    stdout: bool = False
+
+    def __post_init__(self) -> None:
+        if self.role not in ROLES:
+            raise ValueError(f"PathArg role {self.role!r}; allowed: {', '.join(ROLES)}")
+
+    def parse(self, text: str) -> str:
+        """``text`` if it can name this argument's path; ParadnnError naming the value and what
+        is allowed otherwise (argparse puts the flag in front). Reads nothing but the path's
+        kind (file, folder)."""
+        if self.stdout and text == "-":
+            return text
+        if not text or "\0" in text:
+            raise ParadnnError(f"{echo(text)}: allowed: a path")
+        if self.role == "output":
+            if self.suffixes and Path(text).suffix.lower() not in self.suffixes:
+                allowed = ", ".join(self.suffixes[:-1]) + (" or " if len(self.suffixes) > 1 else "") \
+                    + self.suffixes[-1]
+                raise ParadnnError(f"{echo(text)}: allowed: a {allowed} file"
+                                   + (" (or - for standard output)" if self.stdout else ""))
+            if os.path.isdir(text):
+                raise ParadnnError(f"{echo(text)}: is a directory; allowed: a file path")
+        elif self.role in ("folder", "cache") and os.path.exists(text) and not os.path.isdir(text):
+            raise ParadnnError(f"{echo(text)}: exists and is not a directory; allowed: a folder")
+        return text
+
+
+def path_type(role: str, flag: str, suffixes: Iterable[str] = (), stdout: bool = False,
+              then: Callable[[str], str] | None = None) -> Callable[[str], str]:
+    """An argparse ``type=`` for a path argument that declares its ``role`` (:class:`PathArg`):
+    the path is checked while the command line is parsed (a wrong suffix, a folder given for a
+    file) and a refused value is argparse's one-line usage error (exit 2). ``then``: a further
+    check of the same value (e.g. :func:`paradnn.store.check_store`), whose ParadnnError is
+    turned into the same usage error. The returned function carries the PathArg as
+    ``paradnn_path`` (:func:`path_arg`)."""
+    spec = PathArg(role, flag, tuple(s.lower() for s in suffixes), stdout)
+
+    def convert(text: str) -> str:
+        try:
+            value = spec.parse(text)
+            return then(value) if then is not None and value != "-" else value
+        except ParadnnError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    convert.__name__ = f"{role} path"
+    convert.paradnn_path = spec  # type: ignore[attr-defined]
+    return convert
+
+
+def path_arg(action: argparse.Action) -> PathArg | None:
+    """The :class:`PathArg` an argparse action declared through :func:`path_type`, else None."""
+    return getattr(action.type, "paradnn_path", None)
 
 
 def write_output(path: str | os.PathLike, write: Callable[[Path], None], flag: str = "-o",

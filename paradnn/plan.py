@@ -138,7 +138,8 @@ def plan(
     per device for the ``oom`` prediction (default: the sweep file's, the device's, or on a CPU
     the host's memory). ``settings`` and ``repeat`` as in :func:`paradnn.sweep`. ``compile``:
     compile every config for the backend's memory analysis instead of the analytic estimate
-    (seconds per config). ``calibrate``: time ``calibrate_configs`` configs per family first (in
+    (seconds per config); a config whose analytic floor (weights + optimizer state) already
+    exceeds the limit is not compiled: its memory is that floor and it is predicted ``oom``. ``calibrate``: time ``calibrate_configs`` configs per family first (in
     a temporary store; minutes) and fit the time model to them instead of the store's records.
     """
     t_start = time.perf_counter()
@@ -153,11 +154,25 @@ def plan(
     table = config_table(parsed.workloads, frame)
     limit, limit_source = memory_limit(memory_limit_bytes, parsed.run, platform)
     if compile:
-        compiled = [compiled_memory(w, measure.xla_preset, measure.step_loop) for w in parsed.workloads]
-        table["memory_bytes"] = [b for b, _ in compiled]
+        memory, compile_s, source = [], [], []
+        for i, w in enumerate(parsed.workloads):
+            if sizes.predicted_oom(w, limit) is not None:
+                # Cheapest check first: weights + optimizer state alone exceed the limit, so the
+                # config is never traced (a CNN of 10^9 blocks would trace for hours).
+                memory.append(float(np.nanmax([table["memory_floor_bytes"].iat[i],
+                                               sizes.floor_bytes(w)["total_bytes"]])))
+                compile_s.append(math.nan)
+                source.append("analytic floor (weights + optimizer state) above the limit: "
+                              "not compiled")
+                continue
+            peak, seconds = compiled_memory(w, measure.xla_preset, measure.step_loop)
+            memory.append(peak)
+            compile_s.append(seconds)
+            source.append("compiled memory analysis")
+        table["memory_bytes"] = memory
         table["memory_floor_bytes"] = table["memory_bytes"]
-        table["measured_compile_s"] = [s for _, s in compiled]
-        table["memory_source"] = "compiled memory analysis"
+        table["measured_compile_s"] = compile_s
+        table["memory_source"] = source
 
     # Resume: the record key the sweep would give each config here.
     settings_dict = measure.to_dict()

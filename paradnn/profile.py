@@ -36,7 +36,7 @@ from typing import Any, Callable
 
 import pandas as pd
 
-from paradnn import backends
+from paradnn import backends, sizes
 from paradnn.analysis.oplevel import categorize
 from paradnn.errors import ParadnnError
 
@@ -368,16 +368,23 @@ def capture_step(
     return merged
 
 
-def capture(workload, steps: int = 5, warmup: int = 2) -> pd.DataFrame:
+def capture(workload, steps: int = 5, warmup: int = 2,
+            memory_limit_bytes: int | None = None) -> pd.DataFrame:
     """:func:`capture_step` of a workload's compiled training step (its framework's
     ``Backend.profile_inputs``), with ``attrs["workload"]`` (its dict) and, when known, the
     device's peaks (``peak_flops`` FLOP/s, ``peak_bytes_per_sec`` B/s, ``peak_source``).
+    ``memory_limit_bytes`` (B, one device; default the device's memory, the host's on a CPU):
+    a workload whose weights and optimizer state alone exceed it is refused (ParadnnError)
+    before anything is built or traced (:func:`paradnn.sizes.refuse_oom`).
 
     >>> ops = capture(Workload(FC(layers=4, nodes=256, input=2000, output=1000), batch=128))
     >>> analysis.op_roofline(ops, ops.attrs["peak_flops"], ops.attrs["peak_bytes_per_sec"])
     ... # doctest: +SKIP
     """
     inputs = backends.capability(workload.framework, "profile_inputs", "profile a training step")
+    limit = (memory_limit_bytes if memory_limit_bytes is not None
+             else backends.get(workload.framework).device_memory_bytes())
+    sizes.refuse_oom(workload, limit, "profile")
     step, state, batch = inputs(workload)
     ops = capture_step(step, state, batch, steps=steps, warmup=warmup, framework=workload.framework)
     ops.attrs["workload"] = workload.to_dict()

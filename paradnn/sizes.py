@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from paradnn import families
-from paradnn.errors import SpecError
+from paradnn.errors import ParadnnError, SpecError
 
 #: Bytes per element of each compute dtype a workload may name.
 DTYPE_BYTES: dict[str, int] = {"float32": 4, "bfloat16": 2, "float16": 2}
@@ -285,7 +285,17 @@ def predicted_oom(workload: Any, memory_limit_bytes: int | None) -> dict[str, An
     return {"error": reason, "metrics": {"params": floor["params"], "oom_predicted": True}}
 
 
+def refuse_oom(workload: Any, memory_limit_bytes: int | None, command: str) -> None:
+    """For a command that traces ``workload`` without giving a record (``profile``, ``infeed``):
+    raise ParadnnError (one line) when :func:`predicted_oom` says it cannot fit in
+    ``memory_limit_bytes`` (B, one device), before anything is traced."""
+    too_big = predicted_oom(workload, memory_limit_bytes)
+    if too_big is not None:
+        raise ParadnnError(f"{command}: the {workload.spec.family} model cannot fit: {too_big['error']}")
+
+
 __all__ = ["DTYPE_BYTES", "F32_BYTES", "OPTIMIZERS", "Optimizer", "activation_bytes", "batch_bytes",
            "config_sizes", "floor_bytes", "gradient_bytes", "known_counts", "model_flops_per_step",
-           "non_trainable_count", "optimizer", "param_count", "predicted_oom", "state_bytes",
+           "non_trainable_count", "optimizer", "param_count", "predicted_oom", "refuse_oom",
+           "state_bytes",
            "train_flops_per_example"]

@@ -46,7 +46,7 @@ from paradnn.measure import SETTINGS_FIELDS
 from paradnn import families
 from paradnn.record import METRICS, PLATFORM_FIELDS, SCHEMA_VERSION, SOFTWARE_FIELDS, Record, row_key
 
-__all__ = ["STORE_SCHEMA_VERSION", "COLUMNS", "Store", "load", "merge", "export", "migrate_row",
+__all__ = ["STORE_SCHEMA_VERSION", "COLUMNS", "EXPORT_SUFFIXES", "Store", "load", "merge", "export", "migrate_row",
            "status_counts", "check_store", "Unreadable", "UNREADABLE_CAUSES", "DAMAGE_ATTR",
            "damage_message"]
 
@@ -1018,6 +1018,10 @@ def merge(inputs: Sequence[PathLike], output: PathLike) -> tuple[int, int]:
         return store.add_rows(rows)
 
 
+#: What :func:`export` writes: CSV or Parquet, by the output's suffix.
+EXPORT_SUFFIXES = (".csv", ".parquet")
+
+
 def export(paths: PathLike | Sequence[PathLike], output: PathLike, force: bool = False) -> int:
     """Write the rows of one or more stores to ``output`` (``.csv`` or ``.parquet``); returns
     the number of rows. The output is never one of the stores, never a file paradnn did not
@@ -1026,7 +1030,7 @@ def export(paths: PathLike | Sequence[PathLike], output: PathLike, force: bool =
 
     out = Path(output)
     suffix = out.suffix.lower()
-    if suffix not in (".csv", ".parquet"):
+    if suffix not in EXPORT_SUFFIXES:
         raise ParadnnError(f"export: output {out} must end in .csv or .parquet")
     inputs = _paths(paths)
     check_output(out, "export -o", inputs, force)  # before the (possibly long) load

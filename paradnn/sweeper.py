@@ -32,7 +32,7 @@ import pandas as pd
 from paradnn.analysis.cost import estimate
 from paradnn.errors import InfrastructureError, SpecError, StoreError
 from paradnn.executors import EXECUTORS, Fault, RunFn, Task, default_cache_dir, make_executor
-from paradnn.grids.sweepfile import GridLike, resolve, resolve_settings
+from paradnn.grids.sweepfile import MAX_REPEAT, GridLike, resolve, resolve_settings
 from paradnn.units import duration, parse_bytes, parse_duration, parse_int
 from paradnn.record import STATUSES, Record, format_phase_totals, phase_totals
 from paradnn.store import Store
@@ -62,14 +62,15 @@ class Progress:
     history.
 
     ETA: with ``estimates`` (workload key -> estimated seconds of one measurement, from
-    :func:`paradnn.analysis.cost.estimate`, the estimator ``paradnn plan`` uses) and ``planned`` (the workload key of every measurement
-    to make, repeats included), the estimates of the measurements left, scaled by how long the
+    :func:`paradnn.analysis.cost.estimate`, the estimator ``paradnn plan`` uses) and ``planned`` (the
+    measurements to make per workload key, repeats included, or a list of one key per measurement), the estimates of the measurements left, scaled by how long the
     finished ones took against their estimates; without them, the mean time per finished
     config times the configs left.
     """
 
     def __init__(self, total: int, skipped: int, stream: IO[str] | None, width: int = 20,
-                 estimates: dict[str, float] | None = None, planned: list[str] | None = None,
+                 estimates: dict[str, float] | None = None,
+                 planned: dict[str, int] | list[str] | None = None,
                  calibration: str | None = None):
         self.total, self.skipped, self.stream, self.width = total, skipped, stream, width
         self.counts = {s: 0 for s in STATUSES}
@@ -78,8 +79,11 @@ class Progress:
         self.tty = bool(stream is not None and getattr(stream, "isatty", lambda: False)())
         self.estimates = dict(estimates or {})
         self.pending: dict[str, int] = {}
-        for key in planned or []:
-            self.pending[key] = self.pending.get(key, 0) + 1
+        if isinstance(planned, dict):
+            self.pending.update(planned)
+        else:
+            for key in planned or []:
+                self.pending[key] = self.pending.get(key, 0) + 1
         self.estimated_done = 0.0  # estimated seconds of the finished measurements
         self.running: str | None = None
         self._drawn = 0  # length of the line on the terminal
@@ -247,8 +251,8 @@ def sweep(
         raise SpecError("executor", executor, "one of " + ", ".join(EXECUTORS))
     repeat = repeat if repeat is not None else run.get("repeat", 1)
     if not isinstance(repeat, int):  # the input layer parses text; an API caller passes ints
-        raise SpecError("repeat", repeat, "a positive integer (records wanted per config)")
-    repeat = parse_int(repeat, "repeat")
+        raise SpecError("repeat", repeat, f"an integer from 1 to {MAX_REPEAT} (records wanted per config)")
+    repeat = parse_int(repeat, "repeat", maximum=MAX_REPEAT)
     limit = memory_limit_bytes if memory_limit_bytes is not None else run.get("memory_limit")
     limit = None if limit is None else parse_bytes(limit)
     timeout_s = timeout_s if timeout_s is not None else run.get("timeout_s", DEFAULT_TIMEOUT_S)
@@ -293,8 +297,11 @@ def sweep(
             counts = db.counts_by_key(keyed, unstable=not remeasure_unstable)
             todo = sum(max(0, repeat - counts.get(k, 0)) for k in keyed)
             skipped = sum(1 for k in keyed if counts.get(k, 0) >= repeat)
-            planned = [w.key for key, w in keyed.items()
-                       for _ in range(max(0, repeat - counts.get(key, 0)))]
+            # Measurements left per workload key: O(configs), whatever ``repeat`` is.
+            planned: dict[str, int] = {}
+            for key, w in keyed.items():
+                if counts.get(key, 0) < repeat:
+                    planned[w.key] = planned.get(w.key, 0) + repeat - counts.get(key, 0)
             estimates, calibration = ({}, None)
             if stream is not None and planned:
                 estimates, calibration = progress_estimates(
@@ -309,7 +316,10 @@ def sweep(
             def tasks() -> Iterator[Task]:
                 # Claims are taken lazily, just before a config is handed to the executor, so
                 # a concurrent sweep on the same store takes whatever this one has not started.
-                for rep in range(repeat):
+                # Start at the fewest records any config has: a resumed sweep does not walk
+                # the repeats every config already has.
+                first = min((counts.get(k, 0) for k in keyed), default=repeat)
+                for rep in range(first, repeat):
                     for key, w in keyed.items():
                         if counts.get(key, 0) > rep:
                             continue

@@ -204,6 +204,90 @@ def test_output_into_a_read_only_folder_is_one_line(tmp_path):
     assert list(ro.iterdir()) == []
 
 
+def test_plan_csv_never_onto_the_store_nor_a_user_file(tmp_path):
+    # issue 24: `plan --csv r.db` replaced the store with a CSV, and --csv overwrote any file.
+    smoke = ROOT / "sweeps" / "smoke.yaml"
+    store = make_store(tmp_path / "r.db")
+    before = digest(store)
+    for extra in ([], ["--force"]):
+        one_error_line(bounded("plan", smoke, "--store", store, "--csv", store, *extra),
+                       "--csv", "allowed: a .csv file")
+    # A store may be named like a CSV, or be reached through a symbolic link: still an input.
+    named = make_store(tmp_path / "r.csv")
+    link = tmp_path / "link.csv"
+    link.symlink_to(named)
+    named_before = digest(named)
+    for out in (named, link):
+        for extra in ([], ["--force"]):
+            one_error_line(bounded("plan", smoke, "--store", named, "--csv", out, *extra),
+                           "plan --csv", "also an input")
+    assert digest(store) == before and digest(named) == named_before and link.is_symlink()
+    # A file paradnn did not write is kept unless --force; what paradnn wrote it may replace.
+    mine = tmp_path / "mine.csv"
+    mine.write_text("user data\n")
+    one_error_line(bounded("plan", smoke, "--store", store, "--csv", mine),
+                   "not written by paradnn", "--force")
+    assert mine.read_text() == "user data\n"
+    out = tmp_path / "plan.csv"
+    for extra in ([], []):  # the second run replaces paradnn's own file without --force
+        proc = cli("plan", smoke, "--store", store, "--csv", out, *extra)
+        assert proc.returncode == 0, proc.stderr
+    assert out.read_text().startswith("key,")
+    proc = cli("plan", smoke, "--store", store, "--csv", mine, "--force")
+    assert proc.returncode == 0, proc.stderr
+    assert mine.read_text().startswith("key,")
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")) == []
+
+
+INFEED_ARGS = ["infeed", "cnn", "--block", "residual", "--blocks", "1", "--filters", "4", "--image",
+               "32", "--output", "4", "--batch", "2", "--files", "4", "--steps", "1",
+               "--warmup-steps", "0", "--workers", "1"]
+
+
+def test_infeed_plot_keeps_a_user_file_and_checks_its_suffix_before_measuring(tmp_path):
+    # issue 24: `infeed --plot fig.png` overwrote the user's fig.png, and `--plot fig.txt`
+    # failed only after the whole measurement.
+    data = tmp_path / "jpegs"
+    fig = tmp_path / "fig.png"
+    fig.write_text("user\n")
+    one_error_line(bounded(*INFEED_ARGS, "--data-dir", data, "--plot", fig),
+                   "infeed --plot", "not written by paradnn", "--force")
+    assert fig.read_text() == "user\n"
+    store = make_store(tmp_path / "r.png")
+    before = digest(store)
+    one_error_line(bounded(*INFEED_ARGS, "--data-dir", data, "--store", store, "--plot", store,
+                           "--force"), "also an input")
+    assert digest(store) == before
+    t0 = time.monotonic()
+    line = one_error_line(bounded(*INFEED_ARGS, "--data-dir", data, "--plot", tmp_path / "fig.txt"),
+                          "--plot", "fig.txt", "allowed: a .png, .svg or .pdf file")
+    assert time.monotonic() - t0 < 15, line  # argparse refused it: no model, no JPEG made
+    assert not data.exists() and not (tmp_path / "fig.txt").exists()
+
+
+def test_every_suffix_is_checked_while_parsing(tmp_path, capsys):
+    from paradnn.cli import build_parser, main
+
+    store = make_store(tmp_path / "r.db")
+    for args in (["plot", "params", store, "-o", tmp_path / "f.txt"],
+                 ["export", store, "-o", tmp_path / "rows.xlsx"],
+                 ["compare", store, store, "--plot", tmp_path / "h.jpg"],
+                 ["compare", store, "--json", tmp_path / "r.txt"],
+                 ["infeed", *INFEED_ARGS[1:], "--plot", tmp_path / "f.jpeg"]):
+        with pytest.raises(SystemExit) as info:
+            build_parser().parse_args(list(map(str, args)))
+        assert info.value.code == 2, args
+    # plan reads the flags after a family itself, before it plans anything.
+    with pytest.raises(SystemExit) as info:
+        main(list(map(str, ["plan", "fc", "--layers", "1", "--nodes", "8", "--input", "8",
+                            "--output", "2", "--csv", tmp_path / "p.tsv"])))
+    assert info.value.code == 2
+    assert "--csv" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == [store]
+    proc = cli("plot", "params", store, "-o", tmp_path / "f.txt")
+    one_error_line(proc, "-o", "f.txt", "allowed: a .png, .svg or .pdf file")
+
+
 # -- stores -------------------------------------------------------------------------------------
 
 def test_dev_null_and_foreign_files_as_store(tmp_path):
@@ -460,6 +544,85 @@ def test_huge_model_is_oom_before_tracing(tmp_path):
     assert time.perf_counter() - t0 < 1.0
 
 
+DEPTH = {"fc": "layers", "cnn": "blocks", "rnn": "layers", "transformer": "layers"}
+
+
+@pytest.mark.parametrize("family", sorted(DEPTH))
+def test_closed_form_counts_cost_nothing_per_layer(family):
+    # issue 24: a CNN of 10^9 blocks spun for hours in its parameter count. Every count is
+    # linear in the depth; at 10^9 it must be that line's value, computed without a loop.
+    from paradnn import families, sizes
+    from paradnn.workload import Workload
+
+    fam = families.get(family)
+    fields = {k: v for k, v in fam.tiny[0].items() if k != "batch"}
+
+    def workload(depth: int) -> Workload:
+        return Workload(fam.spec(**{**fields, DEPTH[family]: depth}), 2)
+
+    t0 = time.perf_counter()
+    big = workload(10**9)
+    got = {"params": sizes.param_count(big.spec), "flops": sizes.model_flops_per_step(big),
+           "state": sizes.non_trainable_count(big.spec), "floor": sizes.floor_bytes(big)["total_bytes"],
+           "sizes": sizes.config_sizes(big)["memory_bytes"]}
+    assert time.perf_counter() - t0 < 0.5, time.perf_counter() - t0
+    one, two = workload(1), workload(2)
+    for name, f in (("params", lambda w: sizes.param_count(w.spec)),
+                    ("state", lambda w: sizes.non_trainable_count(w.spec)),
+                    ("floor", lambda w: sizes.floor_bytes(w)["total_bytes"])):
+        assert got[name] == f(one) + (10**9 - 1) * (f(two) - f(one)), name
+    assert got["flops"] == pytest.approx(sizes.model_flops_per_step(one) + (10**9 - 1)
+                                         * (sizes.model_flops_per_step(two)
+                                            - sizes.model_flops_per_step(one)), rel=1e-9)
+
+
+BILLION_BLOCKS = ["cnn", "--block", "residual", "--blocks", "1000000000", "--filters", "4",
+                  "--image", "32", "--output", "4", "--batch", "2"]
+
+
+@pytest.mark.slow
+def test_a_cnn_of_a_billion_blocks_is_refused_or_planned_within_bounds(tmp_path):
+    # issue 24: plan, maxbatch, sweep and infeed looped per block; profile and plan --compile
+    # traced the model. Each now ends (exit 2 with one line, or its result) within 30 s / 1 GB.
+    store = tmp_path / "r.db"
+    for args in (["plan", *BILLION_BLOCKS, "--store", store],
+                 ["plan", *BILLION_BLOCKS, "--compile", "--store", store]):
+        proc = bounded(*args)
+        assert proc.returncode == 0, proc.stderr
+        assert "predicted oom (1;" in proc.stdout
+    proc = bounded("maxbatch", *BILLION_BLOCKS)
+    assert proc.returncode == 1 and "even the smallest batch does not fit" in proc.stdout, proc
+    for command in ("profile", "infeed"):
+        one_error_line(bounded(command, *BILLION_BLOCKS), f"{command}: the cnn model cannot fit",
+                       "predicted before compiling", "nothing traced")
+    f = sweep_file(tmp_path / "big.yaml", """\
+        family: cnn
+        fixed: {block: residual, blocks: 1000000000, filters: 4, image: 32, output: 4, batch: 2}
+        settings: {steps_per_call: 1, warmup_calls: 1, min_calls: 2, max_calls: 3, time_budget_s: 0.2}
+        """)
+    proc = bounded("sweep", f, "--store", store, "--quiet")
+    assert proc.returncode == 0, proc.stderr
+    assert load(store)["status"].tolist() == ["oom"]
+
+
+def test_a_huge_repeat_is_refused_while_reading_the_sweep_file(tmp_path):
+    # issue 24: `repeat: 1000000000000` built every key in memory before the first config.
+    f = sweep_file(tmp_path / "s.yaml", SMALL_FILE + "run: {repeat: 1000000000000}\n")
+    store = tmp_path / "r.db"
+    for command in ("sweep", "plan"):
+        one_error_line(bounded(command, f, "--store", store), "run.repeat", "1000000000000",
+                       "1,000,000")
+    one_error_line(bounded("plan", *FC_ARGS, "--store", store, "--repeat", "1000000000000"),
+                   "repeat", "1000000")
+    assert not store.exists()
+    with pytest.raises(ParadnnError, match="repeat"):
+        from paradnn import sweep
+
+        sweep(grid("fc", layers=1, nodes=8, input=8, output=2, batch=4), store=store,
+              repeat=10**12, executor="inprocess", progress=False)
+    assert not store.exists()
+
+
 def test_default_limit_on_a_cpu_is_the_host_memory():
     from paradnn import backends, hardware
 
@@ -607,6 +770,70 @@ def test_every_flag_has_help_and_store_commands_default_to_results_db(tmp_path):
     assert proc.returncode == 0 and "2 rows" in proc.stdout, proc.stderr
     proc = cli("export", "-o", "rows.csv", cwd=tmp_path)
     assert proc.returncode == 0 and (tmp_path / "rows.csv").exists(), proc.stderr
+
+
+def test_every_path_argument_goes_through_the_guard():
+    """Every argument of every subcommand that names a file or folder declares what the command
+    does with it (paradnn.outputs.path_type): a new file-writing option that skips the guard
+    fails here. Arguments are found by their names (flag, dest, metavar), not by the tag."""
+    import argparse
+    import dataclasses
+
+    from paradnn import families
+    from paradnn.cli import build_parser
+    from paradnn.outputs import ROLES, path_arg
+
+    path_words = {"o", "output", "out", "dir", "file", "path", "csv", "json", "md", "markdown",
+                  "html", "png", "svg", "pdf", "parquet", "plot", "figure", "save", "dump",
+                  "write", "store", "stores", "log", "trace", "report", "data", "cache"}
+    # A workload's own parameters are numbers (FC's --output is its classes), not paths.
+    spec_flags = {f"--{f.name}" for n in families.names()
+                  for f in dataclasses.fields(families.get(n).spec)}
+
+    def walk(parser, path):
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    yield from walk(sub, path + [name])
+            else:
+                yield path, parser, action
+
+    def check(root):
+        undeclared, outputs, forced = [], [], set()
+        for path, parser, action in walk(root, []):
+            if action.dest in ("help", "version") or action.nargs == 0:
+                if action.dest == "force":
+                    forced.add(id(parser))
+                continue
+            names = [*action.option_strings, action.dest, str(action.metavar or "")]
+            words = {w for n in names for w in re.split(r"[^a-z0-9]+", n.lower()) if w}
+            spec = path_arg(action)
+            if spec is not None:
+                assert spec.role in ROLES
+                if spec.role in ("output", "folder"):
+                    outputs.append((path, parser, action, spec))
+                continue
+            if words & path_words and not set(action.option_strings) & spec_flags:
+                undeclared.append((" ".join(path), action.option_strings or action.dest))
+        return undeclared, outputs, forced
+
+    # The detector finds an option added without the guard (so the check below can fail).
+    probe = build_parser()
+    sub = next(a for a in probe._actions if isinstance(a, argparse._SubParsersAction))
+    sub.choices["status"].add_argument("--svg", metavar="FILE", help="a new figure")
+    sub.choices["status"].add_argument("--save-to", help="a new output")
+    assert check(probe)[0] == [("status", ["--svg"]), ("status", ["--save-to"])]
+
+    undeclared, outputs, forced = check(build_parser())
+    assert undeclared == []
+    assert {s.flag for *_, s in outputs} >= {"plot -o", "export -o", "report -o", "profile -o",
+                                              "plan --csv", "infeed --plot", "compare --plot",
+                                              "compare --json", "compare --markdown"}
+    for path, parser, action, spec in outputs:
+        # An output file's format is its suffix, checked while parsing; a command that replaces
+        # files has --force (the only way past a file paradnn did not write).
+        assert spec.role == "folder" or spec.suffixes, spec
+        assert id(parser) in forced, (" ".join(path), action.option_strings)
 
 
 # -- damaged store files (issue 24) -----------------------------------------------------------------

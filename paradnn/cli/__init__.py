@@ -35,7 +35,7 @@ class _HelpFormatter(argparse.HelpFormatter):
         return text + " (default: %(default)s)"
 
 
-class _Parser(argparse.ArgumentParser):
+class Parser(argparse.ArgumentParser):
     # argparse exits 2 on usage errors already; keep its one-line message, drop the usage dump
     # for subcommands so the error is the first thing a user reads.
     def __init__(self, *args, **kwargs):
@@ -59,11 +59,11 @@ def typed(parse, *args, **kwargs):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="paradnn", description="Benchmark deep-learning training platforms.")
+    parser = Parser(prog="paradnn", description="Benchmark deep-learning training platforms.")
     from paradnn import __version__
 
     parser.add_argument("--version", action="version", version=f"paradnn {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
     for name in _COMMAND_MODULES:
         importlib.import_module(f"paradnn.cli.{name}").register(sub)
     return parser

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from paradnn.errors import ParadnnError
+from paradnn.outputs import FIGURE_SUFFIXES, check_output, path_type, write_output
 
 
 def _stores(text: str) -> list[str]:
@@ -25,8 +26,6 @@ def _emit(path: str, content: str, flag: str, inputs: list[str], force: bool) ->
     if path == "-":
         sys.stdout.write(content if content.endswith("\n") else content + "\n")
         return
-    from paradnn.outputs import write_output
-
     write_output(Path(path), lambda tmp: Path(tmp).write_text(content, encoding="utf-8"), flag,
                  inputs, force)
 
@@ -35,6 +34,9 @@ def _compare(args: argparse.Namespace) -> int:
     import paradnn.compare as C
 
     inputs = _stores(args.base) + (_stores(args.new) if args.new else [])
+    for flag, path in (("--json", args.json), ("--markdown", args.markdown), ("--plot", args.plot)):
+        if path and path != "-":  # before the stores are read and compared
+            check_output(path, f"compare {flag}", inputs, args.force)
     if args.history or (args.new is None and not args.new_where):
         if args.base_where or args.plot:
             raise ParadnnError("compare --history: --base-where and --plot apply to two sides; "
@@ -57,14 +59,11 @@ def _compare(args: argparse.Namespace) -> int:
                        base_where=args.base_where, new_where=args.new_where, axis=args.axis,
                        threshold=args.threshold, alpha=args.alpha)
     if args.plot:
-        from paradnn.outputs import check_output, write_output
         from paradnn.plots.compare import compare_heatmap
 
-        check_output(Path(args.plot), "compare --plot", inputs, args.force)
         fig = compare_heatmap(result, x=args.x, y=args.y)
-        out = Path(args.plot)
-        write_output(out, lambda tmp: fig.savefig(tmp, dpi=args.dpi, format=out.suffix[1:].lower()
-                                                  or "png"),
+        out = Path(args.plot)  # its suffix was checked while parsing (FIGURE_SUFFIXES)
+        write_output(out, lambda tmp: fig.savefig(tmp, dpi=args.dpi, format=out.suffix[1:].lower()),
                      "compare --plot", inputs, args.force)
     quiet = args.json == "-" or args.markdown == "-"
     if args.json:
@@ -125,11 +124,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--history", action="store_true",
                    help="change points over the versions of the store(s) BASE")
     p.add_argument("--json", nargs="?", const="-", default=None, metavar="FILE",
+                   type=path_type("output", "compare --json", (".json",), stdout=True),
                    help="write the result as JSON to FILE (no FILE or -: to stdout instead of "
                    "the table)")
     p.add_argument("--markdown", metavar="FILE",
+                   type=path_type("output", "compare --markdown", (".md", ".markdown", ".txt"),
+                                  stdout=True),
                    help="write a Markdown summary a CI job can post to FILE (-: stdout)")
     p.add_argument("--plot", metavar="FILE.png",
+                   type=path_type("output", "compare --plot", FIGURE_SUFFIXES),
                    help="heat map of the ratios over two hyperparameters, non-significant cells "
                    "hatched")
     p.add_argument("--x", help="heat map x column (default: the tree's or the most varied "

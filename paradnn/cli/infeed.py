@@ -12,6 +12,9 @@ import argparse
 import json
 import sys
 
+from pathlib import Path
+
+from paradnn.outputs import FIGURE_SUFFIXES, check_output, path_type, write_output
 from paradnn.store import check_store
 from paradnn.units import parse_int, parse_number
 
@@ -23,33 +26,38 @@ def _records(table) -> list[dict]:
 
 def _cmd_infeed(args: argparse.Namespace) -> int:
     from paradnn import infeed
-    from paradnn.cli.run import _check_backend, workload_from_args
-    from paradnn.cli.system import _g, _pct, _print_table, _save
+    from paradnn.cli.run import check_backend, workload_from_args
+    from paradnn.cli.system import sig_digits, percent, print_table, save_records
 
     workload = workload_from_args(args)
-    _check_backend(workload.framework)
+    if args.plot:  # before the measurement: never the store, never a file paradnn did not write
+        check_output(args.plot, "infeed --plot", [args.store] if args.store else [], args.force)
+    check_backend(workload.framework)
     result = infeed.run_infeed(workload, args.workers, args.steps, args.warmup_steps, args.data_dir,
                                args.files, args.jpeg_side, args.prefetch, args.delay_ms,
                                synthetic=not args.no_synthetic)
-    _save(result.records, args.store)
+    save_records(result.records, args.store)
     rows = [r.to_dict() for r in result.records]
     ok = all(r["status"] == "ok" for r in rows)
     if args.plot and not result.table.empty:
         from paradnn.plots import DPI_2X
         from paradnn.plots import infeed as infeed_figure
 
-        infeed_figure(result.table).savefig(args.plot, dpi=DPI_2X)
+        fig = infeed_figure(result.table)
+        out = Path(args.plot)
+        write_output(out, lambda tmp: fig.savefig(tmp, dpi=DPI_2X, format=out.suffix[1:].lower()),
+                     "infeed --plot", [args.store] if args.store else [], args.force)
     if args.json:
         print(json.dumps({"device_is_host": result.device_is_host, "data_dir": result.data_dir,
                           "table": _records(result.table), "rows": rows}, default=str))
         return 0 if ok else 1
     if result.device_is_host:
         print(f"paradnn: note: {infeed.DEVICE_IS_HOST_NOTE}", file=sys.stderr)
-    _print_table(result.table.to_dict(orient="records"), [
+    print_table(result.table.to_dict(orient="records"), [
         ("feed", "feed", str), ("workers", "workers", lambda v: "n/a" if v != v else str(int(v))),
-        ("examples/s", "examples_per_sec", _g()), ("step [s]", "step_time_s", _g()),
-        ("wait [s]", "infeed_wait_s", _g()), ("infeed-bound", "infeed_bound_fraction", _pct),
-        ("synthetic speedup [x]", "synthetic_speedup", _g())])
+        ("examples/s", "examples_per_sec", sig_digits()), ("step [s]", "step_time_s", sig_digits()),
+        ("wait [s]", "infeed_wait_s", sig_digits()), ("infeed-bound", "infeed_bound_fraction", percent),
+        ("synthetic speedup [x]", "synthetic_speedup", sig_digits())])
     first = rows[0] if rows else {}
     print(f"{first.get('timed_steps', args.steps)} timed steps per feed after {args.warmup_steps} "
           f"warm-up steps; batch {workload.batch}; examples/s = batch x steps / their wall time; "
@@ -105,8 +113,14 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help="extra host time per image in milliseconds, a sleep in the map: makes "
                         "the pipeline slow on purpose")
         fp.add_argument("--data-dir", default=None, metavar="DIR",
+                        type=path_type("cache", "infeed --data-dir"),
                         help="folder for the generated JPEG files, made once and reused (default: "
                         "paradnn-infeed in the temporary folder)")
         fp.add_argument("--no-synthetic", action="store_true", help="skip the synthetic feed")
-        fp.add_argument("--store", default=None, metavar="PATH", type=typed(check_store), help="SQLite store to add the rows to (default: none; the rows are printed, not stored)")
-        fp.add_argument("--plot", default=None, metavar="PNG", help="save the figure (like Fig 5) here")
+        fp.add_argument("--store", default=None, metavar="PATH", type=path_type("store", "infeed --store", then=check_store), help="SQLite store to add the rows to (default: none; the rows are printed, not stored)")
+        fp.add_argument("--plot", default=None, metavar="FILE.png",
+                        type=path_type("output", "infeed --plot", FIGURE_SUFFIXES),
+                        help="save the figure (like Fig 5) here: a .png, .svg or .pdf file (a "
+                        "file paradnn did not write is kept unless --force)")
+        fp.add_argument("--force", action="store_true",
+                        help="replace an existing --plot file that paradnn did not write")

@@ -13,9 +13,10 @@ from typing import Any
 
 from paradnn import families
 from paradnn.cli.run import add_spec_subparsers, settings_from_args, workload_from_args
-from paradnn.errors import ParadnnError
+from paradnn.grids import MAX_REPEAT
+from paradnn.outputs import check_output, path_type, write_output
 from paradnn.plan import Plan, plan
-from paradnn.units import duration, si
+from paradnn.units import duration, parse_int, si
 from paradnn.workload import short_name
 
 _EXAMPLES = """examples:
@@ -99,12 +100,19 @@ def format_plan(result: Plan, rows: int = 10) -> str:
 
 def show_plan(target: Any, *, store: str | None, memory_limit: str | None, repeat: int | None,
               settings: Any = None, compile: bool = False, calibrate: bool = False,
-              csv: str | None = None, as_json: bool = False, rows: int = 10) -> int:
-    """Plan ``target`` (sweep file path or workloads) and print it; the CLI handlers' body."""
+              csv: str | None = None, as_json: bool = False, rows: int = 10,
+              force: bool = False) -> int:
+    """Plan ``target`` (sweep file path or workloads) and print it; the CLI handlers' body.
+    ``csv`` goes through the output guard (:mod:`paradnn.outputs`): never the store or the sweep
+    file, never a file paradnn did not write unless ``force``; checked before planning."""
+    inputs = [p for p in (store, target if isinstance(target, str) else None) if p]
+    if csv:
+        check_output(csv, "plan --csv", inputs, force)
     result = plan(target, store=store, memory_limit_bytes=memory_limit, repeat=repeat,
                   settings=settings, compile=compile, calibrate=calibrate)
     if csv:
-        result.table.to_csv(csv, index=False)
+        write_output(csv, lambda tmp: result.table.to_csv(tmp, index=False), "plan --csv", inputs,
+                     force)
     if as_json:
         print(json.dumps(result.summary, default=str))
     else:
@@ -117,26 +125,33 @@ def show_plan(target: Any, *, store: str | None, memory_limit: str | None, repea
 def _options(defaults: bool) -> argparse.ArgumentParser:
     """The plan flags; with ``defaults`` False they are absent unless given (a second pass
     over the flags that follow SWEEP_OR_SPEC must not reset those given before it)."""
-    from paradnn.cli import _Parser
+    from paradnn.cli import Parser, typed
 
     d = (lambda v: v) if defaults else (lambda v: argparse.SUPPRESS)
-    p = _Parser(add_help=False, prog="paradnn plan")
-    p.add_argument("--store", default=d("results.db"), help="results store whose records mark "
+    p = Parser(add_help=False, prog="paradnn plan")
+    p.add_argument("--store", default=d("results.db"), type=path_type("input", "plan --store"),
+                   help="results store whose records mark "
                    "configs as done and calibrate the time estimate (default: results.db; "
                    "a missing store means none)")
     p.add_argument("--memory-limit", default=d(None), metavar="SIZE",
                    help="bytes per device for the oom prediction, e.g. 16GB (default: the sweep "
                    "file's, else the device's memory, else on a CPU the host's)")
-    p.add_argument("--repeat", type=int, default=d(None), metavar="N",
-                   help="records wanted per config (default: the file's, else 1)")
+    p.add_argument("--repeat", type=typed(parse_int, "repeat", maximum=MAX_REPEAT),
+                   default=d(None), metavar="N",
+                   help="records wanted per config, a count (default: the file's, else 1)")
     p.add_argument("--compile", action="store_true", default=d(False),
                    help="compile every config for XLA's memory analysis instead of the analytic "
                    "estimate (seconds per config)")
     p.add_argument("--calibrate", action="store_true", default=d(False),
                    help="time 2 configs per family first (in a temporary store, minutes) and "
                    "calibrate the estimate on them instead of the store's records")
-    p.add_argument("--csv", default=d(None), metavar="FILE", help="write every config's row "
-                   "(parameters, FLOPs, memory in B, predicted status, seconds) to FILE")
+    p.add_argument("--csv", default=d(None), metavar="FILE.csv",
+                   type=path_type("output", "plan --csv", (".csv",)),
+                   help="write every config's row (parameters, FLOPs, memory in B, predicted "
+                   "status, seconds) to FILE.csv (never the store; a file paradnn did not write "
+                   "is kept unless --force)")
+    p.add_argument("--force", action="store_true", default=d(False),
+                   help="replace an existing --csv file that paradnn did not write")
     p.add_argument("--rows", type=int, default=d(10), metavar="N",
                    help="configs listed in the printout (default: 10)")
     p.add_argument("--json", action="store_true", default=d(False),
@@ -147,9 +162,9 @@ def _options(defaults: bool) -> argparse.ArgumentParser:
 def _cmd_plan(args: argparse.Namespace) -> int:
     rest = list(args.rest)
     if args.target in families.names():
-        from paradnn.cli import _Parser  # the package's parser class (cli/__init__ imports this module)
+        from paradnn.cli import Parser  # the package's parser class (cli/__init__ imports this module)
 
-        spec_parser = _Parser(prog="paradnn plan")
+        spec_parser = Parser(prog="paradnn plan")
         add_spec_subparsers(spec_parser, _cmd_plan)
         spec_args, rest = spec_parser.parse_known_args([args.target, *rest])
         workloads = [workload_from_args(spec_args)]
@@ -164,11 +179,10 @@ def _cmd_plan(args: argparse.Namespace) -> int:
         extra = _options(defaults=False).parse_args(rest)
         for name, value in vars(extra).items():
             setattr(args, name, value)
-    if args.repeat is not None and args.repeat < 1:
-        raise ParadnnError(f"--repeat: {args.repeat} is not a positive integer")
     return show_plan(target, store=args.store, memory_limit=args.memory_limit,
                      repeat=args.repeat, settings=settings, compile=args.compile,
-                     calibrate=args.calibrate, csv=args.csv, as_json=args.json, rows=args.rows)
+                     calibrate=args.calibrate, csv=args.csv, as_json=args.json, rows=args.rows,
+                     force=args.force)
 
 
 def register(sub: argparse._SubParsersAction) -> None:

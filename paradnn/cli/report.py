@@ -20,9 +20,9 @@ from pathlib import Path
 import pandas as pd
 
 from paradnn.cli import DEFAULT_STORE, typed
-from paradnn.cli.run import _check_backend, add_spec_subparsers, workload_from_args
+from paradnn.cli.run import check_backend, add_spec_subparsers, workload_from_args
 from paradnn.errors import ParadnnError
-from paradnn.outputs import check_output, write_output
+from paradnn.outputs import FIGURE_SUFFIXES, check_output, path_type, write_output
 from paradnn.store import load
 from paradnn.units import parse_int, parse_number
 
@@ -143,9 +143,7 @@ def _plot(args: argparse.Namespace) -> int:
     from paradnn import analysis as A  # see the note on imports above
     from paradnn import plots as P
 
-    out = Path(args.output)
-    if out.suffix.lower() not in (".png", ".svg", ".pdf"):
-        raise ParadnnError(f"plot -o {out}: allowed: a .png, .svg or .pdf file")
+    out = Path(args.output)  # its suffix was checked while parsing (FIGURE_SUFFIXES)
     check_output(out, "plot -o", args.stores, args.force)  # before any analysis runs
     frames = [_where(f, _pairs(args.where, "--where")) for f in _load(args.stores)]
     df = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
@@ -208,9 +206,10 @@ def _profile(args: argparse.Namespace) -> int:
             raise ParadnnError(f"profile -o {out}: exists and is not a directory; allowed: a folder")
         for name in names:  # before the (slow) capture
             check_output(out / name, "profile -o", (), args.force)
-    _check_backend()
+    check_backend()
     workload = workload_from_args(args)
-    ops = capture(workload, steps=args.steps, warmup=args.warmup)
+    ops = capture(workload, steps=args.steps, warmup=args.warmup,
+                  memory_limit_bytes=args.memory_limit)
     if args.peak_flops and args.peak_bytes_per_sec:
         ops.attrs.update(peak_flops=args.peak_flops, peak_bytes_per_sec=args.peak_bytes_per_sec,
                          peak_source="given")
@@ -247,13 +246,15 @@ def register(subparsers) -> None:
     force_help = "replace an existing output file that paradnn did not write"
     p = subparsers.add_parser("report", help="HTML report of every analysis a store supports")
     p.add_argument("stores", nargs="*", metavar="STORE", default=[DEFAULT_STORE],
+                   type=path_type("input", "report STORE"),
                    help="results store(s) to read (default: %(default)s)")
     p.add_argument("-o", "--output", required=True, metavar="DIR",
+                   type=path_type("folder", "report -o"),
                    help="folder for index.html (an index.html paradnn did not write is kept "
                    "unless --force)")
     p.add_argument("--force", action="store_true", help=force_help)
     p.add_argument("--title", default="paradnn report", help="page title")
-    p.add_argument("--ops", metavar="CSV", help="ops.csv of `paradnn profile -o DIR` (its ops.json "
+    p.add_argument("--ops", metavar="CSV", type=path_type("input", "report --ops"), help="ops.csv of `paradnn profile -o DIR` (its ops.json "
                    "beside it gives the peaks and notes) for the op-level roofline")
     p.add_argument("--ops-attr", action="append", metavar="KEY=VALUE",
                    help="attributes of --ops, e.g. peak_flops=1e14 peak_bytes_per_sec=9e11")
@@ -264,8 +265,10 @@ def register(subparsers) -> None:
                               epilog=_plot_epilog(), formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("kind", choices=list(PLOT_KINDS), help="the figure (see the list below)")
     p.add_argument("stores", nargs="*", metavar="STORE", default=[DEFAULT_STORE],
+                   type=path_type("input", "plot STORE"),
                    help="results store(s) to read (default: %(default)s)")
     p.add_argument("-o", "--output", required=True, metavar="FILE.png",
+                   type=path_type("output", "plot -o", FIGURE_SUFFIXES),
                    help="a .png, .svg or .pdf file (never a store)")
     p.add_argument("--force", action="store_true", help=force_help)
     p.add_argument("--where", action="append", metavar="COL=VALUE", help="keep rows where COL equals VALUE")
@@ -300,7 +303,10 @@ def register(subparsers) -> None:
 
     p = subparsers.add_parser("profile", help="per-operation FLOPs, bytes and time of one config")
     # dest differs from --output: the FC and CNN spec flags have an --output (classes).
-    p.add_argument("-o", "--out-dir", dest="out_dir", metavar="DIR", help="write ops.csv and the figures here")
+    p.add_argument("-o", "--out-dir", dest="out_dir", metavar="DIR",
+                   type=path_type("folder", "profile -o"),
+                   help="write ops.csv, ops.json and the figures here (files paradnn did not "
+                   "write are kept unless --force)")
     p.add_argument("--force", action="store_true", help=force_help)
     p.add_argument("--steps", type=typed(parse_int, "steps", maximum=10_000), default=5,
                    help="profiled training steps, a count")

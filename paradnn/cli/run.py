@@ -36,12 +36,12 @@ def _spec_field_type(fam: families.Family, name: str, default: Any):
 def add_spec_subparsers(parser: argparse.ArgumentParser, handler: Callable, settings: bool = True) -> None:
     """Add ``fc|cnn|rnn|real`` sub-subcommands whose flags are the spec's fields, plus
     --batch --dtype --optimizer --devices (and the measurement settings when ``settings``)."""
-    from paradnn.cli import _Parser, typed
+    from paradnn.cli import Parser, typed
     from paradnn.units import parse_bytes as _bytes, parse_int
 
     names = families.names()
     sub = parser.add_subparsers(dest="family", required=True, metavar="{" + ",".join(names) + "}",
-                                parser_class=_Parser)
+                                parser_class=Parser)
     for family in names:
         fam = families.get(family)
         p = sub.add_parser(family, help=fam.description, description=fam.description)
@@ -202,7 +202,7 @@ def warning_lines(record) -> list[str]:
     return lines
 
 
-def _check_backend(framework: str = backends.DEFAULT) -> tuple[dict[str, Any], dict[str, Any]]:
+def check_backend(framework: str = backends.DEFAULT) -> tuple[dict[str, Any], dict[str, Any]]:
     """Start the framework's backend and return its (platform, software); one it cannot start
     (JAX_PLATFORMS naming an absent platform, a framework not installed) is one line and exit 2
     rather than a traceback."""
@@ -215,7 +215,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from paradnn.runner import run_workload
 
     workload = workload_from_args(args)
-    _check_backend(workload.framework)
+    check_backend(workload.framework)
     settings = settings_from_args(args)
     record = run_workload(workload, settings, args.memory_limit)
     if args.json:
@@ -230,7 +230,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 def _cmd_probe(args: argparse.Namespace) -> int:
     from paradnn.hardware import probe
 
-    _check_backend()
+    check_backend()
     result = probe(refresh=args.refresh)
     if args.json:
         print(json.dumps(result, default=str))
@@ -313,7 +313,7 @@ def _cmd_maxbatch(args: argparse.Namespace) -> int:
     from paradnn.maxbatch import max_batch
 
     workload = workload_from_args(args)
-    _check_backend(workload.framework)
+    check_backend(workload.framework)
     result = max_batch(workload.spec, dtype=workload.dtype, optimizer=workload.optimizer,
                        devices=workload.devices, memory_limit_bytes=args.memory_limit,
                        framework=workload.framework)

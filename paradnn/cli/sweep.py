@@ -10,10 +10,11 @@ import pandas as pd
 from paradnn.cli import DEFAULT_STORE, typed
 from paradnn.cli.plan import show_plan
 from paradnn.errors import ParadnnError
-from paradnn.grids import MAX_CONFIGS
+from paradnn.grids import MAX_CONFIGS, MAX_REPEAT
+from paradnn.outputs import path_type
 from paradnn.status import failures
 from paradnn.record import format_phase_totals, phase_totals
-from paradnn.store import export, load, merge
+from paradnn.store import EXPORT_SUFFIXES, export, load, merge
 from paradnn.sweeper import DEFAULT_CACHE, sweep
 from paradnn.units import parse_bytes, parse_duration, parse_int
 
@@ -110,10 +111,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("sweep", help="run a sweep file into a results store (resumable)",
                        description="Run every config of a YAML sweep file (docs/sweeps.md) into "
                        "a store. Configs already in the store are skipped.")
-    p.add_argument("file", help="YAML sweep file, e.g. sweeps/smoke.yaml")
-    p.add_argument("--store", default=DEFAULT_STORE,
+    p.add_argument("file", type=path_type("input", "sweep FILE"),
+                   help="YAML sweep file, e.g. sweeps/smoke.yaml")
+    p.add_argument("--store", default=DEFAULT_STORE, type=path_type("store", "sweep --store"),
                    help="SQLite results store, created if missing (default: %(default)s)")
-    p.add_argument("--repeat", type=typed(parse_int, "repeat", maximum=1_000_000), default=None,
+    p.add_argument("--repeat", type=typed(parse_int, "repeat", maximum=MAX_REPEAT), default=None,
                    metavar="N", help="records wanted per config, a count (default: the file's, "
                    "else 1)")
     p.add_argument("--executor", choices=("process", "inprocess", "ray"), default=None,
@@ -130,7 +132,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-configs", type=typed(parse_int, "max-configs"), default=None,
                    metavar="N", help=f"refuse sweep files whose grid has more configs than this, "
                    f"before expanding it (default: the file's run.max_configs, else {MAX_CONFIGS})")
-    p.add_argument("--cache-dir", default=None,
+    p.add_argument("--cache-dir", default=None, type=path_type("cache", "sweep --cache-dir"),
                    help="persistent XLA compilation cache folder (default: the file's, else "
                    "$XDG_CACHE_HOME/paradnn/xla or ~/.cache/paradnn/xla)")
     p.add_argument("--no-cache", action="store_true", help="disable the compilation cache")
@@ -145,20 +147,21 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("status", help="counts of a store's rows; failures grouped by reason, "
                        "with an example config and the next command to run")
-    p.add_argument("store", nargs="*", default=[DEFAULT_STORE],
+    p.add_argument("store", nargs="*", default=[DEFAULT_STORE], type=path_type("input", "status STORE"),
                    help="one or more stores (default: %(default)s)")
     p.set_defaults(func=_status)
 
     p = sub.add_parser("merge", help="combine stores without duplicates")
-    p.add_argument("stores", nargs="+", help="input stores")
-    p.add_argument("-o", "--output", required=True,
+    p.add_argument("stores", nargs="+", type=path_type("input", "merge STORE"), help="input stores")
+    p.add_argument("-o", "--output", required=True, type=path_type("store", "merge -o"),
                    help="output store (created, or a paradnn store extended; never an input)")
     p.set_defaults(func=_merge)
 
     p = sub.add_parser("export", help="write a store's rows to CSV or Parquet")
-    p.add_argument("store", nargs="*", default=[DEFAULT_STORE],
+    p.add_argument("store", nargs="*", default=[DEFAULT_STORE], type=path_type("input", "export STORE"),
                    help="one or more stores (default: %(default)s)")
-    p.add_argument("-o", "--output", required=True,
+    p.add_argument("-o", "--output", required=True, metavar="FILE.csv",
+                   type=path_type("output", "export -o", EXPORT_SUFFIXES),
                    help="file.csv or file.parquet (never a store; replaced only if paradnn "
                    "wrote it)")
     p.add_argument("--force", action="store_true",

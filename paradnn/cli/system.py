@@ -16,6 +16,7 @@ from typing import Any, Callable
 
 from paradnn import backends
 from paradnn.errors import SpecError
+from paradnn.outputs import path_type
 from paradnn.store import check_store
 from paradnn.units import parse_int, si
 
@@ -37,10 +38,10 @@ def _need_devices(count: int, simulate: bool, framework: str = backends.DEFAULT)
     ``count`` devices; returns whether the devices are simulated."""
     if simulate:
         backends.capability(framework, "simulate_host_devices", "simulate devices on a CPU host")(count)
-    from paradnn.cli.run import _check_backend
+    from paradnn.cli.run import check_backend
     from paradnn.collectives import simulated_devices
 
-    platform, _ = _check_backend(framework)
+    platform, _ = check_backend(framework)
     if platform["device_count"] < count:
         hint = "" if simulate or platform["device_platform"] != "cpu" else " (add --simulate-devices on a CPU host)"
         raise SpecError("devices", count, f"at most {platform['device_count']} on backend "
@@ -55,15 +56,15 @@ def _add_settings(p: argparse.ArgumentParser) -> None:
 
 
 def _add_common(p: argparse.ArgumentParser) -> None:
-    from paradnn.cli import typed
-
     # Checked while parsing (paradnn.store.check_store), so a damaged or foreign store is one
     # line before the measurement, not after it.
-    p.add_argument("--store", default=None, metavar="PATH", type=typed(check_store), help="SQLite store to add the rows to (default: none; the rows are printed, not stored)")
+    p.add_argument("--store", default=None, metavar="PATH",
+                   type=path_type("store", f"{p.prog.split()[-1]} --store", then=check_store), help="SQLite store to add the rows to (default: none; the rows are printed, not stored)")
     p.add_argument("--json", action="store_true", help="print exactly one JSON object")
 
 
-def _save(records: list, path: str | None) -> None:
+def save_records(records: list, path: str | None) -> None:
+    """Adds ``records`` to the store at ``path`` (nothing when ``path`` is None)."""
     if path:
         from paradnn.store import Store
 
@@ -72,7 +73,7 @@ def _save(records: list, path: str | None) -> None:
                 store.add(rec)
 
 
-def _print_table(rows: list[dict[str, Any]], columns: list[tuple[str, str, Callable[[Any], str]]]) -> None:
+def print_table(rows: list[dict[str, Any]], columns: list[tuple[str, str, Callable[[Any], str]]]) -> None:
     """Columns: (header with unit, row key, format)."""
     cells = [[h for h, _, _ in columns]] + [[fmt(r.get(k)) if r.get(k) is not None else "n/a"
                                              for _, k, fmt in columns] for r in rows]
@@ -81,11 +82,13 @@ def _print_table(rows: list[dict[str, Any]], columns: list[tuple[str, str, Calla
         print("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
 
 
-def _g(digits: int = 3) -> Callable[[Any], str]:
+def sig_digits(digits: int = 3) -> Callable[[Any], str]:
+    """A table cell format: the number to ``digits`` significant digits."""
     return lambda v: f"{v:.{digits}g}"
 
 
-def _pct(v: Any) -> str:
+def percent(v: Any) -> str:
+    """A table cell format: a fraction as a percentage with one decimal."""
     return f"{v:.1%}"
 
 
@@ -101,9 +104,9 @@ def _cmd_ops(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
     dtypes = args.dtype or ["float32"]
     if args.threads:
-        from paradnn.cli.run import _check_backend
+        from paradnn.cli.run import check_backend
 
-        _check_backend()
+        check_backend()
         rows = ops.thread_scan(shapes, args.threads, dtypes, settings)
         if args.store:
             from paradnn.store import Store
@@ -111,11 +114,11 @@ def _cmd_ops(args: argparse.Namespace) -> int:
             with Store(args.store) as store:
                 store.add_rows(rows)
     else:
-        from paradnn.cli.run import _check_backend
+        from paradnn.cli.run import check_backend
 
-        _check_backend()
+        check_backend()
         records = ops.run_ops(shapes, dtypes, settings)
-        _save(records, args.store)
+        save_records(records, args.store)
         rows = [r.to_dict() for r in records]
     if args.json:
         print(json.dumps({"rows": rows}, default=str))
@@ -123,13 +126,13 @@ def _cmd_ops(args: argparse.Namespace) -> int:
     columns = [("op", "op_label", str), ("dtype", "dtype", str)]
     if args.threads:
         columns.append(("threads", "threads", str))
-    columns += [("status", "status", str), ("time [s]", "step_time_s", _g()),
+    columns += [("status", "status", str), ("time [s]", "step_time_s", sig_digits()),
                 ("achieved [FLOP/s]", "flops_per_sec", lambda v: si(v, "FLOP/s")),
-                ("of peak", "flops_utilization", _pct),
-                ("intensity [FLOP/B]", "arithmetic_intensity", _g())]
+                ("of peak", "flops_utilization", percent),
+                ("intensity [FLOP/B]", "arithmetic_intensity", sig_digits())]
     for r in rows:  # a failed op has no label in its metrics
         r["op_label"] = r.get("op_label") or r.get("op")
-    _print_table(rows, columns)
+    print_table(rows, columns)
     first = next((r for r in rows if r["status"] == "ok"), None)
     if first:
         print(f"time: median of the timed calls (paradnn.measure protocol); FLOPs analytic; peak "
@@ -157,7 +160,7 @@ def _cmd_collectives(args: argparse.Namespace) -> int:
     simulated = _need_devices(devices[-1], args.simulate_devices)
     records = collectives.run_collectives(devices, args.sizes, args.collective or collectives.COLLECTIVES,
                                           args.dtype, settings_from_args(args))
-    _save(records, args.store)
+    save_records(records, args.store)
     rows = [r.to_dict() for r in records]
     ok = all(r["status"] == "ok" for r in rows)
     if args.json:
@@ -165,9 +168,9 @@ def _cmd_collectives(args: argparse.Namespace) -> int:
         return 0 if ok else 1
     if simulated:
         print(SIMULATED_NOTE, file=sys.stderr)
-    _print_table(rows, [
+    print_table(rows, [
         ("collective", "collective", str), ("devices", "devices", str), ("status", "status", str),
-        ("size [B]", "size_bytes", str), ("time [s]", "step_time_s", _g()),
+        ("size [B]", "size_bytes", str), ("time [s]", "step_time_s", sig_digits()),
         ("algbw [B/s]", "algbw_bytes_per_sec", lambda v: si(v, "B/s")),
         ("busbw [B/s]", "busbw_bytes_per_sec", lambda v: si(v, "B/s")),
         ("simulated", "simulated_devices", str)])
@@ -194,7 +197,7 @@ def _cmd_scaling(args: argparse.Namespace) -> int:
     result = run_scaling(workload.spec, devices, per_device, global_batch, workload.dtype,
                          workload.optimizer, settings_from_args(args), args.memory_limit,
                          workload.framework)
-    _save(result.records, args.store)
+    save_records(result.records, args.store)
     table = result.table
     if args.json:
         print(json.dumps({"simulated_devices": simulated, "serial_fraction": result.serial_fraction,
@@ -203,11 +206,11 @@ def _cmd_scaling(args: argparse.Namespace) -> int:
         return 1 if result.failed else 0
     if simulated:
         print(SIMULATED_NOTE, file=sys.stderr)
-    _print_table(table.to_dict(orient="records"), [
+    print_table(table.to_dict(orient="records"), [
         ("mode", "mode", str), ("devices", "devices", str), ("global batch", "batch", str),
-        ("step [s]", "step_time_s", _g()), ("examples/s", "examples_per_sec", _g()),
-        ("per device [examples/s]", "per_device_examples_per_sec", _g()),
-        ("efficiency", "scaling_efficiency", _pct), ("overhead share", "overhead_share", _pct)])
+        ("step [s]", "step_time_s", sig_digits()), ("examples/s", "examples_per_sec", sig_digits()),
+        ("per device [examples/s]", "per_device_examples_per_sec", sig_digits()),
+        ("efficiency", "scaling_efficiency", percent), ("overhead share", "overhead_share", percent)])
     print("efficiency = X(d) / (d X(1)) of global examples/s; overhead share = 1 - t(compute-only) / "
           "t(d), compute-only = the same per-device batch on one device")
     if global_batch is not None:
@@ -283,4 +286,5 @@ def register(sub: argparse._SubParsersAction) -> None:
         fp.add_argument("--simulate-devices", action="store_true",
                         help="on a CPU host: force the largest count of host devices (not a real "
                         "multi-device measurement)")
-        fp.add_argument("--store", default=None, metavar="PATH", help="SQLite store to add the rows to (default: none; the rows are printed, not stored)")
+        fp.add_argument("--store", default=None, metavar="PATH",
+                        type=path_type("store", "scaling --store", then=check_store), help="SQLite store to add the rows to (default: none; the rows are printed, not stored)")

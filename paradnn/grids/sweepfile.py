@@ -24,12 +24,17 @@ from paradnn.workload import Workload
 # A sweep file (YAML) names a family, fixed values and swept axes, filters, measurement settings
 # and run settings. The reference is docs/sweeps.md; every key is checked here.
 
+#: Most records one config may ask for (``run.repeat``, ``--repeat``): a sweep's resume loop and
+#: progress count per config, and a repeat beyond this is a typo, not a plan (a million
+#: records of one config at 0.1 s each is more than a day).
+MAX_REPEAT = 1_000_000
+
 _GROUP_KEYS = ("family", "fixed", "axes", "zip", "dtypes", "max_params")
 _TOP_KEYS = ("description", "settings", "run", "parts") + _GROUP_KEYS
 #: Keys of a sweep file's ``run`` section and what each accepts.
 RUN_KEYS: dict[str, str] = {
     "executor": "process, inprocess or ray",
-    "repeat": "a positive integer (records wanted per config)",
+    "repeat": f"an integer from 1 to {MAX_REPEAT:,} (records wanted per config)",
     "timeout_s": "a positive, finite number of seconds per config",
     "max_configs": "a positive integer: the largest grid the file may expand to (default "
                    f"{MAX_CONFIGS})",
@@ -249,7 +254,7 @@ def _check_run_value(key: str, value: Any) -> str | None:
     if key == "executor":
         return None if value in ("process", "inprocess", "ray") else RUN_KEYS[key]
     if key == "repeat":
-        ok = isinstance(value, int) and not isinstance(value, bool) and value >= 1
+        ok = isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= MAX_REPEAT
         return None if ok else RUN_KEYS[key]
     if key == "timeout_s":
         ok = (isinstance(value, (int, float)) and not isinstance(value, bool)
@@ -311,4 +316,4 @@ def resolve_settings(plan: SweepPlan, settings: Any) -> MeasureSettings:
     raise SpecError("settings", settings, "a MeasureSettings, a dict of its fields, or None")
 
 
-__all__ = ["GridLike", "RUN_KEYS", "SweepPlan", "load_sweep_file", "resolve", "resolve_settings"]
+__all__ = ["GridLike", "MAX_REPEAT", "RUN_KEYS", "SweepPlan", "load_sweep_file", "resolve", "resolve_settings"]
