@@ -113,6 +113,29 @@ def grid40() -> dict:
         }
 
 
+def step_time_agreement(stores: dict[str, list[Path]]) -> dict:
+    """Whether the two checkouts measured the same step times: over every pair of runs of one
+    round and one cache state, the configs (joined on ``workload_key``) whose 95% confidence
+    intervals of the median step time (``step_time_ci_low_s``/``_high_s``) overlap, and the
+    median ratio of the new checkout's ``step_time_s`` over the reference's."""
+    from paradnn.store import load
+
+    pairs = overlap = 0
+    ratios = []
+    for kind in ("cold", "warm"):
+        for new, ref in zip(stores[f"new_{kind}"], stores[f"reference_{kind}"]):
+            a, b = load(new), load(ref)
+            joined = a.merge(b, on="workload_key", suffixes=("_new", "_ref"))
+            for _, r in joined.iterrows():
+                pairs += 1
+                lo = max(r["step_time_ci_low_s_new"], r["step_time_ci_low_s_ref"])
+                hi = min(r["step_time_ci_high_s_new"], r["step_time_ci_high_s_ref"])
+                overlap += bool(lo <= hi)
+                ratios.append(r["step_time_s_new"] / r["step_time_s_ref"])
+    return {"config_pairs": pairs, "confidence_intervals_overlap": overlap,
+            "median_step_time_new_over_reference": round(statistics.median(ratios), 3) if ratios else None}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sweep", default="sweeps/smoke.yaml", help="sweep file (relative to "
@@ -129,7 +152,7 @@ def main() -> None:
         return
     sides = {"new": ROOT} if args.no_reference else {"new": ROOT, "reference": Path(args.reference)}
     walls: dict[str, list[float]] = {f"{s}_{k}": [] for s in sides for k in ("cold", "warm")}
-    stores: dict[str, list[Path]] = {"new_cold": [], "new_warm": []}
+    stores: dict[str, list[Path]] = {k: [] for k in walls}
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(args.rounds):
             order = list(sides) if r % 2 == 0 else list(reversed(sides))
@@ -138,8 +161,7 @@ def main() -> None:
                 for kind in ("cold", "warm"):
                     store = Path(tmp) / f"{side}-{r}-{kind}.db"
                     walls[f"{side}_{kind}"].append(run_sweep(sides[side], args.sweep, store, cache))
-                    if side == "new":
-                        stores[f"new_{kind}"].append(store)
+                    stores[f"{side}_{kind}"].append(store)
                     print(f"round {r + 1} {side} {kind}: {walls[f'{side}_{kind}'][-1]:.2f} s",
                           file=sys.stderr)
         median = {k: statistics.median(v) for k, v in walls.items()}
@@ -160,6 +182,7 @@ def main() -> None:
             "load_average": os.getloadavg()[0],
         }
         if not args.no_reference:
+            result["step_times_vs_reference"] = step_time_agreement(stores)
             result["reference_cold_over_cold"] = round(median["reference_cold"] / median["new_cold"], 2)
             result["reference_warm_over_warm"] = round(median["reference_warm"] / median["new_warm"], 2)
             result["per_round_reference_cold_over_cold"] = [
