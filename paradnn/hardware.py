@@ -1,8 +1,11 @@
 """Host facts, the accelerator peak table, and measured peaks (``paradnn probe``).
 
 Utilization uses the vendor peak of a known device (``peak_source = "spec"``) and otherwise the
-GEMM FLOPS and memory bandwidth that :func:`probe` measured on this host with this software,
-cached under ``~/.cache/paradnn/probe.json`` (``peak_source = "measured"``).
+best quiet GEMM FLOP/s and memory bandwidth that :func:`probe` measured on this host with this
+software, kept under ``~/.cache/paradnn/probe.json`` (``peak_source = "measured"``): one peak per
+host and software, chosen deliberately. A probe measured on a busy host is stored as contended
+(with the load it saw) and never divides anything; every record names the probe it used
+(``peak_id``, ``peak_measured_utc``, ``peak_spread``).
 
 No framework is imported here: the probe's matrix multiplications and bandwidth loop are the
 capabilities ``gemm_methods``, ``measure_bandwidth`` and ``probe_versions`` of a backend
@@ -87,16 +90,22 @@ _KIND_ORDER: list[tuple[str, tuple[str, ...]]] = [
 CACHE_PATH = Path(os.environ.get("PARADNN_CACHE", Path.home() / ".cache" / "paradnn")) / "probe.json"
 
 
-def spec_peak(device_kind: str) -> dict[str, Any] | None:
-    """The vendor peak entry for a JAX device kind (see ``_KIND_ORDER``), or None for devices
+def spec_name(device_kind: str) -> str | None:
+    """The ``PEAKS`` entry name for a JAX device kind (see ``_KIND_ORDER``), or None for devices
     without one (CPUs, unknown accelerators, and MIG slices, which get a fraction of the chip)."""
     words = set(re.split(r"[^a-z0-9]+", device_kind.lower()))
     if "mig" in words:
         return None
     for name, needed in _KIND_ORDER:
         if words.issuperset(needed):
-            return PEAKS[name]
+            return name
     return None
+
+
+def spec_peak(device_kind: str) -> dict[str, Any] | None:
+    """The vendor peak entry for a JAX device kind (:func:`spec_name`), or None."""
+    name = spec_name(device_kind)
+    return PEAKS[name] if name is not None else None
 
 
 def cpu_model() -> str:
@@ -197,38 +206,75 @@ def host_memory_bytes() -> int | None:
 
 
 class Peak(NamedTuple):
-    """The peak that utilization divides by, for one device and dtype."""
+    """The peak that utilization divides by, for one device and dtype. ``flops`` and
+    ``bytes_per_sec`` are None where no quiet measurement is on record (utilization is then not
+    computed, and the record says why)."""
 
-    flops: float  # FLOP/s
-    bytes_per_sec: float  # B/s
-    source: str  # "spec" (vendor table) or "measured" (paradnn probe)
+    flops: float | None  # FLOP/s
+    bytes_per_sec: float | None  # B/s
+    source: str  # "spec" (vendor table), "measured" (paradnn probe) or "none"
     method: str  # the table entry, or the probe method that reached it and when
+    id: str | None = None  # the probe measurement's id ("spec:<entry>" for the vendor table)
+    measured_utc: str | None = None  # when that measurement was taken (None for the table)
+    spread: float | None = None  # its winner's coefficient of variation (0 for the table)
 
 
-#: Probe results are not cached when the winning GEMM's repeated timings spread more than this
-#: (coefficient of variation): the host was busy, and a low peak would inflate utilization.
-#: ``PARADNN_PROBE_MAX_CV`` overrides it (e.g. on a shared CI host, where no peak is published).
+#: A probe is contended (stored as such, never used as a denominator) when the winning GEMM's
+#: repeated timings spread more than this (coefficient of variation): a low peak measured on a
+#: busy host would inflate every utilization divided by it. ``PARADNN_PROBE_MAX_CV`` overrides it.
 PROBE_MAX_CV = 0.10
+#: ... or when other processes kept more than this many CPU cores busy on average during the
+#: probe (``/proc/stat`` busy ticks minus the probe's own CPU time): a steady neighbour lowers the
+#: peak without raising the spread. ``PARADNN_PROBE_MAX_LOAD`` overrides it.
+PROBE_MAX_OTHER_CORES = 0.5
+#: Seconds a probe may spend on its GEMMs before it skips the remaining (method, size) pairs
+#: (each dtype keeps at least one); ``PARADNN_PROBE_BUDGET_S`` overrides it. The skipped pairs are
+#: recorded (``incomplete``), so a peak that missed a method says so.
+PROBE_BUDGET_S = 40.0
+#: Seconds after a contended probe during which no new automatic probe runs (``paradnn probe
+#: --refresh`` always measures): a busy host must not pay a probe on every run.
+PROBE_RETRY_S = 3600.0
+#: Contended measurements kept per host and software (the newest), as a record of the host's load.
+_KEEP_CONTENDED = 5
 
 
-def probe_max_cv() -> float:
-    """The contention threshold in force: ``$PARADNN_PROBE_MAX_CV`` or :data:`PROBE_MAX_CV`."""
-    raw = os.environ.get("PARADNN_PROBE_MAX_CV")
+def _positive_env(name: str, default: float) -> float:
+    raw = os.environ.get(name)
     try:
-        value = float(raw) if raw is not None else PROBE_MAX_CV
+        value = float(raw) if raw is not None else default
     except ValueError:
         value = math.nan
     if not math.isfinite(value) or value <= 0:
-        raise ParadnnError(f"invalid PARADNN_PROBE_MAX_CV={raw!r}: allowed a positive number")
+        raise ParadnnError(f"invalid {name}={raw!r}: allowed a positive number")
     return value
+
+
+def probe_max_cv() -> float:
+    """The contention threshold on the spread: ``$PARADNN_PROBE_MAX_CV`` or :data:`PROBE_MAX_CV`."""
+    return _positive_env("PARADNN_PROBE_MAX_CV", PROBE_MAX_CV)
+
+
+def probe_max_load() -> float:
+    """The contention threshold on other processes' CPU use (cores): ``$PARADNN_PROBE_MAX_LOAD``
+    or :data:`PROBE_MAX_OTHER_CORES`."""
+    return _positive_env("PARADNN_PROBE_MAX_LOAD", PROBE_MAX_OTHER_CORES)
+
+
+def probe_budget_s() -> float:
+    """The probe's time budget in s: ``$PARADNN_PROBE_BUDGET_S`` or :data:`PROBE_BUDGET_S`."""
+    return _positive_env("PARADNN_PROBE_BUDGET_S", PROBE_BUDGET_S)
+
+
 #: Square GEMM sizes N per dtype (FLOPs 2 N^3): large enough to reach the BLAS plateau, small
 #: enough that a probe takes seconds on a 2-core host.
 _PROBE_SIZES = {"float32": (2048, 3072), "bfloat16": (1024, 2048), "float16": (1024, 2048)}
 _PROBE_REPS = 2  # timed repetitions per method and size (after one warm call), best taken
-_SPREAD_REPS = 5  # repetitions of the winner, whose spread decides whether the probe is cached
+_SPREAD_REPS = 5  # repetitions of the winner, whose spread decides whether the probe is quiet
+#: The dtypes every probe measures together (see :func:`probe`).
+PROBE_DTYPES = ("float32", "bfloat16", "float16")
 
-# In-process results: a probe too noisy to cache is still measured only once per process.
-_MEMO: dict[str, dict[str, Any]] = {}
+# In-process results: a probe is measured at most once per process and key.
+_MEMO: dict[str, list[dict[str, Any]]] = {}
 
 
 def numpy_gemm(dtype: str, n: int) -> Callable[[], Any] | None:
@@ -258,17 +304,23 @@ def _cv(times: list[float]) -> float:
 
 
 def measure_gemm(dtype: str, methods: dict[str, Callable[[str, int], Callable[[], Any] | None]],
-                 sizes: tuple[int, ...] | None = None) -> dict[str, Any]:
+                 sizes: tuple[int, ...] | None = None, deadline: float | None = None) -> dict[str, Any]:
     """Square-matmul throughput of every method (name -> factory(dtype, N) of a zero-argument
     call that multiplies two NxN matrices and waits for the result; None where the method lacks
     the dtype) for ``dtype``: ``{"by_method": {name: FLOP/s},
     "best_method", "best_size", "flops"` (best FLOP/s), ``"cv"`` (spread of the winner over
-    repeated runs)}. A method that fails (an unknown compiler option) is left out."""
+    repeated runs), ``"skipped"`` (["method N", ...] left out past ``deadline``)}. A method that
+    fails (an unknown compiler option) is left out. Past ``deadline`` (``time.perf_counter()``
+    seconds) the remaining pairs are skipped once one has run."""
     sizes = sizes or _PROBE_SIZES.get(dtype, (1024, 2048))
     by_method: dict[str, float] = {}
+    skipped: list[str] = []
     best: tuple[float, str, int, Callable] | None = None
     for name, factory in methods.items():
         for n in sizes:
+            if best is not None and deadline is not None and time.perf_counter() > deadline:
+                skipped.append(f"{name} {n}")
+                continue
             try:
                 fn = factory(dtype, n)
             except Exception:  # noqa: BLE001 - a library path this build lacks is just absent
@@ -287,7 +339,7 @@ def measure_gemm(dtype: str, methods: dict[str, Callable[[str, int], Callable[[]
     rate = max(rate, 2.0 * n**3 / min(spread))
     by_method[name] = rate
     return {"by_method": by_method, "best_method": name, "best_size": n, "flops": rate,
-            "cv": _cv(spread)}
+            "cv": _cv(spread), "skipped": skipped}
 
 
 def nominal_cpu_flops() -> tuple[dict[str, float], str] | None:
@@ -350,75 +402,202 @@ def _cache_lock():
 
 def _read_cache() -> dict[str, Any]:
     try:
-        return json.loads(CACHE_PATH.read_text())
+        cache = json.loads(CACHE_PATH.read_text())
     except (OSError, ValueError):
         return {}  # missing or corrupt: measured again, not fatal
+    return cache if isinstance(cache, dict) else {}
 
 
-def probe(refresh: bool = False, dtypes: tuple[str, ...] = ("float32", "bfloat16", "float16"),
-          framework: str = backends.DEFAULT) -> dict[str, Any]:
-    """Measure (or read from the cache) the best GEMM FLOP/s per dtype and the memory bandwidth
-    of the current device, with ``framework``'s probe methods (``Backend.gemm_methods``,
-    ``measure_bandwidth``, ``probe_versions``; the reference framework's by default, so that
-    every framework's utilization on a CPU divides by the same measured peak).
+def _entries(cache: dict[str, Any], key: str) -> list[dict[str, Any]]:
+    """The measurements on record for ``key``, oldest first. A cache written before measurements
+    were kept as a list held one quiet result per key (only quiet ones were cached)."""
+    value = cache.get(key)
+    if isinstance(value, dict) and "peak_flops" in value:
+        return [{"id": _measurement_id(key, value.get("measured_utc", "")), "contended": False,
+                 "contended_reasons": [], **value}]
+    if isinstance(value, dict) and isinstance(value.get("measurements"), list):
+        return value["measurements"]
+    return []
 
-    Returns ``peak_flops`` {dtype: FLOP/s}, ``gemm`` {dtype: {method: FLOP/s}}, ``best_method``
-    {dtype: method}, ``spread`` {dtype or "bandwidth": coefficient of variation},
-    ``peak_bytes_per_sec`` (B/s), ``nominal_flops`` and ``nominal_basis`` (CPUs, where readable),
-    ``contended`` (True: too noisy, not cached), ``measured_utc``, ``method``, the device,
-    host and versions. A reduced-precision peak is at least the float32 one: XLA:CPU may run
-    reduced-precision matmuls in float32, so the float32 rate is attainable in such a program.
-    """
+
+def _measurement_id(key: str, measured_utc: str) -> str:
+    import hashlib
+
+    return hashlib.sha256(f"{key}|{measured_utc}|{time.time_ns()}".encode()).hexdigest()[:12]
+
+
+def best_quiet(entries: list[dict[str, Any]], dtype: str) -> dict[str, Any] | None:
+    """The denominator's measurement for ``dtype``: the quiet (not contended) entry with the
+    highest FLOP/s for it, or None. The best, not the newest: a quiet probe can only come out
+    low (a method slowed down), never high, so the best one on record is the closest to the
+    hardware, and a later, lower quiet probe does not move every utilization."""
+    quiet = [e for e in entries if not e.get("contended") and dtype in e.get("peak_flops", {})]
+    return max(quiet, key=lambda e: e["peak_flops"][dtype], default=None)
+
+
+def on_record(framework: str = backends.DEFAULT) -> list[dict[str, Any]]:
+    """Every probe measurement on record for this host, device and ``framework``'s software
+    (quiet and contended), oldest first; reads the cache, measures nothing."""
+    *_, key = _probe_context(framework)
+    return list(_MEMO.get(key) or _entries(_read_cache(), key))
+
+
+def _probe_context(framework: str) -> tuple[Any, dict[str, Callable], dict[str, Any], dict[str, Any], str]:
     backend = backends.get(framework)
     gemm_methods = backends.capability(framework, "gemm_methods", "measure GEMM peaks")
     info = backend.device_info()
     methods = gemm_methods(info["device_platform"])
     versions = _probe_versions(backend.probe_versions(), methods)
-    key = _probe_key(info, versions)
+    return backend, methods, info, versions, _probe_key(info, versions)
+
+
+def _answer(entries: list[dict[str, Any]], dtypes: tuple[str, ...], now: float) -> dict[str, Any] | None:
+    """What a probe without ``refresh`` returns without measuring: the best quiet entry covering
+    every dtype (``in_use``), else the newest contended one covering them when it is younger than
+    :data:`PROBE_RETRY_S` (not in use: the host was busy a moment ago), else None (measure)."""
+    quiet = [best_quiet(entries, d) for d in dtypes]
+    if all(quiet):
+        return {**quiet[0], "in_use": True}
+    recent = [e for e in entries if e.get("contended") and all(d in e.get("peak_flops", {}) for d in dtypes)
+              and now - e.get("measured_epoch_s", 0.0) < PROBE_RETRY_S]
+    return {**recent[-1], "in_use": False} if recent else None
+
+
+def notify(message: str) -> None:
+    """One progress line on stderr (``paradnn: ...``): the probe says when it measures, so that a
+    run that spends seconds on it is never silent."""
+    import sys
+
+    print(f"paradnn: {message}", file=sys.stderr, flush=True)
+
+
+def probe(refresh: bool = False, dtypes: tuple[str, ...] = PROBE_DTYPES,
+          framework: str = backends.DEFAULT) -> dict[str, Any]:
+    """The peak measurement of the current device for ``dtypes``, measured at most once per host
+    and software: with ``framework``'s probe methods (``Backend.gemm_methods``,
+    ``measure_bandwidth``, ``probe_versions``; the reference framework's by default, so that
+    every framework's utilization on a CPU divides by the same measured peak).
+
+    Without ``refresh``: the best quiet measurement on record (:func:`best_quiet`), else the
+    newest contended one if younger than :data:`PROBE_RETRY_S`, else a new measurement. With
+    ``refresh``: always a new one. Every measurement is stored (the cache is
+    ``$PARADNN_CACHE/probe.json``), a contended one marked as such, with the reasons and the host
+    load it saw; it never becomes a denominator.
+
+    Returns ``id``, ``peak_flops`` {dtype: FLOP/s}, ``gemm`` {dtype: {method: FLOP/s}},
+    ``best_method`` {dtype: method}, ``spread`` {dtype or "bandwidth": coefficient of variation},
+    ``peak_bytes_per_sec`` (B/s), ``host_load`` (``other_busy_cores``: cores other processes kept
+    busy during the probe, ``loadavg_1m``, ``cpus``), ``contended`` and ``contended_reasons``,
+    ``incomplete`` (pairs skipped past the time budget), ``nominal_flops`` and ``nominal_basis``
+    (CPUs, where readable), ``measured_utc``, ``method``, the device, host and versions, and
+    ``in_use`` (whether utilization divides by it now). A reduced-precision peak is at least the
+    float32 one: XLA:CPU may run reduced-precision matmuls in float32, so the float32 rate is
+    attainable in such a program.
+    """
+    backend, methods, info, versions, key = _probe_context(framework)
+    dtypes = tuple(dict.fromkeys(("float32", *dtypes)))
+    # A measurement covers every dtype of PROBE_DTYPES, so that filling in a dtype later never
+    # brings a second float32 measurement (and a second denominator) for the same software.
+    measured = tuple(dict.fromkeys((*PROBE_DTYPES, *dtypes)))
     if not refresh:
-        hit = _MEMO.get(key) or _read_cache().get(key)
-        if hit and all(d in hit.get("peak_flops", {}) for d in dtypes):
+        hit = _answer(_MEMO.get(key) or _entries(_read_cache(), key), dtypes, time.time())
+        if hit is not None:
             return hit
     with _cache_lock():
         cache = _read_cache()
-        if not refresh and key in cache and all(d in cache[key].get("peak_flops", {}) for d in dtypes):
-            return cache[key]  # another process measured it while this one waited
-        result = _measure(backend, methods, info, versions, tuple(dict.fromkeys(("float32", *dtypes))))
-        _MEMO[key] = result
-        if not result["contended"]:
-            # Entries of this host and device from other software versions have expired.
-            same = {k for k, v in cache.items() if v.get("host") == info["host"]
-                    and v.get("device_kind") == info["device_kind"]}
-            cache = {k: v for k, v in cache.items() if k not in same}
-            cache[key] = result
-            tmp = CACHE_PATH.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_text(json.dumps(cache, indent=1))
-            os.replace(tmp, CACHE_PATH)  # atomic: concurrent readers never see half a file
-    return result
+        entries = _entries(cache, key)
+        if not refresh:
+            hit = _answer(entries, dtypes, time.time())
+            if hit is not None:  # another process measured it while this one waited
+                _MEMO[key] = entries
+                return hit
+        notify(f"measuring this host's peak FLOP/s and bandwidth ({', '.join(measured)}; once per host "
+               f"and software, at most about {probe_budget_s():.0f} s of GEMMs; cached in {CACHE_PATH})")
+        result = _measure(backend, methods, info, versions, measured)
+        result["id"] = _measurement_id(key, result["measured_utc"])
+        contended = [e for e in entries if e.get("contended")][-(_KEEP_CONTENDED - 1):]
+        if result["contended"]:
+            notify(f"the host was busy ({'; '.join(result['contended_reasons'])}): this peak is stored "
+                   "as contended and not used for utilization")
+        entries = [e for e in entries if not e.get("contended")] + contended + [result]
+        entries.sort(key=lambda e: e.get("measured_epoch_s", 0.0))
+        # Entries of this host and device from other software versions have expired.
+        cache = {k: v for k, v in cache.items() if k == key or not (
+            isinstance(v, dict) and v.get("host") == info["host"] and v.get("device_kind") == info["device_kind"])}
+        cache[key] = {"host": info["host"], "device_kind": info["device_kind"], "measurements": entries}
+        tmp = CACHE_PATH.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(cache, indent=1))
+        os.replace(tmp, CACHE_PATH)  # atomic: concurrent readers never see half a file
+        _MEMO[key] = entries
+    used = best_quiet(entries, "float32")
+    return {**result, "in_use": used is not None and used["id"] == result["id"]}
+
+
+def _busy_cores_since(start: tuple[float, int, int, float] | None) -> tuple[tuple[float, int, int, float] | None, float | None]:
+    """A reading of the whole host's busy CPU ticks (the aggregate ``cpu`` line of /proc/stat)
+    and this process's CPU time; given an earlier reading, also the cores that other processes
+    kept busy on average since it (None where /proc/stat is unreadable)."""
+    try:
+        fields = Path("/proc/stat").read_text().splitlines()[0].split()
+        ticks = [int(x) for x in fields[1:9]]  # user nice system idle iowait irq softirq steal
+    except (OSError, ValueError, IndexError):
+        return None, None
+    t = os.times()
+    now = (time.perf_counter(), sum(ticks) - ticks[3] - ticks[4], sum(ticks), t.user + t.system)
+    if start is None:
+        return now, None
+    wall = now[0] - start[0]
+    total = now[2] - start[2]
+    if wall <= 0 or total <= 0:
+        return now, None
+    cpus = os.cpu_count() or 1
+    host_cores = (now[1] - start[1]) / total * cpus
+    own_cores = (now[3] - start[3]) / wall
+    return now, max(0.0, host_cores - own_cores)
 
 
 def _measure(backend: Any, methods: dict[str, Callable], info: dict[str, Any],
              versions: dict[str, Any], dtypes: tuple[str, ...]) -> dict[str, Any]:
     on_cpu = info["device_platform"] == "cpu"
-    gemm = {d: measure_gemm(d, methods) for d in dtypes}
+    budget = probe_budget_s()
+    start = time.perf_counter()
+    load0, _ = _busy_cores_since(None)
+    # Each dtype gets its share of the budget, so that a slow one never starves the others;
+    # float32 (the default dtype, and the floor of the others) gets half of it.
+    weights = [2.0 if d == "float32" else 1.0 for d in dtypes]
+    ends = np.cumsum(weights) / sum(weights)
+    gemm = {d: measure_gemm(d, methods, deadline=start + budget * float(end)) for d, end in zip(dtypes, ends)}
     stream = backend.measure_bandwidth()
+    _, other_cores = _busy_cores_since(load0)
     bandwidth, bw_cv = stream["bytes_per_sec"], stream["cv"]
     peak_flops = {d: max(g["flops"], gemm["float32"]["flops"]) for d, g in gemm.items()}
     best_method = {d: g["best_method"] if g["flops"] >= gemm["float32"]["flops"]
                    else f"float32 {gemm['float32']['best_method']}" for d, g in gemm.items()}
     spread = {d: g["cv"] for d, g in gemm.items()}
     spread["bandwidth"] = bw_cv
+    max_cv, max_load = probe_max_cv(), probe_max_load()
+    reasons = [f"{d} spread cv {cv:.0%} > {max_cv:.0%}" for d, cv in spread.items() if cv > max_cv]
+    if other_cores is not None and other_cores > max_load:
+        reasons.append(f"other processes kept {other_cores:.2f} CPU cores busy > {max_load:g}")
+    try:
+        loadavg = os.getloadavg()[0]
+    except OSError:
+        loadavg = None
     result: dict[str, Any] = {
         **info, "versions": versions, "framework": backend.name,
         "peak_flops": peak_flops, "gemm": {d: g["by_method"] for d, g in gemm.items()},
         "best_method": best_method, "spread": spread, "peak_bytes_per_sec": bandwidth,
-        "contended": max(spread.values()) > probe_max_cv(),
-        "max_cv": probe_max_cv(),
+        "contended": bool(reasons), "contended_reasons": reasons,
+        "max_cv": max_cv, "max_other_cores": max_load,
+        "host_load": {"other_busy_cores": other_cores, "loadavg_1m": loadavg, "cpus": os.cpu_count()},
+        "incomplete": {d: g["skipped"] for d, g in gemm.items() if g["skipped"]},
+        "probe_s": time.perf_counter() - start,
         "measured_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "measured_epoch_s": time.time(),
         "method": (f"best of methods {', '.join(methods)} on square NxN matmuls (N per dtype: "
                    + "; ".join(f"{d} {_PROBE_SIZES.get(d)}" for d in dtypes)
-                   + f"), best of {_PROBE_REPS} after a warm call, winner repeated {_SPREAD_REPS}x; "
-                   f"bandwidth: {stream['method']}"),
+                   + f"), best of {_PROBE_REPS} after a warm call, winner repeated {_SPREAD_REPS}x, "
+                   f"within {budget:g} s; bandwidth: {stream['method']}"),
     }
     nominal = nominal_cpu_flops() if on_cpu else None
     result["nominal_flops"] = nominal[0] if nominal else None
@@ -429,16 +608,26 @@ def _measure(backend: Any, methods: dict[str, Callable], info: dict[str, Any],
 
 
 def peaks(device_kind: str, dtype: str, backend: str | None = None) -> Peak:
-    """The peak of one device for ``dtype``: the spec table for known accelerators, else the
-    measured probe of this host (run once and cached; see :func:`probe`)."""
+    """The peak of one device for ``dtype``: the spec table for known accelerators, else the best
+    quiet probe of this host and software on record (measured once, :func:`probe`). Where only
+    contended probes are on record, ``flops`` is None (``source`` "none", ``method`` says why):
+    a peak measured under load would inflate utilization."""
     if backend != "cpu":
-        entry = spec_peak(device_kind)
-        if entry is not None:
+        name = spec_name(device_kind)
+        if name is not None:
+            entry = PEAKS[name]
             flops = entry["flops"].get(dtype, entry["flops"]["float32"])
-            return Peak(float(flops), float(entry["bw"]), "spec", f"vendor table: {device_kind}")
-    measured = probe(dtypes=(dtype,))
-    method = (f"measured {measured['measured_utc']}: best of {', '.join(measured['gemm'][dtype])}"
-              f" -> {measured['best_method'][dtype]}"
-              + (" (contended host: not cached)" if measured["contended"] else ""))
-    return Peak(float(measured["peak_flops"][dtype]), float(measured["peak_bytes_per_sec"]),
-                "measured", method)
+            return Peak(float(flops), float(entry["bw"]), "spec", f"vendor table: {device_kind}",
+                        f"spec:{name}", None, 0.0)
+    answer = probe(dtypes=(dtype,))
+    chosen = best_quiet(on_record(), dtype)
+    if chosen is None:
+        reasons = "; ".join(answer.get("contended_reasons", [])) or "contended"
+        return Peak(None, None, "none",
+                    f"no quiet probe on record for this host and software: the last one ({answer['measured_utc']}, "
+                    f"id {answer['id']}) was contended ({reasons}); run `paradnn probe --refresh` on a quiet host",
+                    None, answer.get("measured_utc"), None)
+    method = (f"measured {chosen['measured_utc']} (probe {chosen['id']}): best of "
+              f"{', '.join(chosen['gemm'][dtype])} -> {chosen['best_method'][dtype]}")
+    return Peak(float(chosen["peak_flops"][dtype]), float(chosen["peak_bytes_per_sec"]), "measured", method,
+                chosen["id"], chosen["measured_utc"], float(chosen["spread"][dtype]))

@@ -203,15 +203,18 @@ def measure_op(shape: OpShape, dtype: str = "float32", settings: MeasureSettings
         peak_bytes_per_sec=peak.bytes_per_sec,
         peak_source=peak.source,
         peak_method=peak.method,
-        flops_utilization=flops / step / peak.flops,
-        model_flops_utilization=flops / step / peak.flops,
+        peak_id=peak.id,
+        peak_measured_utc=peak.measured_utc,
+        peak_spread=peak.spread,
+        flops_utilization=flops / step / peak.flops if peak.flops else None,
+        model_flops_utilization=flops / step / peak.flops if peak.flops else None,
         arithmetic_intensity=flops / xla_bytes if xla_bytes else None,
         useful_flops_ratio=1.0,
         op_label=shape.label(),
         final_loss=timing.final_loss,
     )
     return Record(status="ok", workload=workload, metrics=metrics,
-                  warnings=physics_warnings(metrics), **context)
+                  warnings=physics_warnings(metrics, cv_target=settings.cv_target), **context)
 
 
 def run_ops(shapes: Sequence[OpShape], dtypes: Sequence[str] = ("float32",),

@@ -41,7 +41,13 @@ METRICS: dict[str, tuple[str, str]] = {
     "flops_utilization": ("1", "flops_per_sec / (peak_flops x devices)"),
     "peak_flops": ("FLOP/s", "peak of one device for the dtype; see peak_source"),
     "peak_bytes_per_sec": ("B/s", "peak memory bandwidth of one device; see peak_source"),
-    "peak_source": ("", "spec (vendor table) or measured (paradnn probe)"),
+    "peak_source": ("", "spec (vendor table), measured (paradnn probe) or none (only contended "
+                    "probes on record: no utilization)"),
+    "peak_id": ("", "the peak measurement divided by: the probe's id in the probe cache, or "
+                "spec:<table entry>; two records with one peak_id share their denominator"),
+    "peak_measured_utc": ("", "when that probe was measured (UTC; empty for the vendor table)"),
+    "peak_spread": ("1", "coefficient of variation of that probe's winning GEMM (0 for the vendor "
+                    "table); above the run's cv_target raises peak_spread_above_target"),
     "arithmetic_intensity": ("FLOP/B", "flops_per_step / bytes_per_step"),
     "params": ("1", "trainable parameters, from shapes"),
     "memory_argument_bytes": ("B", "XLA memory analysis, per device"),
@@ -167,7 +173,7 @@ MEMORY_PARTS: tuple[str, ...] = (
 WARNINGS: dict[str, str] = {
     "utilization_above_1": (
         "achieved FLOP/s above the device peak, which is impossible: the peak is too low (a "
-        "measured CPU peak that missed the machine's fastest library, or a contended probe) or "
+        "measured CPU peak that missed the machine's fastest library) or "
         "the FLOP count includes work that was not done"),
     "above_roof": (
         "the point lies above its roofline min(peak FLOP/s, intensity x peak bandwidth): the "
@@ -177,15 +183,29 @@ WARNINGS: dict[str, str] = {
         "executes extra work (e.g. XLA:CPU rewrites depthwise weight gradients as dense "
         "convolutions) or the analytic count misses operations; model_flops_utilization, from "
         "useful FLOPs, is the one to quote"),
+    "peak_spread_above_target": (
+        "the peak this utilization divides by spread more than the run's cv_target over its own "
+        "repetitions (a probe accepted under a raised PARADNN_PROBE_MAX_CV): the utilization is "
+        "no more precise than that spread; re-probe on a quiet host (paradnn probe --refresh)"),
+    "no_quiet_peak": (
+        "only contended probes of this host's peak are on record, so no utilization was "
+        "computed (a peak measured under load would inflate it); run paradnn probe --refresh on "
+        "a quiet host: runs measured after it divide by that peak"),
 }
 #: useful_flops_ratio outside this range raises ``flops_mismatch``.
 FLOPS_RATIO_RANGE = (0.8, 1.25)
 
 
-def physics_warnings(metrics: dict[str, Any], devices: int = 1) -> list[str]:
+def physics_warnings(metrics: dict[str, Any], devices: int = 1, cv_target: float | None = None) -> list[str]:
     """The ``WARNINGS`` codes that a measured record's metrics fail (empty if none); peaks in
-    ``metrics`` are per device, achieved FLOP/s over all ``devices``."""
+    ``metrics`` are per device, achieved FLOP/s over all ``devices``; ``cv_target`` (the run's
+    precision target, 1) is what the peak's own spread is held to."""
     codes = []
+    if metrics.get("peak_source") == "none":
+        codes.append("no_quiet_peak")
+    spread = metrics.get("peak_spread")
+    if cv_target is not None and spread is not None and spread > cv_target:
+        codes.append("peak_spread_above_target")
     utilizations = (metrics.get("flops_utilization"), metrics.get("model_flops_utilization"))
     if any(u is not None and u > 1.0 for u in utilizations):
         codes.append("utilization_above_1")

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from paradnn import backends, families, hardware, meters, sizes
+from paradnn import backends, families, hardware, meters, progress, sizes
 from paradnn.errors import InfrastructureError, ParadnnError, SpecError
 from paradnn.measure import MeasureSettings, time_calls
 from paradnn.record import PHASES, Record, phase_metric, physics_warnings
@@ -105,6 +105,7 @@ def run_workload(
     tags: dict[str, Any] = {}
     phases = Phases(metrics)
     try:
+        progress.phase("compiling")
         t0 = time.perf_counter()
         program = backend.compile(workload, settings)
         compile_wall = time.perf_counter() - t0
@@ -128,6 +129,7 @@ def run_workload(
                 f"predicted from compiled memory analysis: peak {peak} B > limit {limit} B",
                 metrics={**metrics, "oom_predicted": True}, tags=tags, **context_)
 
+        progress.phase("timing")
         state, batch = phases.run("init", lambda: backend.init(program))
         timing = time_calls(program.call, state, batch, settings, sync=backend.sync,
                             loss_value=backend.loss_value,
@@ -144,11 +146,13 @@ def run_workload(
             return Record.failed(workload, "error", f"non-finite loss {timing.final_loss}",
                                  metrics=metrics, tags=tags, **context_)
 
+        progress.phase("counting costs and memory")
         metrics.update(phases.run("costs", lambda: backend.costs(program)))
         metrics.update(phases.run("memory", lambda: backend.memory_breakdown(program)))
         metrics["model_flops_per_step"] = phases.run("costs", lambda: model_flops_per_step(workload))
+        progress.phase("reading the peak")
         metrics.update(derived_metrics(metrics, workload, platform))
-        warnings = physics_warnings(metrics, workload.devices)
+        warnings = physics_warnings(metrics, workload.devices, settings.cv_target)
     except ParadnnError:
         raise  # bad input (e.g. an image too small for a zoo model) is the user's to fix, not data
     except OSError as exc:
@@ -197,12 +201,15 @@ class Phases:
 
 
 def derived_metrics(m: dict[str, Any], workload: Workload, platform: dict[str, Any]) -> dict[str, Any]:
-    """Throughput, FLOPS, utilization and intensity from the measured and counted quantities."""
+    """Throughput, FLOPS, utilization and intensity from the measured and counted quantities, and
+    which peak the utilizations divide by (``peak_id``: none where only contended probes of
+    this host are on record, and then no utilization)."""
     peak = hardware.peaks(platform["device_kind"], workload.dtype, platform["device_platform"])
     peak_flops = peak.flops
     step = m["step_time_s"]
     executed = m.get("flops_per_step")  # None where the framework does not count them
     flops_per_sec = executed / step if executed else None
+    total_peak = peak_flops * workload.devices if peak_flops else None
     return {
         "examples_per_sec": workload.batch / step,
         "flops_per_sec": flops_per_sec,
@@ -210,8 +217,11 @@ def derived_metrics(m: dict[str, Any], workload: Workload, platform: dict[str, A
         "peak_bytes_per_sec": peak.bytes_per_sec,
         "peak_source": peak.source,
         "peak_method": peak.method,
+        "peak_id": peak.id,
+        "peak_measured_utc": peak.measured_utc,
+        "peak_spread": peak.spread,
         "useful_flops_ratio": m["model_flops_per_step"] / executed if executed else None,
-        "flops_utilization": flops_per_sec / (peak_flops * workload.devices) if executed else None,
-        "model_flops_utilization": m["model_flops_per_step"] / step / (peak_flops * workload.devices),
+        "flops_utilization": flops_per_sec / total_peak if executed and total_peak else None,
+        "model_flops_utilization": m["model_flops_per_step"] / step / total_peak if total_peak else None,
         "arithmetic_intensity": executed / m["bytes_per_step"] if executed and m.get("bytes_per_step") else None,
     }

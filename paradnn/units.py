@@ -117,6 +117,12 @@ def _significant(v: float, digits: int) -> str:
     return text.rstrip("0").rstrip(".") if "." in text else text
 
 
+def significant(value: float, digits: int = 3) -> str:
+    """``value`` (finite, non-zero) to ``digits`` significant digits in plain decimal notation:
+    25060 -> ``25060`` at 4 digits, 0.0012345 -> ``0.001235``; no exponent."""
+    return _significant(float(value), digits)
+
+
 def compact(value: float | None, digits: int = 3) -> str:
     """A number in one short format: ``digits`` significant digits with an SI suffix (k, M, G,
     T, P) from 1000 up: 0.423, 510, 3.81k, 12.3M; no exponent from 0.001 up; "" for None, NaN
@@ -162,6 +168,24 @@ def duration(seconds: float | None) -> str:
     if hours:
         return f"{hours}h{minutes:02d}m"
     return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
+
+
+def precise_duration(seconds: float | None, digits: int = 3) -> str:
+    """A measured time to ``digits`` significant digits, in the unit that reads best: ``20.5 µs``
+    below a millisecond, ``2.51 ms`` below a second, ``25.1 s`` below a minute, then
+    :func:`duration`'s ``12m05s``; never an exponent ("2.506e+04 ms" reads ``25.1 s``).
+    "unknown" for None, NaN and infinities. Step times and their intervals use it."""
+    if not _finite(seconds):
+        return "unknown"
+    v = float(seconds)  # type: ignore[arg-type]
+    if v == 0:
+        return "0 s"
+    if v >= 59.5:
+        return duration(v)
+    for scale, unit in ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs"), (1e-9, "ns")):
+        if abs(v) >= scale * (1 - 0.5 * 10.0 ** -digits) or scale == 1e-9:
+            return f"{_significant(v / scale, digits)} {unit}"
+    return f"{v} s"  # unreachable: the loop ends with ns
 
 
 def byte_unit(largest: float) -> tuple[str, int]:

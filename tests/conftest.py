@@ -8,6 +8,7 @@ os.environ.setdefault("PARADNN_CACHE", tempfile.mkdtemp(prefix="paradnn-test-cac
 # contended: accept its spread, or each test process would measure the peaks again.
 # tests/test_probe.py checks the contention rule itself.
 os.environ.setdefault("PARADNN_PROBE_MAX_CV", "10")
+os.environ.setdefault("PARADNN_PROBE_MAX_LOAD", "1000")  # other processes' busy cores, likewise
 
 import pytest  # noqa: E402
 

@@ -163,7 +163,14 @@ def test_warning_codes_round_trip():
     for empty in (None, "", math.nan):
         assert warning_codes(empty) == []
     assert set(physics_warnings(_metrics(model_flops_utilization=2.0, arithmetic_intensity=1.0,
-                                         useful_flops_ratio=3.0))) == set(WARNINGS)
+                                         useful_flops_ratio=3.0, peak_source="none", peak_spread=0.2),
+                                cv_target=0.1)) == set(WARNINGS)
+
+
+def test_peak_spread_is_held_to_the_runs_target():
+    assert physics_warnings(_metrics(peak_spread=0.03), cv_target=0.05) == []
+    assert physics_warnings(_metrics(peak_spread=0.08), cv_target=0.05) == ["peak_spread_above_target"]
+    assert physics_warnings(_metrics(peak_spread=0.08)) == []  # no target given: nothing to hold it to
 
 
 def test_real_big_model_is_timed_in_three_steps(tiny_settings):

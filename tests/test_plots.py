@@ -169,6 +169,8 @@ def _every_figure(gold, trust):
         "params": lambda: P.params_range(A.params_range(gold)),
         "utilization": lambda: P.utilization_comparison(
             A.family_ranges(gold, "flops_utilization", by="device_kind")),
+        "utilization-unstable": lambda: P.utilization_comparison(
+            A.family_ranges(trust, "model_flops_utilization", by="device_kind", include_unstable=True)),
         "saturation": lambda: P.saturation(A.saturation(fc)),
         "saturation-trust": lambda: P.saturation(A.saturation(trust[trust.family == "fc"]), max_models=8),
         "op_roofline": lambda: P.op_roofline(A.op_roofline(ops, 1e11, 1e9)),
@@ -178,7 +180,7 @@ def _every_figure(gold, trust):
 
 FIGURES = ["heatmap-panels", "heatmap-trust", "heatmap-paper-size", "heatmap-cnn", "heatmap-rnn", "sensitivity",
            "roofline", "roofline-trust", "roofline-batch", "speedup", "speedup-dtype",
-           "speedup-ranges", "params", "utilization", "saturation", "saturation-trust",
+           "speedup-ranges", "params", "utilization", "utilization-unstable", "saturation", "saturation-trust",
            "op_roofline", "op_breakdown"]
 
 
@@ -469,3 +471,15 @@ def test_every_figure_function_is_importable_from_plots_under_its_name():
     from paradnn import units
 
     assert P.compact is units.compact and P.si is units.si
+
+
+def test_utilization_ranges_draw_unstable_runs_hatched_and_counted(trust):
+    ur = A.family_ranges(trust, "model_flops_utilization", by="device_kind", include_unstable=True)
+    assert ur["n_unstable"].sum() >= 1
+    fig = P.utilization_comparison(ur)
+    hatched = [p for p in fig.axes[0].patches if p.get_hatch()]
+    assert len(hatched) == int((ur[ur["kind"] != "real"]["n_unstable"] > 0).sum())
+    texts = [t.get_text() for t in fig.axes[0].texts]
+    assert any(t.endswith("unstable") for t in texts)
+    legend = [t.get_text() for lg in fig.legends for t in lg.get_texts()]
+    assert any("includes unstable runs" in t for t in legend)

@@ -158,7 +158,9 @@ def test_report_marks_unstable_runs_and_says_how_many_were_left_out(trust_writte
     m = re.search(r"geometric mean ([0-9.]+)x, 95% CI ([0-9.]+)x-([0-9.]+)x", caption)
     assert m and float(m.group(2)) <= float(m.group(1)) <= float(m.group(3))
     assert "4 cross-hatched cells rest on unstable runs only" in page
-    assert "unstable runs left out" in page  # utilization ranges
+    # Utilization ranges draw unstable runs, marked, and say how many.
+    assert re.search(r"\d+ of \d+ runs are unstable \(timing missed its precision target\): their ranges are "
+                     "hatched", page)
 
 
 def test_report_warnings_section_lists_flagged_runs_with_cause(trust_written, trust):
@@ -430,7 +432,7 @@ def test_report_renders_in_headless_chromium_at_1400px(trust_written):
         browser.open(path.as_uri())
         state = browser.eval(_LAYOUT)
         shots = {"top": browser.screenshot()}
-        for name in ("warnings", "heatmap:fc", "roofline", "speedup:dtype", "saturation", "unsupported"):
+        for name in ("summary", "warnings", "heatmap:fc", "roofline", "speedup:dtype", "saturation", "unsupported"):
             top = state["anchors"][name]
             shots[name] = browser.screenshot({"x": 0, "y": top, "width": 1400, "height": 1000})
         errors = browser.errors()
@@ -438,6 +440,9 @@ def test_report_renders_in_headless_chromium_at_1400px(trust_written):
         browser.close()
     assert errors == []
     assert state["title"] == "paradnn report"
+    # The first screen answers "how fast?": the summary of every run starts within it, above
+    # the warnings.
+    assert state["anchors"]["summary"] < 600 and state["anchors"]["summary"] < state["anchors"]["warnings"]
     assert state["images"] >= len(ALL) and state["broken"] == 0
     assert state["sections"][:2] == ["params_range", "heatmap:fc"]
     # No horizontal scroll, nothing sticks out of the viewport.
@@ -562,3 +567,53 @@ def test_missing_saturation_gives_the_batches_to_add(gold, tmp_path):
     assert sorted(w.batch for w in plan.workloads) == [128, 256, 512, 1024]
     assert {(w.spec.layers, w.spec.nodes) for w in plan.workloads} == {(4, 256)}
     assert m.configs == 3 and m.command == "paradnn sweep saturation.yaml --store results.db"
+
+
+def test_first_section_is_every_runs_throughput_step_time_and_utilization(trust_written, trust):
+    from paradnn.report.summary import STEP_TIME, THROUGHPUT, summary_table
+
+    _, page = trust_written
+    table = summary_table(trust)
+    assert len(table) == len(trust)  # every run, failed ones included
+    assert {THROUGHPUT, STEP_TIME, "model_flops_utilization [%]", "status"} <= set(table.columns)
+    ok = table[table["status"].str.startswith("ok")]
+    assert ok[THROUGHPUT].str.len().min() > 0 and ok[STEP_TIME].str.contains(r"\(.+ to .+\)").all()
+    assert (table["status"] == "ok, unstable").sum() == 4
+    assert not table[STEP_TIME].str.contains("e[+-]", regex=True).any()
+    # On the page: after the header, before the contents and the warnings.
+    assert page.index('id="summary"') < page.index("<h2>Contents</h2>") < page.index('id="warnings"')
+    assert "How fast: every run" in page
+
+
+def test_remeasure_recipe_lists_exactly_the_unstable_configs_with_the_flag(trust):
+    import yaml
+
+    from paradnn.analysis.columns import ok_rows, unstable_mask
+    from paradnn.report.recipes import REMEASURE_FILE, remeasure_unstable
+
+    again = remeasure_unstable(trust, "trust.db")
+    ok = ok_rows(trust)
+    assert again["unstable"] == int(unstable_mask(ok).sum()) == 4
+    assert again["command"] == f"paradnn sweep {REMEASURE_FILE} --store trust.db --remeasure-unstable"
+    spec = yaml.safe_load(again["sweep_file"])
+    listed = sum(len(p["axes"]["batch"]) for p in spec["parts"])
+    assert listed == again["configs"] <= 4 and listed >= 1
+    assert remeasure_unstable(ok[~unstable_mask(ok)], "trust.db") is None
+
+
+def test_sensitivity_resting_on_unstable_runs_recommends_measuring_them_again(gold):
+    """Enough FC runs for the regression, but all except two unstable: the recipe is the sweep
+    of exactly those configs with --remeasure-unstable, not a new grid."""
+    import yaml
+
+    df = gold.assign(stable=True)
+    fc = df[(df["family"] == "fc") & (df["status"] == "ok")].index
+    df.loc[fc[2:], "stable"] = False
+    _, missing = report.plan(df, store="g.db")
+    m = next(m for m in missing if m.id == "sensitivity:fc")
+    assert m.command == "paradnn sweep remeasure-unstable.yaml --store g.db --remeasure-unstable"
+    spec = yaml.safe_load(m.sweep_file)
+    # The distinct configs of the unstable runs of the store's main platform (repeats and other
+    # platforms' runs are not listed, and the text says so).
+    assert 0 < sum(len(p["axes"]["batch"]) for p in spec["parts"]) == m.configs < len(fc) - 2
+    assert "other platforms" in m.change

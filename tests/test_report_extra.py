@@ -144,3 +144,19 @@ def test_cli_report_has_the_sections_and_page_width_figures(full, tmp_path):
     for header in ("memory_activations_bytes [B]", "power_w [W]", "energy_per_example_j [J/example]",
                    "host_cpu_utilization [fraction of the host's cores]", "speedup [x]"):
         assert header in page
+
+
+def test_memory_caption_names_the_axis_unit_and_titles_name_the_study(full):
+    from paradnn import plots
+    from paradnn.report.sections import TITLES
+
+    _, df = full
+    sections, _ = report.plan(df)
+    memory = next(s for s in sections if s.id == "memory")
+    item = memory.items[0]
+    fig = item.make_figure()
+    unit = re.search(r"memory per device \((\w+)\)", fig.axes[0].get_ylabel()).group(1)
+    assert f"({unit}, the axis's unit" in item.caption and unit == plots.memory_unit(df)[0]
+    # "TBD" is a study, named with its authors, never a bare "to be determined".
+    for title in TITLES.values():
+        assert "TBD" not in title or "Zhu et al. 2018" in title, title

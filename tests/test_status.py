@@ -115,3 +115,39 @@ def test_sweep_final_line_is_honest_on_resume(tmp_path):
     assert again.returncode == 0, again.stderr
     assert "0 measured now (none), 2 already in the store; 2 rows for this sweep (error 2)" in again.stdout
     assert "0 config(s) to measure, 2 already in the store" in again.stderr
+
+
+@pytest.mark.slow
+def test_status_counts_unstable_rows_and_its_remeasure_command_runs_as_printed(tmp_path):
+    """Two tiny FC runs that cannot meet a 1e-6 precision target are unstable: status counts
+    them, prints a sweep file listing exactly their configs and the command with
+    --remeasure-unstable; run as printed, it measures both again (same record keys)."""
+    import yaml
+
+    from paradnn.store import load
+
+    db = tmp_path / "r.db"
+    unstable = {**TINY, "cv_target": 1e-6}
+    sweep(grid("fc", layers=2, nodes=[16, 32], input=12, output=5, batch=4), store=db,
+          executor="inprocess", settings=unstable, cache_dir=None, progress=False)
+    r = _cli("status", str(db))
+    assert r.returncode == 0, r.stderr
+    assert "unstable: 2 of 2 ok rows missed their precision target (stable false; fc 2)" in r.stdout
+    lines = r.stdout.splitlines()
+    start = next(i for i, line in enumerate(lines) if "write this as remeasure-unstable.yaml" in line)
+    end = next(i for i, line in enumerate(lines) if line.lstrip().startswith("next ") and i > start)
+    text = "\n".join(line[12:] for line in lines[start + 1:end])
+    spec = yaml.safe_load(text)
+    assert float(spec["settings"]["cv_target"]) == pytest.approx(1e-6)  # YAML reads 1e-06 as text: parsed by the sweep
+    command = lines[end].split("next", 1)[1].strip()
+    assert command == f"paradnn sweep remeasure-unstable.yaml --store {db} --remeasure-unstable"
+    (tmp_path / "remeasure-unstable.yaml").write_text(text)
+    keys_before = set(load(db)["key"])
+    assert command.startswith("paradnn ")  # run as printed, the console script as python -m paradnn
+    again = subprocess.run([sys.executable, "-m", "paradnn", *command.split()[1:], "--no-cache"],
+                           capture_output=True, text=True, cwd=tmp_path,
+                           env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=600)
+    assert again.returncode == 0, again.stderr
+    assert "2 measured now" in again.stdout
+    rows = load(db)
+    assert len(rows) == 4 and set(rows["key"]) == keys_before  # the same configs, measured again

@@ -48,3 +48,19 @@ def test_byte_size_and_unit_are_binary():
     # The units the formatter prints are the units the parser reads.
     for name, scale in units.BINARY_UNITS:
         assert units.parse_bytes(f"2{name}") == 2 * scale
+
+
+@pytest.mark.parametrize("seconds, text", [(25.06, "25.1 s"), (2.0449e-5, "20.4 µs"), (0.00214, "2.14 ms"),
+                                           (0.9996, "1 s"), (61, "1m01s"), (0, "0 s"), (None, "unknown")])
+def test_precise_duration_never_prints_an_exponent(seconds, text):
+    from paradnn.units import precise_duration
+
+    assert precise_duration(seconds) == text
+
+
+def test_report_table_numbers_are_plain_in_the_usual_range():
+    from paradnn.report.html import table_number
+
+    assert table_number(25060.0) == "25060" and table_number(0.0012346) == "0.001235"
+    assert table_number(0.0) == "0" and table_number(float("nan")) == ""
+    assert "e" in table_number(3e-7)  # beyond the plain range an exponent is clearer

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from paradnn import families
-from paradnn.analysis.columns import drop_unstable, ok_rows, require_columns, unit
+from paradnn.analysis.columns import drop_unstable, ok_rows, require_columns, unit, unstable_mask
 
 
 def _group_label(row: pd.Series) -> str:
@@ -29,8 +29,9 @@ def family_ranges(df: pd.DataFrame, value: str, by: str | None = None,
     Runs whose timing missed its precision target (``stable`` False) are left out unless
     ``include_unstable``.
 
-    Returns ``DataFrame[by?, label, kind, n, min, p10, median, p90, max]``; ``kind`` is
-    ``generated`` or ``real``. ``attrs``: ``value``, ``unit``, ``unstable_excluded``.
+    Returns ``DataFrame[by?, label, kind, n, n_unstable, min, p10, median, p90, max]``; ``kind``
+    is ``generated`` or ``real``; ``n_unstable`` counts the group's unstable runs (0 unless
+    ``include_unstable``). ``attrs``: ``value``, ``unit``, ``unstable_excluded``.
     """
     require_columns(df, (value,), "family_ranges")
     rows, n_unstable = drop_unstable(ok_rows(df), include_unstable)
@@ -52,10 +53,10 @@ def family_ranges(df: pd.DataFrame, value: str, by: str | None = None,
         key = key if isinstance(key, tuple) else (key,)
         v = g["_v"]
         rec = dict(zip(([by] if by else []) + ["kind", "label"], key))
-        rec.update(n=len(v), min=v.min(), p10=v.quantile(0.1), median=v.median(),
+        rec.update(n=len(v), n_unstable=int(unstable_mask(g).sum()), min=v.min(), p10=v.quantile(0.1), median=v.median(),
                    p90=v.quantile(0.9), max=v.max())
         out.append(rec)
-    cols = ([by] if by else []) + ["label", "kind", "n", "min", "p10", "median", "p90", "max"]
+    cols = ([by] if by else []) + ["label", "kind", "n", "n_unstable", "min", "p10", "median", "p90", "max"]
     result = pd.DataFrame(out, columns=cols)
     # Generated families first, then real models by size, as the paper orders Fig 1.
     result = result.sort_values(["kind", "median"], key=lambda s: s.map({"generated": 0, "real": 1})

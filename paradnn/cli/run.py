@@ -8,9 +8,9 @@ import json
 import sys
 from typing import Any, Callable
 
-from paradnn import backends, families
+from paradnn import backends, families, progress
 from paradnn.specs import DTYPES, OPTIMIZERS, Workload
-from paradnn.units import si
+from paradnn.units import precise_duration, si, significant
 
 #: Most data-parallel devices a workload may name (far above any single host).
 MAX_DEVICES = 65_536
@@ -33,9 +33,11 @@ def _spec_field_type(fam: families.Family, name: str, default: Any):
     return integer_or_word
 
 
-def add_spec_subparsers(parser: argparse.ArgumentParser, handler: Callable, settings: bool = True) -> None:
+def add_spec_subparsers(parser: argparse.ArgumentParser, handler: Callable, settings: bool = True,
+                        cache: bool = False) -> None:
     """Add ``fc|cnn|rnn|real`` sub-subcommands whose flags are the spec's fields, plus
-    --batch --dtype --optimizer --devices (and the measurement settings when ``settings``)."""
+    --batch --dtype --optimizer --devices (and the measurement settings when ``settings``,
+    ``--no-cache`` when ``cache``: the command uses the compilation cache)."""
     from paradnn.cli import Parser, typed
     from paradnn.units import parse_bytes as _bytes, parse_int
 
@@ -75,6 +77,10 @@ def add_spec_subparsers(parser: argparse.ArgumentParser, handler: Callable, sett
                        "weights+optimizer state or compiled peak exceed it are recorded oom "
                        "(default: the device's memory; the host's on a CPU)")
         p.add_argument("--json", action="store_true", help="print exactly one JSON object")
+        if cache:
+            p.add_argument("--no-cache", action="store_true",
+                           help="do not use the persistent compilation cache (default: the one "
+                           "sweeps use, $XDG_CACHE_HOME/paradnn/xla or ~/.cache/paradnn/xla)")
         if settings:
             add_settings_flags(p)
         p.set_defaults(func=handler)
@@ -126,23 +132,24 @@ def _summary(record) -> str:
     lines = [f"{w['family']}: {spec}", f"status: {record.status}" + (f" ({record.error})" if record.error else "")]
     if record.status != "ok":
         return "\n".join(lines)
-    ms = 1e3
+    t = precise_duration  # 20.4 µs, 2.51 ms, 25.1 s: never 2.506e+04 ms
     peak = f"{si(d['peak_flops'], 'FLOP/s')} per device x {w['devices']}"
     lines += [
-        f"throughput        {d['examples_per_sec']:.4g} examples/s",
-        f"step time         {d['step_time_s'] * ms:.4g} ms median (95% CI {d['step_time_ci_low_s'] * ms:.4g}-"
-        f"{d['step_time_ci_high_s'] * ms:.4g} ms; p10 {d['step_time_p10_s'] * ms:.4g}, p90 "
-        f"{d['step_time_p90_s'] * ms:.4g} ms)",
+        f"throughput        {significant(d['examples_per_sec'], 4)} examples/s",
+        f"step time         {t(d['step_time_s'])} median (95% CI {t(d['step_time_ci_low_s'])} to "
+        f"{t(d['step_time_ci_high_s'])}; p10 {t(d['step_time_p10_s'])}, p90 {t(d['step_time_p90_s'])})",
         f"precision         cv {d['step_time_cv']:.2%} (target {d['cv_target']:.2%}: "
         f"{'met' if d['stable'] else 'NOT met'}); {d['timed_calls']} timed calls x "
         f"{d['steps_per_call_used']} steps after {d['warmup_calls_used']} warm-up calls ({d['warmup_elapsed_s']:.3g} s)",
-        f"utilization       {d['model_flops_utilization']:.1%} of {peak} from useful FLOPs (analytic count)"
-        + (f"; {d['flops_utilization']:.1%} from executed FLOPs ({d['flops_source']})"
-           if d.get("flops_utilization") is not None else ""),
+        (f"utilization       {d['model_flops_utilization']:.1%} of {peak} from useful FLOPs (analytic count)"
+         + (f"; {d['flops_utilization']:.1%} from executed FLOPs ({d['flops_source']})"
+            if d.get("flops_utilization") is not None else "")
+         if d.get("model_flops_utilization") is not None else "utilization       not computed (no quiet peak on record)"),
         f"FLOPs per step    {si(d['model_flops_per_step'], 'FLOP')} useful (analytic), "
         + (f"{si(d['flops_per_step'], 'FLOP')} executed ({d['flops_source']}), ratio {d['useful_flops_ratio']:.3g}"
            if d.get("flops_per_step") else f"executed not counted ({d['flops_source']})"),
-        f"peak              {peak} ({d['peak_source']}; {d['peak_method']})",
+        f"peak              {peak} ({d['peak_source']}; {d['peak_method']}"
+        + (f"; spread cv {d['peak_spread']:.1%}" if d.get("peak_spread") else "") + ")",
         f"parameters        {d['params']:,}",
         f"compile           {d['compile_s']:.3g} s",
         f"platform          {d['device_platform']} / {d['device_kind']} ({d['cpu_model']}), "
@@ -212,12 +219,24 @@ def check_backend(framework: str = backends.DEFAULT) -> tuple[dict[str, Any], di
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from paradnn.runner import run_workload
-
     workload = workload_from_args(args)
-    check_backend(workload.framework)
     settings = settings_from_args(args)
-    record = run_workload(workload, settings, args.memory_limit)
+    # A line before the framework starts (seconds of imports), then one every few seconds.
+    spec = ", ".join(f"{k}={v}" for k, v in workload.spec.to_dict().items() if k != "family")
+    print(f"paradnn: measuring {workload.family} ({spec}), batch {workload.batch}, {workload.dtype}, with "
+          f"{workload.framework} (time budget "
+          f"{settings.time_budget_s:g} s after compiling)", file=sys.stderr, flush=True)
+    with progress.heartbeat("run"):
+        progress.phase(f"starting {workload.framework}")
+        from paradnn.runner import run_workload
+
+        check_backend(workload.framework)
+        from paradnn.executors import Caches, default_cache_dir
+
+        # The compilation cache a sweep uses: a model run before compiles in a fraction of the
+        # time (compile_s says which), as in a sweep.
+        Caches(None if args.no_cache else default_cache_dir()).ensure(workload.framework)
+        record = run_workload(workload, settings, args.memory_limit)
     if args.json:
         print(json.dumps(record.to_dict(), default=str))
     else:
@@ -228,7 +247,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_probe(args: argparse.Namespace) -> int:
-    from paradnn.hardware import probe
+    from paradnn.hardware import best_quiet, on_record, probe
 
     check_backend()
     result = probe(refresh=args.refresh)
@@ -248,10 +267,22 @@ def _cmd_probe(args: argparse.Namespace) -> int:
           f"{result['spread']['bandwidth']:.1%})")
     if result.get("spec"):
         print(f"spec peaks {result['spec']}")
-    print(f"method     {result['method']}; measured {result['measured_utc']}")
+    load = result.get("host_load") or {}
+    other = load.get("other_busy_cores")
+    print(f"method     {result['method']}; measured {result['measured_utc']} (probe {result.get('id')}"
+          + (f"; other processes kept {other:.2f} of {load.get('cpus')} cores busy" if other is not None else "")
+          + ")")
+    entries = on_record()
+    quiet = sum(not e.get("contended") for e in entries)
+    used = best_quiet(entries, "float32")
+    print(f"on record  {len(entries)} probes of this host and software ({quiet} quiet, {len(entries) - quiet} "
+          "contended); utilization divides by "
+          + (f"probe {used['id']} ({used['measured_utc']}, float32 {si(used['peak_flops']['float32'], 'FLOP/s')})"
+             if used else "nothing: no quiet probe on record"))
     if result["contended"]:
-        print(f"paradnn: warning: the host was busy (spread above cv {result['max_cv']:.0%}): this probe "
-              "is not cached; run it again on a quiet host", file=sys.stderr)
+        print(f"paradnn: warning: the host was busy ({'; '.join(result.get('contended_reasons', []))}): this "
+              "probe is stored as contended and never used for utilization; run it again on a quiet host "
+              "(paradnn probe --refresh)", file=sys.stderr)
     return 0
 
 
@@ -336,7 +367,7 @@ def _cmd_maxbatch(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("run", help="measure one training workload", description="Measure one training workload.")
-    add_spec_subparsers(p, _cmd_run)
+    add_spec_subparsers(p, _cmd_run, cache=True)
     p = sub.add_parser("probe", help="measure GEMM FLOPS and memory bandwidth of this device")
     p.add_argument("--json", action="store_true", help="print exactly one JSON object")
     p.add_argument("--refresh", action="store_true", help="measure again instead of reading the cache")

@@ -75,6 +75,7 @@ def _status(args: argparse.Namespace) -> int:
     if phased:
         print(f"\nwhere the time went ({len(phased)} row(s) with a phase breakdown, "
               f"docs/metrics.md): {format_phase_totals(phase_totals(phased))}")
+    _print_unstable(df, stores)
     return _print_failures(table)
 
 
@@ -93,6 +94,32 @@ def _print_failures(table: pd.DataFrame) -> int:
     print("\nA sweep skips configs that have a record, failures included: after a fix, measure "
           "again with `paradnn sweep FILE --repeat N` or into a new store.")
     return 0
+
+
+def _print_unstable(df: pd.DataFrame, stores: list[str]) -> None:
+    """The ok rows whose timing missed its precision target, per family, and the sweep that
+    measures them again (``paradnn.report.recipes.remeasure_unstable``)."""
+    from paradnn.analysis.columns import unstable_mask
+    from paradnn.report.recipes import REMEASURE_FILE, remeasure_unstable
+
+    ok = df[df["status"] == "ok"]
+    bad = unstable_mask(ok)
+    if not bad.any():
+        if "stable" in ok.columns:
+            print(f"\nunstable: none of the {len(ok)} ok rows (every timing met its precision target)")
+        return
+    per_family = ok[bad]["family"].fillna("?").value_counts()
+    print(f"\nunstable: {int(bad.sum())} of {len(ok)} ok rows missed their precision target (stable "
+          f"false; {', '.join(f'{f} {n}' for f, n in per_family.items())}); the report draws them "
+          "marked and leaves them out of regressions and speedup claims")
+    again = remeasure_unstable(df, stores[0])
+    if again is None:
+        return
+    print(f"   why      {again['change']}")
+    if again["sweep_file"]:
+        print(f"   file     write this as {REMEASURE_FILE} ({again['configs']} configs):")
+        print("\n".join("            " + line for line in again["sweep_file"].splitlines()))
+    print(f"   next     {again['command']}")
 
 
 def _merge(args: argparse.Namespace) -> int:

@@ -24,7 +24,7 @@ from paradnn.plots.heatmaps import heatmap
 from paradnn.plots.infeeds import infeed
 from paradnn.plots.ranges import family_ranges, params_range, utilization_comparison
 from paradnn.plots.resources import (
-    ENERGY_METRICS, MAX_BARS, MEMORY_PARTS, UTILIZATION_METRICS, energy, memory_breakdown,
+    ENERGY_METRICS, MAX_BARS, MEMORY_PARTS, UTILIZATION_METRICS, energy, memory_breakdown, memory_unit,
     model_names, utilization,
 )
 from paradnn.plots.rooflines import op_breakdown, op_roofline, roofline
@@ -45,7 +45,7 @@ __all__ = [
     "speedup_by_config", "family_ranges", "params_range", "utilization_comparison", "saturation",
     "memory_breakdown", "energy", "utilization", "model_names", "infeed", "scaling", "bandwidth",
     "ops_roofline", "compare_heatmap", "compact", "si",
-    "MEMORY_PARTS", "ENERGY_METRICS", "UTILIZATION_METRICS", "MAX_BARS",
+    "MEMORY_PARTS", "ENERGY_METRICS", "UTILIZATION_METRICS", "MAX_BARS", "memory_unit",
     "PAGE_WIDTH_IN", "DPI_1X", "DPI_2X", "MIN_FONT_PT", "CELL_FONT_PT", "STYLE", "PlotFigure",
     "DTYPE_COLORS", "FRAMEWORK_MARKS", "WARNING_COLOR",
 ]

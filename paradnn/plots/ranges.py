@@ -26,22 +26,31 @@ def family_ranges(fr: pd.DataFrame, title: str | None = None, log: bool = True) 
     fig, ax = new_figure(0.42 * len(labels) * max(1, len(groups)) ** 0.5 + 2.0)
     height = 0.8 / len(groups)
     handles = []
+    unstable_any = False
     palette = ("tab:blue", "tab:orange", "tab:green", "tab:purple", "tab:brown")
     for gi, g in enumerate(groups):
         sel = fr if g is None else fr[fr[by] == g]
         color = palette[gi % len(palette)]
         for _, r in sel.iterrows():
             yv = labels.index(r["label"]) + (gi - (len(groups) - 1) / 2) * height
+            shaky = int(r.get("n_unstable", 0) or 0)
+            unstable_any = unstable_any or shaky > 0
             if r["kind"] == "real" or r["min"] == r["max"]:
-                if r["kind"] == "real":
+                if r["kind"] == "real":  # hollow: rests on unstable runs
                     ax.scatter([r["median"]], [yv], marker="o", s=60, color=color,
-                               edgecolors="black", zorder=5)
+                               facecolors="none" if shaky else color, edgecolors=color if shaky else "black",
+                               linewidths=1.5, zorder=5)
                 else:  # a family with a single value: a tick, not a bar
                     ax.scatter([r["median"]], [yv], marker="|", s=120, color=color, zorder=5)
             else:
-                ax.plot([r["min"], r["max"]], [yv, yv], color=color, linewidth=7, alpha=0.6,
-                        solid_capstyle="butt")
+                # Hatched: the range includes unstable runs.
+                ax.barh(yv, r["max"] - r["min"], left=r["min"], height=min(0.5, height * 0.8),
+                        color=color, alpha=0.6, hatch="///" if shaky else None,
+                        edgecolor="black" if shaky else color, linewidth=0)
                 ax.plot([r["median"]], [yv], marker="|", color="black", markersize=13)
+            if shaky:
+                ax.annotate(f"{shaky}/{int(r['n'])} unstable", (r["max"], yv), xytext=(4, 0),
+                            textcoords="offset points", va="center", fontsize=8)
         if g is not None:
             handles.append(Patch(color=color, label=str(g)))
     ax.set_yticks(range(len(labels)), labels)
@@ -56,6 +65,9 @@ def family_ranges(fr: pd.DataFrame, title: str | None = None, log: bool = True) 
     ax.set_xlabel(label(value) + (", log scale" if log else ""))
     ax.set_ylabel("model family / real model")
     ax.invert_yaxis()
+    if unstable_any:
+        handles.append(Patch(facecolor="white", edgecolor="black", hatch="///",
+                             label="includes unstable runs (timing missed its target)"))
     if handles:
         fig.legend(handles=handles, loc="outside right upper", frameon=False)
     left = fr.attrs.get("unstable_excluded", 0)

@@ -64,6 +64,14 @@ def _bars(df: pd.DataFrame) -> pd.DataFrame:
     return bars.fillna(0.0)
 
 
+def memory_unit(df: pd.DataFrame, max_bars: int = MAX_BARS) -> tuple[str, int]:
+    """``(name, bytes per unit)`` of the memory breakdown figure's axis for ``df``: the binary
+    unit its largest drawn bar reaches (:func:`paradnn.units.byte_unit`). Its caption names the
+    same unit."""
+    bars = _bars(df).head(max_bars)
+    return byte_unit(float(bars[list(MEMORY_PARTS)].sum(axis=1).max()) if len(bars) else 0.0)
+
+
 @styled
 def memory_breakdown(df: pd.DataFrame, title: str | None = None, max_bars: int = MAX_BARS) -> Figure:
     """Stacked bars of the memory per device (GiB, MiB, KiB or B: the figure's largest bar
@@ -81,7 +89,7 @@ def memory_breakdown(df: pd.DataFrame, title: str | None = None, max_bars: int =
     x = np.arange(len(bars))
     bottom = np.zeros(len(bars))
     # One binary unit for the figure, chosen by its largest bar: 1.5 MiB, not 0.0015 GiB.
-    name, scale = byte_unit(float(bars[list(MEMORY_PARTS)].sum(axis=1).max()))
+    name, scale = memory_unit(df, max_bars)
     for part in MEMORY_PARTS:
         size = bars[part].to_numpy(float) / scale
         ax.bar(x, size, bottom=bottom, color=_PART_COLORS[part], label=_PART_NAMES[part], width=0.8)

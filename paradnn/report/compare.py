@@ -18,6 +18,7 @@ from paradnn.compare import HISTORY_AXES, History, history, versions_of
 from paradnn.errors import ParadnnError
 from paradnn.plots.compare import compare_heatmap
 from paradnn.report.parts import Item, Missing, Section
+from paradnn.units import precise_duration
 
 __all__ = ["SECTION_ID", "SECTION_TITLE", "compare_section", "latest_change"]
 
@@ -71,8 +72,9 @@ def _table(result: CompareResult) -> pd.DataFrame:
         "ratio (x, NEW/BASE step time)": t["ratio"].round(3),
         "95% CI low (x)": t["ci_low"].round(3), "95% CI high (x)": t["ci_high"].round(3),
         "q (BH)": t["q"], "noise (relative)": t["noise"].round(3),
-        "BASE step time (ms)": (t["base_s"] * 1e3).round(4),
-        "NEW step time (ms)": (t["new_s"] * 1e3).round(4),
+        # Text in the unit that reads best (25.1 s, 20.4 µs), never 2.506e+04 ms.
+        "BASE step time": t["base_s"].map(precise_duration),
+        "NEW step time": t["new_s"].map(precise_duration),
     }).reset_index(drop=True)
 
 

@@ -29,6 +29,8 @@ from paradnn.errors import ParadnnError
 from paradnn.report.parts import Section, Unsupported
 from paradnn.report.rows import marks, plural
 from paradnn.report.sections import plan
+from paradnn.report.summary import summary_table
+from paradnn.units import significant
 from paradnn.report.warnings import warnings_table
 
 MAX_TABLE_ROWS = 60
@@ -43,12 +45,22 @@ def png(fig) -> tuple[str, int]:
     return base64.b64encode(buf.getvalue()).decode("ascii"), round(fig.get_figwidth() * P.DPI_1X)
 
 
+def table_number(v: float) -> str:
+    """A table cell's number: four significant digits in plain notation from 0.001 to 10^9
+    (25060, not 2.506e+04), an exponent only beyond."""
+    if v != v or v in (float("inf"), float("-inf")):
+        return ""
+    if v == 0 or 1e-3 <= abs(v) < 1e9:
+        return "0" if v == 0 else significant(v, 4)
+    return f"{v:.4g}"
+
+
 def html_table(df: pd.DataFrame) -> str:
     """A table (its first ``MAX_TABLE_ROWS`` rows) with every header naming its unit
     (``examples_per_sec [examples/s]``), four significant digits, scrolling sideways."""
     shown = df.head(MAX_TABLE_ROWS)
     headers = {c: label(str(c), table=True) for c in shown.columns}
-    text = shown.rename(columns=headers).to_html(index=False, float_format=lambda v: f"{v:.4g}",
+    text = shown.rename(columns=headers).to_html(index=False, float_format=table_number,
                                     na_rep="", border=0, classes="data")
     if len(df) > len(shown):
         text += f"<p class=note>first {len(shown)} of {len(df)} rows</p>"
@@ -62,7 +74,8 @@ line-height:1.45}
 h1{font-size:1.6em} h2{border-bottom:1px solid #ccc;padding-bottom:.2em;margin-top:2em}
 figure{margin:1em 0} img{max-width:100%;height:auto;outline:1px solid #e4e4e4;display:block}
 figcaption{font-size:.95em;color:#333;margin:.4em 0}
-.scroll{max-width:100%;overflow-x:auto}
+.scroll{max-width:100%;overflow-x:auto} .tall{max-height:420px;overflow-y:auto}
+table.summary td:first-child,table.summary th:first-child{text-align:left}
 table.data{border-collapse:collapse;font-size:.85em} table.data td,table.data th{padding:2px 6px;
 border-bottom:1px solid #ddd;text-align:right} .note{font-size:.9em;color:#555}
 details{margin:.4em 0 1.4em} summary{cursor:pointer;color:#036}
@@ -70,6 +83,25 @@ ul.missing li{margin:.8em 0} pre{background:#f5f5f5;padding:.5em .8em;white-spac
 overflow-wrap:anywhere;font-size:.9em;margin:.3em 0}
 .warn{color:#a00}
 """
+
+
+def summary_html(df: pd.DataFrame) -> str:
+    """The first section: every run's throughput, step time with its 95% CI, utilization and
+    status (:func:`paradnn.report.summary.summary_table`), in a box that scrolls past
+    ``SUMMARY_HEIGHT`` so that the warnings and contents stay near the top of a long store."""
+    table = summary_table(df)
+    if table.empty:
+        return ""
+    util = table.attrs.get("utilization")
+    text = table.to_html(index=False, na_rep="", border=0, classes="data summary")
+    return ('<section id="summary"><h2>How fast: every run</h2>'
+            f"<p class=note>{len(table)} records, grouped by family. Throughput: global batch / "
+            "median step time; step time: median of the timed calls with its distribution-free "
+            "95% confidence interval; "
+            + (f"utilization: {html.escape(util)} (achieved FLOP/s over the peak of the run's device and "
+               "dtype, see peak_id in the data); " if util else "utilization: no run has one; ")
+            + "unstable: the timing missed its precision target.</p>"
+            f'<div class="scroll tall">{text}</div></section>')
 
 
 def warnings_html(df: pd.DataFrame) -> str:
@@ -129,7 +161,9 @@ def render_html(df: pd.DataFrame, sections: list[Section], missing: list[Unsuppo
     if generated_utc:
         out.append(f"<p class=note>generated {esc(generated_utc)} UTC by paradnn</p>")
     warn = warnings_html(df)
+    out.append(summary_html(df))
     out.append("<h2>Contents</h2><ul>"
+               + '<li><a href="#summary">How fast: every run</a></li>'
                + ('<li><a href="#warnings">Warnings</a></li>' if warn else "")
                + "".join(f'<li><a href="#{esc(s.id)}">{esc(s.title)}</a></li>' for s in sections)
                + '<li><a href="#unsupported">Analyses this store cannot support</a></li></ul>')

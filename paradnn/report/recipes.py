@@ -16,7 +16,7 @@ from typing import Any
 import pandas as pd
 
 from paradnn import backends, families
-from paradnn.analysis.columns import FAMILY_FIELDS, SPEC_FIELDS, fmt, ok_rows, workload_label
+from paradnn.analysis.columns import FAMILY_FIELDS, SPEC_FIELDS, fmt, ok_rows, unstable_mask, workload_label
 from paradnn.analysis.cost import estimate_seconds
 from paradnn.analysis.framework import DEFAULT_FRAMEWORK, framework_of, frameworks
 from paradnn.measure import SETTINGS_FIELDS  # the keys a sweep file's settings accept
@@ -46,35 +46,39 @@ def _sweep_yaml(description: str, family: str, fixed: dict, axes: dict, dtypes: 
 MAX_REPLAY_PARTS = 24  # beyond this a listed sweep file is no help to a reader
 
 
-def _replay_yaml(rows: pd.DataFrame, dtype: str, settings: dict,
-                 framework: str | None = None) -> tuple[str, int] | None:
-    """A sweep file that measures the generated workloads of ``rows`` again in ``dtype`` (and
-    under ``framework`` when given): one part per model with its batches. ``(yaml, configs)``,
-    or None when there are too many models to list (or none)."""
+def _replay_yaml(rows: pd.DataFrame, dtype: str | None, settings: dict,
+                 framework: str | None = None, description: str | None = None) -> tuple[str, int] | None:
+    """A sweep file that measures the generated workloads of ``rows`` again in ``dtype`` (None:
+    each row's own dtype, framework and optimizer: the same configs) and under ``framework``
+    when given: one part per model with its batches. ``(yaml, configs)``, or None when there
+    are too many models to list (or none)."""
     parts = []
     gen = rows[rows["family"].isin(GENERATED)] if "family" in rows.columns else rows.iloc[0:0]
+    own = [c for c in ("dtype", "framework", "optimizer", "devices") if dtype is None and c in gen.columns]
     for family, g in gen.groupby("family", sort=True):
         fields = [f for f in FAMILY_FIELDS[family] if f in g.columns and g[f].notna().any()]
+        fields += [c for c in own if g[c].notna().any()]
         for key, gg in g.groupby(fields, sort=True):
             key = key if isinstance(key, tuple) else (key,)
             fixed = dict(zip(fields, key))
+            part_dtype = fixed.pop("dtype", dtype)
             if framework is not None:
                 fixed["framework"] = framework
-            parts.append((family, fixed, sorted(gg["batch"].dropna().unique())))
+            parts.append((family, fixed, sorted(gg["batch"].dropna().unique()), part_dtype))
     if not parts or len(parts) > MAX_REPLAY_PARTS:
         return None
 
     def mapping(d: dict) -> str:
         return "{" + ", ".join(f"{k}: {_yaml_value(v)}" for k, v in d.items()) + "}"
 
-    lines = [f"description: the store's workloads again, in {dtype}"
-             + (f" under {framework}" if framework else ""), "parts:"]
-    for family, fixed, batches in parts:
+    title = description or f"the store's workloads again, in {dtype}"
+    lines = [f"description: {title}" + (f" under {framework}" if framework else ""), "parts:"]
+    for family, fixed, batches, part_dtype in parts:
         lines += [f"  - family: {family}", f"    fixed: {mapping(fixed)}",
-                  f"    axes: {{batch: {_yaml_value(batches)}}}", f"    dtypes: [{dtype}]"]
+                  f"    axes: {{batch: {_yaml_value(batches)}}}", f"    dtypes: [{part_dtype}]"]
     if settings:
         lines.append(f"settings: {mapping(settings)}")
-    return "\n".join(lines) + "\n", sum(len(b) for _, _, b in parts)
+    return "\n".join(lines) + "\n", sum(len(b) for _, _, b, _ in parts)
 
 
 def _store_settings(ok: pd.DataFrame) -> dict:
@@ -96,11 +100,58 @@ def _family_flags(row: pd.Series) -> str:
     return f"{family} {flags} --batch {fmt(row['batch'])} --dtype {row.get('dtype', 'float32')}"
 
 
+#: The file name the report and ``paradnn status`` give the sweep of a store's unstable runs.
+REMEASURE_FILE = "remeasure-unstable.yaml"
+
+
+def remeasure_unstable(df: pd.DataFrame, store: str) -> dict[str, Any] | None:
+    """How to measure a store's unstable ok runs (``stable`` False) again, or None if it has
+    none: ``unstable`` (count), ``sweep_file`` (a sweep file listing exactly their configs with
+    their own settings, so that the new runs get the same record keys; None where they are too
+    many to list or are real models), ``command`` (``paradnn sweep FILE --store STORE
+    --remeasure-unstable``), ``configs`` and ``change`` (what to do, in words)."""
+    ok = ok_rows(df) if len(df) else df
+    bad = ok[unstable_mask(ok)] if len(ok) else ok
+    if not len(bad):
+        return None
+    # Only the most common platform's runs under its most common protocol are listed: a sweep
+    # measures the platform it runs on, and a config's key includes its settings.
+    same = most_common_platform(bad)
+    settings = _store_settings(same)
+    for k, v in settings.items():
+        same = same[same[k].astype(str) == str(v)]
+    replay = _replay_yaml(same, None, settings,
+                          description=f"the {len(same)} unstable runs of {store} again, same configs and settings")
+    out: dict[str, Any] = {"unstable": len(bad), "sweep_file": None, "configs": len(bad),
+                           "command": f"paradnn sweep {REMEASURE_FILE} --store {store} --remeasure-unstable"}
+    why = ("their timing missed its precision target (cv_target) within the time budget, usually "
+           "because the host was busy: measure them again on a quieter host")
+    if replay is not None:
+        out["sweep_file"], out["configs"] = replay
+        out["change"] = (f"{why}; this file lists their configs with their own settings, and "
+                         "--remeasure-unstable measures configs that have only unstable runs again"
+                         + (f" ({len(bad) - len(same)} unstable runs of other platforms, other settings or "
+                            "real models are not listed: run the sweep files that made them with "
+                            "--remeasure-unstable where they ran)"
+                            if len(same) < len(bad) else ""))
+    else:
+        out["command"] = f"paradnn sweep YOUR_SWEEP.yaml --store {store} --remeasure-unstable"
+        out["change"] = f"{why}: run the sweep file that measured them again with --remeasure-unstable"
+    return out
+
+
 def recipe(df: pd.DataFrame, m: Unsupported, hint: dict[str, Any], store: str) -> Unsupported:
     """``m`` with its recipe filled in: the command that supplies the data (naming ``store``),
     the sweep file to write or the change to make, and the estimated time on the store's
     platform. ``hint`` is the section builder's (:class:`~paradnn.report.parts.Missing`)."""
     ok = ok_rows(df) if len(df) else df
+    if hint.get("remeasure"):  # enough runs, but unstable ones: measure those again
+        again = remeasure_unstable(df, store)
+        if again is not None:
+            m.sweep_file, m.command, m.configs = again["sweep_file"], again["command"], again["configs"]
+            m.change = again["change"]
+            m.seconds, m.basis = estimate_seconds(df, m.configs, {})
+            return m
     if hint.get("grid"):
         family = hint["grid"]
         base_fixed, axes = SUGGESTED_GRIDS[family]
@@ -117,8 +168,9 @@ def recipe(df: pd.DataFrame, m: Unsupported, hint: dict[str, Any], store: str) -
         m.configs = len(axes[next(iter(axes))]) * len(axes[list(axes)[1]])
         m.seconds, m.basis = estimate_seconds(df, m.configs, {"family": family, "dtype": dtype})
         if hint.get("unstable"):
-            m.change = (f"or re-measure the {hint['unstable']} unstable runs of the sweep that made "
-                        "them: add --remeasure-unstable to its paradnn sweep command")
+            m.change = (f"{hint['unstable']} unstable runs were left out (not enough to fill the gap "
+                        f"if measured again: `paradnn status {store}` lists the command); this grid "
+                        "adds the runs the analysis needs")
         return m
     if hint.get("smoke"):
         m.command = f"paradnn sweep {SMOKE_SWEEP} --store {store}"

@@ -53,12 +53,12 @@ TITLES: dict[str, str] = {
     "speedup:platform": "Speedup between platforms (ParaDnn Fig 8-11)",
     "speedup:dtype": "Speedup from reduced precision (ParaDnn Fig 12)",
     "speedup:software": "Speedup between software versions (ParaDnn Fig 12)",
-    "frameworks": "Frameworks: speedup of one framework over another (ParaDnn Fig 12 style, TBD)",
+    "frameworks": "Frameworks: speedup of one framework over another (ParaDnn Fig 12 style; TBD, Zhu et al. 2018)",
     "utilization": "FLOPS utilization per family and platform (ParaDnn Fig 11 bottom)",
-    "saturation": "Batch-size saturation (as in the TBD benchmark suite)",
-    "memory": "Memory breakdown by model and batch (TBD Fig 8)",
+    "saturation": "Batch-size saturation (as in TBD, Zhu et al. 2018)",
+    "memory": "Memory breakdown by model and batch (TBD, Zhu et al. 2018, Fig 8)",
     "energy": "Power and energy per example by model and batch",
-    "host_utilization": "Host CPU and device utilization by model and batch (TBD)",
+    "host_utilization": "Host CPU and device utilization by model and batch (TBD, Zhu et al. 2018)",
     "compare": SECTION_TITLE,
 }
 
@@ -173,10 +173,13 @@ def sensitivity_section(df: pd.DataFrame, family: str) -> list[Section]:
     need = max(MIN_ROWS, len(feats) + 2)
     if target is None or not feats or len(rows) < need:
         left = f"; {n_unstable} unstable runs left out" if n_unstable else ""
+        # Would the unstable runs, measured again, be enough? Then that is the recipe.
+        again, _ = one_setting(all_ok)
+        remeasure = bool(n_unstable) and len(again) >= max(MIN_ROWS, len(hyperparameters(again, family)) + 2)
         raise Missing(
             f"at least {need} stable ok {families.display_name(family)} runs of one dtype on one platform varying "
             f"at least one hyperparameter (has {settings_counts(steady)}{left}; varying "
-            f"{feats or 'none'})", {"grid": family, "unstable": n_unstable})
+            f"{feats or 'none'})", {"grid": family, "unstable": n_unstable, "remeasure": remeasure})
     s = A.sensitivity(rows, target, feats, log2=True)
     setting = ", ".join(f"{k}={fmt(v)}" for k, v in chosen.items())
     left = s.attrs.get("unstable_excluded", 0) + n_unstable
@@ -352,16 +355,16 @@ def utilization_section(df: pd.DataFrame) -> list[Section]:
     if len(frameworks(rows)) > 1:  # one range per platform and framework, never mixed
         where = where + ", " + framework_of(rows).astype(str)
     rows = rows.assign(platform=where)
-    ur = A.family_ranges(rows, value, by="platform")
-    left = ur.attrs.get("unstable_excluded", 0)
-    if ur.empty:  # every run missed its precision target: nothing trustworthy to draw
-        raise Missing(f"stable ok runs with {value} ({left} unstable runs left out; measure them "
-                      "again with `paradnn sweep FILE --remeasure-unstable`)", {"smoke": True})
+    # Unstable runs are drawn, marked (a range, not a regression: their medians are still
+    # measurements, only less precise than the target), never dropped from the figure.
+    ur = A.family_ranges(rows, value, by="platform", include_unstable=True)
+    shaky = int(ur["n_unstable"].sum()) if len(ur) else 0
     return [Section("utilization", TITLES["utilization"], [Item(
         f"{label(value)} (achieved FLOP/s over the device's peak for the dtype) per family and "
         "platform: ranges over the generated models"
         + (", points for real models" if (ur["kind"] == "real").any() else "") + ". "
-        + (f"{left} unstable runs left out. " if left else "")
+        + (f"{shaky} of {int(ur['n'].sum())} runs are unstable (timing missed its precision "
+           "target): their ranges are hatched and labelled, real models hollow. " if shaky else "")
         + _utilization_note(rows, value), lambda: P.utilization_comparison(ur), ur)])]
 
 
@@ -404,7 +407,7 @@ def memory_section(df: pd.DataFrame) -> list[Section]:
              / rows[list(P.MEMORY_PARTS)].apply(pd.to_numeric, errors="coerce").sum(axis=1)).dropna()
     return [Section("memory", TITLES["memory"], [Item(
         "Memory per device of one training step in five parts, one bar per model and batch "
-        "(GiB; mean over repeats): weights (parameters and model state), weight gradients, "
+        f"({P.memory_unit(rows)[0]}, the axis's unit; mean over repeats): weights (parameters and model state), weight gradients, "
         "optimizer state, feature maps (activations kept for the backward pass) and workspace "
         "(the rest of the compiled total); the percentage above a bar is the feature maps' share. "
         f"Feature maps are {share.median():.0%} of the total in the median run "

@@ -1,0 +1,70 @@
+"""The report's first table: every run of the store with the answer to "how fast?" (examples/s,
+median step time with its 95% confidence interval, utilization, status), above the warnings and
+the figures."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from paradnn.analysis.columns import (
+    headline_utilization, platform_label, unstable_mask, warning_lists, workload_label,
+)
+from paradnn.analysis.framework import framework_of, frameworks
+from paradnn.units import compact, precise_duration
+
+THROUGHPUT = "throughput [examples/s]"
+STEP_TIME = "step time: median (95% CI)"
+
+
+def _number(row: pd.Series, column: str) -> float | None:
+    value = pd.to_numeric(row.get(column), errors="coerce")
+    return None if pd.isna(value) else float(value)
+
+
+def summary_table(df: pd.DataFrame) -> pd.DataFrame:
+    """One row per record of ``df``, in the store's order grouped by family: ``workload`` (its
+    short name), ``batch``, ``platform``, ``framework`` (where the store has several),
+    :data:`THROUGHPUT` (text, 4 significant digits), :data:`STEP_TIME` (median, with the 95% CI),
+    the utilization (the headline one, :func:`~paradnn.analysis.columns.headline_utilization`,
+    in %), ``status`` (``ok``, ``ok, unstable`` where the timing missed its precision target,
+    or the failure) and ``warnings`` (physics codes). Values are text, units in the headers."""
+    if not len(df):
+        return pd.DataFrame(columns=["workload", "batch", "platform", THROUGHPUT, STEP_TIME,
+                                     utilization_header(None), "status", "warnings"])
+    util = headline_utilization(df)
+    shaky = unstable_mask(df)
+    codes = warning_lists(df)
+    several = len(frameworks(df)) > 1
+    fws = framework_of(df) if several else None
+    out = []
+    for i, r in df.iterrows():
+        step, lo, hi = (_number(r, c) for c in ("step_time_s", "step_time_ci_low_s", "step_time_ci_high_s"))
+        ci = f" ({precise_duration(lo)} to {precise_duration(hi)})" if lo is not None and hi is not None else ""
+        eps = _number(r, "examples_per_sec")
+        u = _number(r, util) if util else None
+        status = str(r.get("status"))
+        if status == "ok" and shaky.loc[i]:
+            status = "ok, unstable"
+        rec = {"workload": workload_label(r), "batch": compact(_number(r, "batch"), 6),
+               "platform": platform_label(r)}
+        if several:
+            rec["framework"] = fws.loc[i]
+        rec.update({
+            THROUGHPUT: compact(eps, 4) if eps is not None else "",
+            STEP_TIME: precise_duration(step) + ci if step is not None else "",
+            utilization_header(util): f"{u:.1%}" if u is not None else "",
+            "status": status,
+            "warnings": ", ".join(codes.loc[i]),
+        })
+        out.append(rec)
+    table = pd.DataFrame(out)
+    order = df["family"].astype(str).reset_index(drop=True) if "family" in df.columns else None
+    if order is not None:
+        table = table.assign(_f=order).sort_values("_f", kind="stable").drop(columns="_f")
+    table.attrs["utilization"] = util
+    return table.reset_index(drop=True)
+
+
+def utilization_header(util: str | None) -> str:
+    """The header of the utilization column: which utilization (its column name), in %."""
+    return f"{util} [%]" if util else "utilization [%]"
