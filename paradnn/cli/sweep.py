@@ -13,6 +13,7 @@ from paradnn.errors import ParadnnError
 from paradnn.grids import MAX_CONFIGS, MAX_REPEAT
 from paradnn.outputs import path_type
 from paradnn.status import failures
+from paradnn.record import format_phase_totals, phase_totals
 from paradnn.store import EXPORT_SUFFIXES, export, load, merge
 from paradnn.sweeper import DEFAULT_CACHE, sweep
 from paradnn.units import parse_bytes, parse_duration, parse_int, parse_number
@@ -75,6 +76,11 @@ def _status(args: argparse.Namespace) -> int:
                 + df["device_kind"].fillna("?").astype(str)).rename("device_platform/device")
     print("\nrows by platform and status:")
     print(crosstab(platform))
+    phased = [r for r in df.to_dict("records") if r.get("phase_total_s") == r.get("phase_total_s")
+              and r.get("phase_total_s") is not None]
+    if phased:
+        print(f"\nwhere the time went ({len(phased)} row(s) with a phase breakdown, "
+              f"docs/metrics.md): {format_phase_totals(phase_totals(phased))}")
     _print_unstable(df, stores)
     return _print_failures(table)
 
