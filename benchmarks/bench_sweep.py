@@ -1,14 +1,26 @@
-"""Sweep benchmarks (issue 3): run overhead and the warm compilation cache.
+"""Sweep throughput (issue 20): a sweep's wall time, cold and warm, against a reference checkout.
 
-    PYTHONPATH=. python benchmarks/bench_sweep.py [--sweep sweeps/smoke.yaml]
+    PYTHONPATH=. python benchmarks/bench_sweep.py --reference /path/to/old/checkout --rounds 3
 
-1. Overhead: wall time of ``paradnn.sweep`` (process executor, empty compilation cache, new
-   store) over the sum of the wall times of in-process ``paradnn.run`` calls of the same configs
-   in a fresh interpreter without a compilation cache. Target: at most 1.25x.
-2. Warm cache: the same sweep into another new store with the now warm cache directory.
-   Target: at least 3x faster than the cold sweep.
+Each round runs, as fresh ``python -m paradnn sweep FILE`` processes (what a user runs), in an
+order that alternates between rounds so that the host's load drift hits both sides alike:
 
-Prints one JSON object; times in seconds, measured with time.perf_counter on this host.
+* this checkout, cold: an empty compilation cache folder and a new store;
+* this checkout, warm: the same cache folder again, into another new store;
+* the reference checkout (``--reference``, e.g. the old main), cold and warm the same way.
+
+Printed: one JSON object with every run's wall time (s, ``time.perf_counter`` around the
+process), the medians, the ratios ``reference cold / cold`` (target >= 3) and ``cold / warm``
+(target >= 5), and this checkout's per-phase totals (s, summed over the records of the median
+cold and warm runs; docs/metrics.md, Phases). ``--no-reference`` measures this checkout alone.
+
+``--grid40`` instead measures this checkout on a 40-config sweep of small FC and CNN models with
+``time_budget_s: 1`` (the file is written to a temporary folder): a cold sweep, a warm re-run,
+and a second cold sweep (fresh cache) whose wall time ``paradnn plan``'s estimator
+(:func:`paradnn.analysis.cost.estimate`, fitted on the first cold sweep's store) predicts.
+Printed: per config, the median of wall minus the timing phase (``phase_total_s -
+phase_warmup_s - phase_timed_s``, s) cold and warm; the timing phases' share of the warm sweep's
+wall time; and estimate / actual.
 """
 
 from __future__ import annotations
@@ -16,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -24,56 +37,157 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
-BASELINE = """
-import json, sys, time
-t0 = time.perf_counter()
-from paradnn.grids import load_sweep_file
-from paradnn.measure import MeasureSettings
-from paradnn.runner import run_workload
-plan = load_sweep_file(sys.argv[1])
-settings = MeasureSettings(**plan.settings)
-import_s = time.perf_counter() - t0
-times, statuses = [], []
-for w in plan.workloads:
-    t = time.perf_counter()
-    statuses.append(run_workload(w, settings).status)
-    times.append(time.perf_counter() - t)
-print(json.dumps({"import_s": import_s, "run_s": times, "statuses": statuses}))
+
+def run_sweep(checkout: Path, sweep_file: str, store: Path, cache: Path) -> float:
+    """Wall time (s) of one ``paradnn sweep`` process of ``checkout``."""
+    env = {**os.environ, "PYTHONPATH": str(checkout)}
+    t0 = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "paradnn", "sweep", sweep_file, "--store",
+                           str(store), "--cache-dir", str(cache), "--quiet"],
+                          env=env, cwd=checkout, capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    if done.returncode != 0:
+        raise SystemExit(f"sweep of {checkout} failed ({done.returncode}):\n{done.stderr[-3000:]}")
+    return wall
+
+
+def phases(store: Path) -> dict[str, float]:
+    """Per-phase totals (s) of a store written by this checkout."""
+    from paradnn.record import phase_totals
+    from paradnn.store import load
+
+    return {k: round(v, 3) for k, v in phase_totals(load(store).to_dict("records")).items()}
+
+
+GRID40 = """\
+# 40 small FC and CNN configs, time_budget_s 1 (issue 20's throughput check)
+parts:
+  - family: fc
+    fixed: {input: 64, output: 10}
+    axes: {layers: [1, 2, 4, 8], nodes: [32, 64, 128, 256], batch: [8, 32]}
+  - family: cnn
+    fixed: {block: residual, blocks: 1, output: 10}
+    axes: {filters: [4, 8], image: [32, 64], batch: [2, 4]}
+settings:
+  time_budget_s: 1
 """
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--sweep", default=str(ROOT / "sweeps" / "smoke.yaml"))
-    args = parser.parse_args()
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    out = subprocess.run([sys.executable, "-c", BASELINE, args.sweep], env=env, check=True,
-                         capture_output=True, text=True).stdout
-    base = json.loads(out.strip().splitlines()[-1])
+def grid40() -> dict:
+    import pandas as pd
 
-    from paradnn.sweeper import sweep
+    from paradnn.analysis.cost import estimate
+    from paradnn.grids import load_sweep_file
+    from paradnn.measure import MeasureSettings
+    from paradnn.store import load
 
     with tempfile.TemporaryDirectory() as tmp:
-        cache = Path(tmp) / "xla"
-        t = time.perf_counter()
-        cold_df = sweep(args.sweep, store=Path(tmp) / "cold.db", cache_dir=cache, progress=False)
-        cold = time.perf_counter() - t
-        t = time.perf_counter()
-        warm_df = sweep(args.sweep, store=Path(tmp) / "warm.db", cache_dir=cache, progress=False)
-        warm = time.perf_counter() - t
-    result = {
-        "sweep_file": args.sweep,
-        "configs": len(base["run_s"]),
-        "inprocess_run_sum_s": round(sum(base["run_s"]), 3),
-        "inprocess_import_s": round(base["import_s"], 3),
-        "sweep_cold_s": round(cold, 3),
-        "overhead_ratio": round(cold / sum(base["run_s"]), 3),
-        "sweep_warm_s": round(warm, 3),
-        "warm_speedup": round(cold / warm, 3),
-        "cold_compile_s_sum": round(float(cold_df["compile_s"].sum()), 3),
-        "warm_compile_s_sum": round(float(warm_df["compile_s"].sum()), 3),
-        "statuses": sorted(set(base["statuses"]) | set(cold_df["status"])),
-    }
+        f = Path(tmp) / "grid40.yaml"
+        f.write_text(GRID40)
+        walls, frames = {}, {}
+        for name, cache in (("cold", "a"), ("warm", "a"), ("cold2", "b")):
+            store = Path(tmp) / f"{name}.db"
+            walls[name] = run_sweep(ROOT, str(f), store, Path(tmp) / cache)
+            frames[name] = load(store)
+            print(f"grid40 {name}: {walls[name]:.1f} s", file=sys.stderr)
+        plan = load_sweep_file(f)
+        est = estimate(frames["cold"], plan.workloads, MeasureSettings(**plan.settings))
+
+        def rest(df: pd.DataFrame) -> float:
+            return float((df["phase_total_s"] - df["phase_warmup_s"] - df["phase_timed_s"]).median())
+
+        warm = frames["warm"]
+        timing_share = float((warm["phase_warmup_s"] + warm["phase_timed_s"]).sum()) / walls["warm"]
+        return {
+            "configs": len(plan.workloads),
+            "statuses": sorted(set(frames["cold"]["status"]) | set(warm["status"])),
+            "wall_s": {k: round(v, 1) for k, v in walls.items()},
+            "median_wall_minus_timing_per_config_s": {"cold": round(rest(frames["cold"]), 2),
+                                                     "warm": round(rest(warm), 2)},
+            "timing_share_of_warm_wall": round(timing_share, 3),
+            "plan_estimate_s": round(float(est.table["wall_s"].sum()), 1),
+            "plan_estimate_over_actual_cold2": round(float(est.table["wall_s"].sum()) / walls["cold2"], 3),
+            "phases_cold_s": phases(Path(tmp) / "cold.db"),
+            "phases_warm_s": phases(Path(tmp) / "warm.db"),
+            "load_average": os.getloadavg()[0],
+        }
+
+
+def step_time_agreement(stores: dict[str, list[Path]]) -> dict:
+    """Whether the two checkouts measured the same step times: over every pair of runs of one
+    round and one cache state, the configs (joined on ``workload_key``) whose 95% confidence
+    intervals of the median step time (``step_time_ci_low_s``/``_high_s``) overlap, and the
+    median ratio of the new checkout's ``step_time_s`` over the reference's."""
+    from paradnn.store import load
+
+    pairs = overlap = 0
+    ratios = []
+    for kind in ("cold", "warm"):
+        for new, ref in zip(stores[f"new_{kind}"], stores[f"reference_{kind}"]):
+            a, b = load(new), load(ref)
+            joined = a.merge(b, on="workload_key", suffixes=("_new", "_ref"))
+            for _, r in joined.iterrows():
+                pairs += 1
+                lo = max(r["step_time_ci_low_s_new"], r["step_time_ci_low_s_ref"])
+                hi = min(r["step_time_ci_high_s_new"], r["step_time_ci_high_s_ref"])
+                overlap += bool(lo <= hi)
+                ratios.append(r["step_time_s_new"] / r["step_time_s_ref"])
+    return {"config_pairs": pairs, "confidence_intervals_overlap": overlap,
+            "median_step_time_new_over_reference": round(statistics.median(ratios), 3) if ratios else None}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sweep", default="sweeps/smoke.yaml", help="sweep file (relative to "
+                        "each checkout, so both run their own copy of it)")
+    parser.add_argument("--reference", default="/work/wt/base",
+                        help="checkout to compare with (default: %(default)s)")
+    parser.add_argument("--no-reference", action="store_true", help="measure this checkout only")
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds")
+    parser.add_argument("--grid40", action="store_true", help="the 40-config FC+CNN check "
+                        "(module notes) instead of the comparison")
+    args = parser.parse_args()
+    if args.grid40:
+        print(json.dumps(grid40(), indent=1))
+        return
+    sides = {"new": ROOT} if args.no_reference else {"new": ROOT, "reference": Path(args.reference)}
+    walls: dict[str, list[float]] = {f"{s}_{k}": [] for s in sides for k in ("cold", "warm")}
+    stores: dict[str, list[Path]] = {k: [] for k in walls}
+    with tempfile.TemporaryDirectory() as tmp:
+        for r in range(args.rounds):
+            order = list(sides) if r % 2 == 0 else list(reversed(sides))
+            for side in order:
+                cache = Path(tmp) / f"{side}-{r}-xla"
+                for kind in ("cold", "warm"):
+                    store = Path(tmp) / f"{side}-{r}-{kind}.db"
+                    walls[f"{side}_{kind}"].append(run_sweep(sides[side], args.sweep, store, cache))
+                    stores[f"{side}_{kind}"].append(store)
+                    print(f"round {r + 1} {side} {kind}: {walls[f'{side}_{kind}'][-1]:.2f} s",
+                          file=sys.stderr)
+        median = {k: statistics.median(v) for k, v in walls.items()}
+
+        def median_store(kind: str) -> Path:
+            values = walls[f"new_{kind}"]
+            return stores[f"new_{kind}"][values.index(sorted(values)[len(values) // 2])]
+
+        result = {
+            "sweep_file": args.sweep,
+            "rounds": args.rounds,
+            "reference": None if args.no_reference else str(args.reference),
+            "wall_s": {k: [round(x, 2) for x in v] for k, v in walls.items()},
+            "median_wall_s": {k: round(v, 2) for k, v in median.items()},
+            "cold_over_warm": round(median["new_cold"] / median["new_warm"], 2),
+            "phases_cold_s": phases(median_store("cold")),
+            "phases_warm_s": phases(median_store("warm")),
+            "load_average": os.getloadavg()[0],
+        }
+        if not args.no_reference:
+            result["step_times_vs_reference"] = step_time_agreement(stores)
+            result["reference_cold_over_cold"] = round(median["reference_cold"] / median["new_cold"], 2)
+            result["reference_warm_over_warm"] = round(median["reference_warm"] / median["new_warm"], 2)
+            result["per_round_reference_cold_over_cold"] = [
+                round(a / b, 2) for a, b in zip(walls["reference_cold"], walls["new_cold"])]
+        result["per_round_cold_over_warm"] = [round(a / b, 2) for a, b in zip(walls["new_cold"], walls["new_warm"])]
     print(json.dumps(result, indent=1))
 
 

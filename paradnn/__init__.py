@@ -26,6 +26,7 @@ _LAZY = {
     "Record": "paradnn.record",
     "probe": "paradnn.hardware",
     "sweep": "paradnn.sweeper",
+    "predict": "paradnn.predictor",  # module predictor, like sweeper: paradnn.predict stays the function
     "grid": "paradnn.grids",
     "grids": None,
     "load": "paradnn.store",

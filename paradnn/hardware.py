@@ -118,6 +118,30 @@ def cpu_model() -> str:
     return _platform.processor() or _platform.machine()
 
 
+def cpu_affinity_kind(kind: str) -> str:
+    """A CPU device's kind as recorded: ``kind`` itself when this process may run on every
+    logical CPU of the host, else ``kind`` plus the share it may use, e.g. ``cpu (affinity 1 of
+    2 logical CPUs)`` under ``taskset -c 0``. A restricted CPU is another platform: its peak
+    differs (the probe cache is keyed on the kind), its records must not resume or average with
+    the unrestricted ones, and figures must tell the two apart; an unrestricted CPU keeps the
+    plain kind, so its record keys are those of earlier paradnn versions."""
+    if not hasattr(os, "sched_getaffinity"):
+        return kind
+    allowed, total = len(os.sched_getaffinity(0)), os.cpu_count()
+    if not total or allowed >= total:
+        return kind
+    return f"{kind} (affinity {allowed} of {total} logical CPUs)"
+
+
+def local_device_info(info: dict[str, Any]) -> dict[str, Any]:
+    """A backend's ``device_info`` as this process records it: a CPU's ``device_kind`` names a
+    restricted CPU affinity (:func:`cpu_affinity_kind`), whichever framework reported it, so that
+    the runner and the peak probe (keyed on the kind) agree on the platform."""
+    if info.get("device_platform") != "cpu":
+        return info
+    return {**info, "device_kind": cpu_affinity_kind(str(info.get("device_kind") or "cpu"))}
+
+
 # Seconds each git call may take when reading paradnn's source revision: a slow or hung git
 # (network file system, credential prompt) must never hold up a measurement.
 _GIT_TIMEOUT_S = 2.0
@@ -445,7 +469,7 @@ def on_record(framework: str = backends.DEFAULT) -> list[dict[str, Any]]:
 def _probe_context(framework: str) -> tuple[Any, dict[str, Callable], dict[str, Any], dict[str, Any], str]:
     backend = backends.get(framework)
     gemm_methods = backends.capability(framework, "gemm_methods", "measure GEMM peaks")
-    info = backend.device_info()
+    info = local_device_info(backend.device_info())
     methods = gemm_methods(info["device_platform"])
     versions = _probe_versions(backend.probe_versions(), methods)
     return backend, methods, info, versions, _probe_key(info, versions)

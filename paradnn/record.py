@@ -22,7 +22,10 @@ from paradnn.specs import Workload, stable_hash
 #    versions, no None placeholders for them) and its options (no other framework's settings).
 SCHEMA_VERSION = 3
 
-STATUSES = ("ok", "oom", "error", "timeout", "crashed")
+#: A predicted row (paradnn.predictor) is not a measurement: no analysis or figure of measured
+#: rows uses it (they take ``ok`` rows), and it never counts as a config's record on resume.
+PREDICTED = "predicted"
+STATUSES = ("ok", "oom", "error", "timeout", "crashed", PREDICTED)
 
 # name -> (unit, where it comes from). Names are a contract (docs/metrics.md): added, never renamed.
 METRICS: dict[str, tuple[str, str]] = {
@@ -110,6 +113,59 @@ METRICS: dict[str, tuple[str, str]] = {
     "device_busy_note": ("", "how device_busy_fraction was obtained, or why not"),
     "meter_window_s": ("s", "measured: wall time of the metered window (energy and utilization)"),
 }
+
+#: Where a config's wall time goes, in the order the work happens: phase -> what it covers. Each
+#: is the metric ``phase_<name>_s`` (s, measured with ``time.perf_counter`` in the process that did
+#: the work; None where the phase did not run). Together they sum to ``phase_total_s``; the store
+#: write comes after the record exists, so only the sweep's own totals carry it (docs/metrics.md).
+PHASES: dict[str, str] = {
+    "startup": "a fresh worker process: interpreter start, framework import and device discovery, "
+               "charged to the first config that worker runs (0 for the others)",
+    "trace": "building the model and tracing and lowering the training step (abstract inputs)",
+    "compile": "compiling the measured program (a hit in the persistent compilation cache is a load)",
+    "init": "initializing the state and the synthetic batch on the device(s)",
+    "warmup": "untimed warm-up calls (warmup_elapsed_s)",
+    "timed": "the timed calls (timing_s - warmup_elapsed_s)",
+    "costs": "the framework's cost analysis (XLA's, with the loop variants of scanned models) and "
+             "the analytic FLOP count",
+    "memory": "the memory breakdown (residuals from abstract evaluations)",
+    "other": "the rest of the config's run in its worker: context, checks, derived metrics",
+    "executor": "handing the config to the worker and its record back (pickling, pipes, Ray)",
+}
+
+
+def phase_metric(phase: str) -> str:
+    """The metric name of ``phase`` (a :data:`PHASES` key): ``phase_<phase>_s``."""
+    return f"phase_{phase}_s"
+
+
+def phase_totals(rows: Any) -> dict[str, float]:
+    """Seconds per phase (:data:`PHASES` order, then ``total``) summed over ``rows`` (mappings
+    of metrics: record metrics or store rows); rows without a breakdown (older records) add
+    nothing, NaN and None count as 0."""
+    out = {p: 0.0 for p in [*PHASES, "total"]}
+    for row in rows:
+        for p in out:
+            value = row.get("phase_total_s" if p == "total" else phase_metric(p))
+            if isinstance(value, (int, float)) and value == value:
+                out[p] += float(value)
+    return out
+
+
+def format_phase_totals(totals: dict[str, float]) -> str:
+    """One line of :func:`phase_totals` with units, largest share named first, e.g.
+    ``compile 5.3 s (41%), init 2.0 s (15%), ...``; phases under 0.5% are left out."""
+    total = totals.get("total") or sum(v for k, v in totals.items() if k != "total")
+    if not total:
+        return "no phase breakdown in these rows"
+    parts = sorted(((v, k) for k, v in totals.items() if k != "total" and v / total >= 0.005), reverse=True)
+    return ", ".join(f"{k} {v:.2f} s ({v / total:.0%})" for v, k in parts) + f"; total {total:.2f} s"
+
+
+METRICS.update({phase_metric(p): ("s", f"measured: wall time of one config's {p} phase: {what}")
+                for p, what in PHASES.items()})
+METRICS["phase_total_s"] = ("s", "measured: wall time of one config from the executor's point of "
+                            "view: the sum of its phase_*_s (docs/metrics.md, Phases)")
 
 #: The memory breakdown's metrics (``METRICS``), in the order of a stacked bar (bottom to top):
 #: they sum to the compiled total where a backend reports the breakdown.
@@ -304,5 +360,5 @@ class Record:
     @classmethod
     def failed(cls, workload: Workload, status: str, error: str, **context: Any) -> "Record":
         """A record for a run that did not produce metrics (oom, error, timeout, crashed)."""
-        assert status in STATUSES and status != "ok", status
+        assert status in STATUSES and status not in ("ok", PREDICTED), status
         return cls(status=status, workload=workload.to_dict(), error=error, **context)

@@ -10,14 +10,16 @@ after validation becomes a record (``oom`` or ``error``), never an exception: a 
 from __future__ import annotations
 
 import functools
-from typing import Any
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import numpy as np
 
 from paradnn import backends, families, hardware, meters, progress, sizes
 from paradnn.errors import InfrastructureError, ParadnnError, SpecError
 from paradnn.measure import MeasureSettings, time_calls
-from paradnn.record import Record, physics_warnings
+from paradnn.record import PHASES, Record, phase_metric, physics_warnings
 from paradnn.specs import ModelSpec, Workload
 
 
@@ -28,7 +30,7 @@ def context(framework: str = backends.DEFAULT) -> tuple[dict[str, Any], dict[str
     and Python's (:func:`paradnn.hardware.software_info`), ``framework_version`` and the
     framework's own fields (``Backend.software_info``)."""
     backend = backends.get(framework)
-    platform = backend.device_info()
+    platform = hardware.local_device_info(backend.device_info())
     software = {**hardware.software_info(), **backend.software_info()}
     return platform, software
 
@@ -85,6 +87,7 @@ def run_workload(
 ) -> Record:
     """Measure a validated :class:`Workload` with its framework's backend. Never raises for
     runtime failures: they become ``oom`` or ``error`` records."""
+    t_start = time.perf_counter()
     settings = settings or MeasureSettings()
     backend = backends.get(workload.framework)
     platform, software = context(workload.framework)
@@ -100,41 +103,53 @@ def run_workload(
         return Record.failed(workload, "oom", too_big["error"], metrics=too_big["metrics"], **context_)
     metrics: dict[str, Any] = {"oom_predicted": False}
     tags: dict[str, Any] = {}
+    phases = Phases(metrics)
     try:
         progress.phase("compiling")
+        t0 = time.perf_counter()
         program = backend.compile(workload, settings)
+        compile_wall = time.perf_counter() - t0
         tags = dict(program.tags)
         metrics.update(program.metrics)
+        # A backend that does not split its compile (TensorFlow, torch) has it all as compile.
+        metrics.setdefault("phase_trace_s", None)
+        if metrics.get("phase_compile_s") is None:
+            metrics["phase_compile_s"] = compile_wall - (metrics["phase_trace_s"] or 0.0)
         if limit is not None and program.state_bytes > limit:
+            phases.finish(t_start)
             return Record.failed(
                 workload, "oom",
                 f"predicted before running: weights+optimizer state {program.state_bytes} B > limit {limit} B",
                 metrics={**metrics, "oom_predicted": True}, tags=tags, **context_)
         peak = metrics.get("memory_peak_bytes")
         if limit is not None and peak is not None and peak > limit:
+            phases.finish(t_start)
             return Record.failed(
                 workload, "oom",
                 f"predicted from compiled memory analysis: peak {peak} B > limit {limit} B",
                 metrics={**metrics, "oom_predicted": True}, tags=tags, **context_)
 
         progress.phase("timing")
-        state, batch = backend.init(program)
+        state, batch = phases.run("init", lambda: backend.init(program))
         timing = time_calls(program.call, state, batch, settings, sync=backend.sync,
                             loss_value=backend.loss_value,
                             window=lambda: meters.window(platform["device_platform"], program.devices))
         del state, batch  # free device memory before compiling the cost variants
         metrics.update(timing.stats())
+        metrics["phase_warmup_s"] = timing.warmup_s
+        metrics["phase_timed_s"] = timing.timing_s - timing.warmup_s
         metrics.update(timing.meter.metrics(steps=timing.timed_steps,
                                             examples=timing.timed_steps * workload.batch))
         metrics["final_loss"] = timing.final_loss
         if not np.isfinite(timing.final_loss):
+            phases.finish(t_start)
             return Record.failed(workload, "error", f"non-finite loss {timing.final_loss}",
                                  metrics=metrics, tags=tags, **context_)
 
         progress.phase("counting costs and memory")
-        metrics.update(backend.costs(program))
-        metrics.update(backend.memory_breakdown(program))
-        metrics["model_flops_per_step"] = model_flops_per_step(workload)
+        metrics.update(phases.run("costs", lambda: backend.costs(program)))
+        metrics.update(phases.run("memory", lambda: backend.memory_breakdown(program)))
+        metrics["model_flops_per_step"] = phases.run("costs", lambda: model_flops_per_step(workload))
         metrics["elementwise_flops_per_step"] = sizes.elementwise_flops_per_step(workload)
         progress.phase("reading the peak")
         metrics.update(derived_metrics(metrics, workload, platform))
@@ -148,9 +163,42 @@ def run_workload(
     except Exception as exc:  # noqa: BLE001 - every failure becomes data
         status = "oom" if backend.is_oom(exc) else "error"
         message = f"{type(exc).__name__}: {exc}"
+        phases.finish(t_start)
         return Record.failed(workload, status, message[:4000], metrics=metrics, tags=tags, **context_)
+    phases.finish(t_start)
     return Record(status="ok", workload=workload.to_dict(), metrics=metrics, tags=tags,
                   warnings=warnings, **context_)
+
+
+_T = TypeVar("_T")
+
+
+class Phases:
+    """Seconds of a config's phases (``paradnn.record.PHASES``), written into its metrics as
+    ``phase_<name>_s`` as each one ends."""
+
+    def __init__(self, metrics: dict[str, Any]):
+        self.metrics = metrics
+
+    def run(self, phase: str, fn: Callable[[], _T]) -> _T:
+        """``fn()``, its wall time added to ``phase`` (also when it raises)."""
+        name = phase_metric(phase)
+        t0 = time.perf_counter()
+        try:
+            return fn()
+        finally:
+            self.metrics[name] = (self.metrics.get(name) or 0.0) + time.perf_counter() - t0
+
+    def finish(self, t_start: float) -> None:
+        """Close the breakdown of a run that began at ``t_start`` (``time.perf_counter``): the
+        worker-side phases not measured are ``other``; ``startup`` and ``executor`` belong to the
+        executor (0 until it says otherwise) and ``phase_total_s`` is the sum."""
+        total = time.perf_counter() - t_start
+        known = sum(self.metrics.get(phase_metric(p)) or 0.0 for p in PHASES if p != "other")
+        self.metrics[phase_metric("other")] = max(total - known, 0.0)
+        self.metrics.setdefault(phase_metric("startup"), 0.0)
+        self.metrics.setdefault(phase_metric("executor"), 0.0)
+        self.metrics["phase_total_s"] = sum(self.metrics.get(phase_metric(p)) or 0.0 for p in PHASES)
 
 
 def derived_metrics(m: dict[str, Any], workload: Workload, platform: dict[str, Any]) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from typing import Any, Union
 import pandas as pd
 
 from paradnn import families
+from paradnn.record import PREDICTED
 from paradnn.workload import short_name
 from paradnn.store import DAMAGE_ATTR, UNREADABLE_CAUSES, Unreadable, load
 
@@ -138,7 +139,8 @@ def failures(paths: PathLike | Sequence[PathLike] | pd.DataFrame) -> pd.DataFram
     faults (status ``damaged``, count 0). Empty (with these columns) when nothing failed.
     """
     df = paths if isinstance(paths, pd.DataFrame) else load(paths)
-    failed = df[df["status"] != "ok"] if len(df) else df
+    # Predicted rows (paradnn predict) are not runs, so they are never failures.
+    failed = df[~df["status"].isin(("ok", PREDICTED))] if len(df) else df
     damage = _damage_groups(df)
     if not len(failed):
         return pd.DataFrame(damage, columns=list(FAILURE_COLUMNS))

@@ -34,7 +34,7 @@ from paradnn.errors import InfrastructureError, SpecError, StoreError
 from paradnn.executors import EXECUTORS, Fault, RunFn, Task, default_cache_dir, make_executor
 from paradnn.grids.sweepfile import MAX_REPEAT, GridLike, resolve, resolve_settings
 from paradnn.units import duration, parse_bytes, parse_duration, parse_int
-from paradnn.record import STATUSES, Record
+from paradnn.record import STATUSES, Record, format_phase_totals, phase_totals
 from paradnn.store import Store
 from paradnn.workload import Workload, short_name
 
@@ -274,6 +274,10 @@ def sweep(
                               else progress)
 
     Progress.announce(stream, len(plan.workloads), plan.path)
+    t_sweep = time.perf_counter()
+    phase_rows: list[dict[str, Any]] = []  # the metrics of this run's records
+    store_s = 0.0  # seconds spent committing rows (not in any record: they come after it)
+    setup_s = None
     with Store(store) as db:
         with make_executor(executor, timeout_s=timeout_s, cache_dir=cache_dir, run_fn=run_fn,
                            address=address, resources=resources) as ex:
@@ -330,6 +334,7 @@ def sweep(
 
             warned = False
             committed = unrecorded = 0
+            setup_s = time.perf_counter() - t_sweep
             try:
                 for task, record in ex.execute(tasks()):
                     if isinstance(record, Fault):
@@ -349,7 +354,10 @@ def sweep(
                             stream.write(f"\nparadnn sweep: not recorded (retried by the next "
                                          f"run): {record.message}\n")
                         continue
+                    t_store = time.perf_counter()
                     db.add(record, claim=task.claim)
+                    store_s += time.perf_counter() - t_store
+                    phase_rows.append(record.metrics)
                     committed += 1
                     claimed.pop(task.claim, None)
                     written.add(record.key)
@@ -371,6 +379,14 @@ def sweep(
                     except Exception:  # noqa: BLE001 - best effort; dead claims expire anyway
                         pass
         frame = db.frame()
+    if stream is not None and phase_rows:
+        totals = phase_totals(phase_rows)
+        stream.write(f"paradnn sweep: where the time went, summed over the {len(phase_rows)} "
+                     f"record(s) of this run: {format_phase_totals(totals)}; store writes "
+                     f"{store_s:.2f} s; set-up before the first config {setup_s or 0.0:.2f} s (its "
+                     "worker start-up is also its first record's startup); "
+                     f"sweep wall time {time.perf_counter() - t_sweep:.2f} s "
+                     "(docs/metrics.md, Phases)\n")
     if unrecorded and stream is not None:
         stream.write(f"paradnn sweep: {unrecorded} config(s) met infrastructure faults and were "
                      "not recorded; run the sweep again to measure them\n")

@@ -58,7 +58,7 @@ def _ids(df, ops=None):
 def test_golden_supports_everything_but_the_op_profile(gold):
     ok, missing = _ids(gold)
     assert ok == ALL
-    assert missing == sorted(["oplevel", *PREDATES])
+    assert missing == sorted(["oplevel", "prediction", *PREDATES])
 
 
 def test_single_platform_single_dtype_has_no_speedups(gold):
@@ -67,7 +67,7 @@ def test_single_platform_single_dtype_has_no_speedups(gold):
     # One software version too: nothing to compare against (paradnn compare's section).
     assert ok == [s for s in ALL if not s.startswith("speedup") and s != "compare"]
     assert missing == sorted(["oplevel", "speedup:dtype", "speedup:platform", "speedup:software",
-                              "compare", *PREDATES])
+                              "compare", "prediction", *PREDATES])
 
 
 def test_tiny_store_lists_what_it_cannot_support(gold):
@@ -80,7 +80,8 @@ def test_tiny_store_lists_what_it_cannot_support(gold):
     assert set(needs) == {"heatmap:fc", "heatmap:cnn", "heatmap:rnn", "heatmap:transformer",
                           "sensitivity:fc", "sensitivity:cnn", "sensitivity:rnn",
                           "sensitivity:transformer", "oplevel", "speedup:platform",
-                          "speedup:dtype", "speedup:software", "compare", *PREDATES}
+                          "speedup:dtype", "speedup:software", "compare", "prediction",
+                          *PREDATES}
     assert "varying two hyperparameters" in needs["heatmap:fc"]
     assert "at least 8 stable ok FC runs of one dtype on one platform" in needs["sensitivity:fc"]
     assert "two platforms" in needs["speedup:platform"]
@@ -125,7 +126,8 @@ def test_html_is_self_contained_and_lists_exactly_the_analyses(written, gold):
     after = ALL.index("roofline") + 1  # the op-level roofline follows the model-level one
     assert sections == ALL[:after] + ["oplevel"] + ALL[after:]
     missing = re.findall(r'<li data-analysis="([^"]+)"', page)
-    assert sorted(missing) == PREDATES  # golden + ops: nothing else missing
+    # golden + ops: nothing else missing (the golden store holds no predictions)
+    assert sorted(missing) == sorted(["prediction", *PREDATES])
     srcs = re.findall(r'<img[^>]*src="([^"]{0,30})', page)
     assert srcs and all(s.startswith("data:image/png;base64,") for s in srcs)
     # Figures at full page width (1100 px) and 2x resolution behind it.

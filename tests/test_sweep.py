@@ -77,7 +77,10 @@ def test_crash_hang_error_are_recorded_and_the_sweep_finishes(tmp_path):
     assert "RuntimeError: injected bug" in errors[56]
     assert elapsed < 60, elapsed  # the hang cost its time limit, not an hour
     # progress: done/total, counts, ETA
-    last = out.getvalue().strip().splitlines()[-1]
+    lines = out.getvalue().strip().splitlines()
+    # The sweep's last line is where the time went; the progress line's last state before it.
+    assert lines[-1].startswith("paradnn sweep: where the time went, summed over the 5 record(s)")
+    last = [line for line in lines if line.startswith("[")][-1]
     assert "5/5" in last and "ok 2" in last and "timeout 1" in last and "crashed 1" in last
     assert "ETA" in last
     # Every status is final: resuming runs nothing and adds no row.

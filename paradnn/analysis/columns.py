@@ -11,7 +11,7 @@ import pandas as pd
 
 from paradnn import families, record
 from paradnn.errors import ParadnnError
-from paradnn.record import METRICS
+from paradnn.record import METRICS, PREDICTED
 
 # Hyperparameters of each family, in the order of the spec dataclasses.
 # (Read from the family registry at use time: a family registered later appears.)
@@ -137,6 +137,14 @@ def ok_rows(df: pd.DataFrame) -> pd.DataFrame:
     if "status" not in df.columns:
         return df
     return df[df["status"] == "ok"]
+
+
+def measurements(df: pd.DataFrame) -> pd.DataFrame:
+    """Rows that are runs, whatever their status: every row but predictions (``status ==
+    "predicted"``, paradnn predict), which no analysis of measured rows may use."""
+    if "status" not in df.columns:
+        return df
+    return df[df["status"] != PREDICTED]
 
 
 def present(df: pd.DataFrame, columns: Iterable[str]) -> list[str]:

@@ -8,7 +8,8 @@ Per ok record, three measures:
 - its *own* seconds (:func:`config_seconds`): compile time plus the timing phase, i.e. the
   warm-up (``warmup_elapsed_s`` where the record has it, else ``warmup_calls`` calls) and the
   timed calls (``timed_calls`` x steps per call x the median step time);
-- its *wall* seconds (:func:`wall_seconds`): the time since the previous record of the same host
+- its *wall* seconds (:func:`wall_seconds`): ``phase_total_s`` where the record has a phase
+  breakdown (docs/metrics.md, Phases), else the time since the previous record of the same host
   (records are stamped when they are written, one after the other in a sweep), which includes
   the process start, model initialization and everything else a config costs. A gap shorter
   than the record's own seconds, or longer by more than ``MAX_OVERHEAD_S``, is a pause between
@@ -80,7 +81,11 @@ def wall_seconds(df: pd.DataFrame, start_utc: str | None = None) -> pd.Series:
         out.loc[ts.index] = (ts - prev).dt.total_seconds()
     low = own.fillna(0.0) * 0.99
     high = own.fillna(0.0) + MAX_OVERHEAD_S
-    return out.where((out > 0) & (out >= low) & (out <= high))
+    out = out.where((out > 0) & (out >= low) & (out <= high))
+    # A record with a phase breakdown measured its own wall time (phase_total_s: every phase
+    # of the config, its worker's start-up included): no gap between records to guess from.
+    measured = _num(df, "phase_total_s")
+    return measured.where(measured > 0, out)
 
 
 def _platform_rows(frame: pd.DataFrame, platform: Mapping[str, Any] | None) -> tuple[pd.DataFrame, str]:

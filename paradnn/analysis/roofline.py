@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from paradnn.analysis.columns import require_columns
+from paradnn.analysis.columns import measurements, require_columns
 from paradnn.errors import ParadnnError
 
 
@@ -27,7 +27,7 @@ def roofline(
     of a record are per device while its FLOPS are for all devices, so a row's roof is scaled
     by its ``devices`` column when there is one.
 
-    Returns a copy with added columns ``roof_peak_flops`` and ``roof_peak_bytes_per_sec`` (the
+    Returns a copy (without predicted rows, which are not runs) with added columns ``roof_peak_flops`` and ``roof_peak_bytes_per_sec`` (the
     peaks used, scaled to the row's devices), ``roof_flops_per_sec`` (the roof at the row's intensity,
     FLOP/s), ``ridge_intensity`` (FLOP/B), ``bound`` (``memory`` left of the ridge, ``compute``
     at or right of it; missing where a value is missing) and ``roof_fraction`` (achieved /
@@ -45,7 +45,7 @@ def roofline(
     for name, v in (("peak_flops", peak_flops), ("peak_bytes_per_sec", peak_bytes_per_sec)):
         if v is not None and not (np.isfinite(v) and v > 0):
             raise ParadnnError(f"roofline: {name}={v!r}; allowed: a positive number")
-    out = df.copy()
+    out = measurements(df).copy()  # failed runs stay (as NaN), predictions are not runs
     devices = (
         pd.to_numeric(out["devices"], errors="coerce").fillna(1.0)
         if "devices" in out.columns else pd.Series(1.0, index=out.index)

@@ -18,7 +18,7 @@ import warnings
 
 from paradnn.errors import ParadnnError, ParadnnWarning
 
-_COMMAND_MODULES = ("run", "sweep", "report", "plan", "system", "infeed", "compare")
+_COMMAND_MODULES = ("run", "sweep", "report", "plan", "system", "infeed", "compare", "predict")
 
 #: Store that every store-reading or -writing command uses when none is named.
 DEFAULT_STORE = "results.db"

@@ -13,9 +13,10 @@ from paradnn.errors import ParadnnError
 from paradnn.grids import MAX_CONFIGS, MAX_REPEAT
 from paradnn.outputs import path_type
 from paradnn.status import failures
+from paradnn.record import format_phase_totals, phase_totals
 from paradnn.store import EXPORT_SUFFIXES, export, load, merge
 from paradnn.sweeper import DEFAULT_CACHE, sweep
-from paradnn.units import parse_bytes, parse_duration, parse_int
+from paradnn.units import parse_bytes, parse_duration, parse_int, parse_number
 
 
 def _sweep(args: argparse.Namespace) -> int:
@@ -24,6 +25,10 @@ def _sweep(args: argparse.Namespace) -> int:
     if args.dry_run:
         return show_plan(args.file, store=args.store, memory_limit=args.memory_limit,
                          repeat=args.repeat)
+    if args.budget is not None or args.target_width is not None:
+        from paradnn.cli.predict import budget_sweep  # the predict command's module, loaded only for --budget
+
+        return budget_sweep(args)
     started = datetime.datetime.now(datetime.timezone.utc)
     df = sweep(
         args.file, store=args.store, executor=args.executor, repeat=args.repeat,
@@ -55,7 +60,9 @@ def _status(args: argparse.Namespace) -> int:
         print("nothing measured yet: `paradnn sweep sweeps/smoke.yaml` fills a store")
         return 0
     ok = int((df["status"] == "ok").sum()) if len(df) else 0
-    print(f"ok {ok}, failed {len(df) - ok}")
+    predicted = int((df["status"] == "predicted").sum()) if len(df) else 0
+    print(f"ok {ok}, failed {len(df) - ok - predicted}"
+          + (f", predicted {predicted} (not measured: paradnn predict)" if predicted else ""))
     if not len(df):
         return _print_failures(table)
 
@@ -69,6 +76,11 @@ def _status(args: argparse.Namespace) -> int:
                 + df["device_kind"].fillna("?").astype(str)).rename("device_platform/device")
     print("\nrows by platform and status:")
     print(crosstab(platform))
+    phased = [r for r in df.to_dict("records") if r.get("phase_total_s") == r.get("phase_total_s")
+              and r.get("phase_total_s") is not None]
+    if phased:
+        print(f"\nwhere the time went ({len(phased)} row(s) with a phase breakdown, "
+              f"docs/metrics.md): {format_phase_totals(phase_totals(phased))}")
     _print_unstable(df, stores)
     return _print_failures(table)
 
@@ -160,6 +172,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--remeasure-unstable", action="store_true",
                    help="measure again the configs whose stored runs missed their precision "
                    "target (stable false); their old rows stay")
+    p.add_argument("--budget", type=typed(parse_int, "budget"), default=None, metavar="N",
+                   help="measure at most N configs, chosen adaptively for `paradnn predict` "
+                   "(a space-filling start, then the widest prediction intervals), then predict "
+                   "the rest into the store (docs/prediction.md; default: measure every config)")
+    p.add_argument("--target-width", type=typed(parse_number, "target-width"), default=None,
+                   metavar="W", help="with --budget: stop early once every 90%% interval is at "
+                   "most W wide, relative to its prediction (0.2 = 20%%)")
     p.add_argument("--quiet", action="store_true", help="no progress line on stderr")
     p.add_argument("--dry-run", action="store_true",
                    help="run nothing: print the plan (configs, parameters, FLOPs, predicted "

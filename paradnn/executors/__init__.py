@@ -1,8 +1,8 @@
 """Executors run sweep configs and hand back one Record per config.
 
 * ``inprocess``: in the calling process; no isolation (a crash ends the sweep, no timeout).
-* ``process`` (default): in a child Python process reused across configs; a config that kills
-  the process is recorded ``crashed``, one that exceeds the time limit ``timeout``, and a fresh
+* ``process`` (default): in child Python processes, one per framework, each reused across that
+  framework's configs; a config that kills its process is recorded ``crashed``, one that exceeds the time limit ``timeout``, and a fresh
   child continues with the next config.
 * ``ray``: one Ray task per config on a cluster; each task runs its config in a child process on
   its worker node the same way, and results stream back to the driver, which writes the store.
@@ -29,11 +29,11 @@ from typing import Any, Union
 
 from paradnn import backends, hardware
 from paradnn.errors import InfrastructureError, ParadnnError
-from paradnn.record import Record
+from paradnn.record import PHASES, Record, phase_metric
 from paradnn.specs import Workload
 
 __all__ = ["Task", "Fault", "Outcome", "Executor", "Caches", "make_executor", "default_cache_dir",
-           "check_environment", "run_config", "EXECUTORS"]
+           "check_environment", "run_config", "charge", "EXECUTORS"]
 
 EXECUTORS = ("process", "inprocess", "ray")
 
@@ -135,6 +135,25 @@ def exclusive(framework: str, loaded: set[str]) -> bool:
     native libraries clash: ``FrameworkInfo.exclusive_with``, declared by either side)."""
     return any(other in backends.meta(framework).exclusive_with or framework in backends.meta(other).exclusive_with
                for other in loaded if other != framework)
+
+
+def charge(record: Record, startup_s: float, wall_s: float) -> Record:
+    """``record`` with the executor's share of its phases (``paradnn.record.PHASES``):
+    ``phase_startup_s`` (s a worker took to start for it), ``phase_executor_s`` (``wall_s``, the
+    seconds the executor waited for the worker's reply, minus the worker's own run) and
+    ``phase_total_s``. A record the worker did not time (a crash, a timeout, a test's
+    ``run_fn``) gets the whole wait as ``phase_other_s``."""
+    m = record.metrics
+    worker_s = m.get("phase_total_s")
+    if worker_s is None:
+        m["phase_other_s"] = wall_s
+        m["phase_executor_s"] = 0.0
+    else:
+        worker_s -= (m.get("phase_startup_s") or 0.0) + (m.get("phase_executor_s") or 0.0)
+        m["phase_executor_s"] = max(wall_s - worker_s, 0.0)
+    m["phase_startup_s"] = startup_s
+    m["phase_total_s"] = sum(m.get(phase_metric(p)) or 0.0 for p in PHASES)
+    return record
 
 
 def resolve_run_fn(run_fn: RunFn | None) -> RunFn:

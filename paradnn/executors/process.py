@@ -1,8 +1,8 @@
 """Run sweep configs in a child Python process with a time limit (the default executor).
 
-The child is reused across configs, so the Python and framework start-up cost is paid once, not
-per config; a config whose framework must not share a process with one the child has run
-(``FrameworkInfo.exclusive_with``: TensorFlow and PyTorch) gets a fresh child. A config that kills the child (a segfault, the kernel's out-of-memory killer, an abort in
+Each framework has its own child, reused across that framework's configs, so the Python and
+framework start-up cost is paid once per framework, not per config, and no child ever hosts two
+frameworks (TensorFlow and PyTorch abort in one process: ``FrameworkInfo.exclusive_with``). A config that kills the child (a segfault, the kernel's out-of-memory killer, an abort in
 XLA, or an exit with a status of its own) is recorded ``crashed``, with the exit status or the
 signal as typed fields (``child_exit_status``, ``child_signal``) and in words that say which of
 the two happened; one that runs past ``timeout_s`` has its child killed and is recorded
@@ -30,7 +30,7 @@ from typing import Any
 
 from paradnn import backends
 from paradnn.errors import InfrastructureError, ParadnnError
-from paradnn.executors import Executor, Fault, Outcome, RunFn, Task, exclusive
+from paradnn.executors import Executor, Fault, Outcome, RunFn, Task, charge
 from paradnn.record import Record
 
 #: Seconds a child may take to start, or to import a framework and report its platform.
@@ -99,6 +99,8 @@ class _Child:
         self.to_child = Connection(to_child_w, readable=False)
         self.from_child = Connection(from_child_r, writable=False)
         self.configs = 0
+        #: Seconds this child took to start that no record has been charged yet.
+        self.unbilled_startup_s = 0.0
         #: Frameworks this child has started (their contexts, by name).
         self.contexts: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {}
         self.to_child.send_bytes(init)
@@ -191,7 +193,10 @@ class _Child:
 
 
 class ProcessExecutor(Executor):
-    """Configs run one at a time in a child process, each with a time limit in seconds."""
+    """Configs run one at a time in child processes, each with a time limit in seconds: one
+    long-lived child per framework, so that no child ever hosts two frameworks (issue 24: a
+    clash of native libraries is paradnn's fault, never a config's ``crashed`` row) and a sweep
+    that alternates frameworks does not start one again for each switch."""
 
     name = "process"
 
@@ -200,19 +205,35 @@ class ProcessExecutor(Executor):
         self.timeout_s = float(timeout_s)
         self.cache_dir = None if cache_dir is None else str(cache_dir)
         self.run_fn = run_fn
-        self._child: _Child | None = None
+        #: framework -> the child that runs its configs (it has run no other framework).
+        self._children: dict[str, _Child] = {}
         # Contexts outlive children: every child runs on this host with this installation.
         self._contexts: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {}
 
     def _child_for(self, framework: str) -> _Child:
-        """A child that may run ``framework``: the current one, unless it has run a framework
-        that must not share its process (then a fresh one)."""
-        if self._child is not None and exclusive(framework, set(self._child.contexts)):
-            self._child.stop()
-            self._child = None
-        if self._child is None:
-            self._child = _Child(self.cache_dir, self.run_fn)
-        return self._child
+        """The child of ``framework``, started (and the framework started in it) if there is
+        none: a child never runs two frameworks, so none can clash with another there
+        (``FrameworkInfo.exclusive_with`` names the known clashes; unknown ones are avoided too)."""
+        child = self._children.get(framework)
+        if child is None:
+            t0 = time.perf_counter()
+            child = _Child(self.cache_dir, self.run_fn)
+            self._children[framework] = child
+            try:
+                child.context(framework)
+            except BaseException:
+                self._drop(framework)
+                raise
+            # Charged to the first config this child runs (phase_startup_s), whoever asked.
+            child.unbilled_startup_s = time.perf_counter() - t0
+        return child
+
+    def _drop(self, framework: str, how: str = "stop") -> None:
+        """Forget the child of ``framework``; ``stop`` asks it to exit, ``gone`` only closes
+        what is left of one that was killed or reaped."""
+        child = self._children.pop(framework, None)
+        if child is not None and how == "stop":
+            child.stop()
 
     def context(self, framework: str = backends.DEFAULT) -> tuple[dict[str, Any], dict[str, Any]]:
         if framework not in self._contexts:
@@ -220,46 +241,52 @@ class ProcessExecutor(Executor):
         return self._contexts[framework]
 
     def run_one(self, task: Task) -> Outcome:
-        """Run one config in the child; a dead or late child becomes a crashed/timeout record,
-        an infrastructure fault the child met a :class:`Fault`."""
-        platform, software = self.context(task.workload.framework)
-        child = self._child_for(task.workload.framework)
-        child.context(task.workload.framework)
+        """Run one config in its framework's child; a dead or late child becomes a
+        crashed/timeout record, an infrastructure fault the child met a :class:`Fault`. The
+        record's ``phase_startup_s`` is the time its child took to start (and start the
+        framework) if this is the child's first config, else 0, and ``phase_executor_s`` the
+        time outside the child's own run."""
+        framework = task.workload.framework
+        platform, software = self.context(framework)
+        child = self._child_for(framework)
+        startup_s, child.unbilled_startup_s = child.unbilled_startup_s, 0.0
         context = {"platform": dict(platform), "software": dict(software),
-                   "settings": task.settings.to_dict(task.workload.framework)}
+                   "settings": task.settings.to_dict(framework)}
         t0 = time.monotonic()
+        t_run = time.perf_counter()
         try:
             child.to_child.send(("run", task.workload, task.settings, task.memory_limit_bytes))
             reply = child.wait(self.timeout_s)
         except (BrokenPipeError, OSError):
             reply = None
+        run_s = time.perf_counter() - t_run
         if reply == "timeout":
             child.kill()
-            self._child = None
-            return Record.failed(task.workload, "timeout",
-                                 f"exceeded the time limit of {self.timeout_s:g} s (compile and "
-                                 "measurement); its child process was killed", **context)
+            self._drop(framework, "gone")
+            return charge(Record.failed(task.workload, "timeout",
+                                        f"exceeded the time limit of {self.timeout_s:g} s (compile and "
+                                        "measurement); its child process was killed", **context),
+                          startup_s, run_s)
         if reply is None:
             elapsed = time.monotonic() - t0
             code, killed = child.reap()
-            self._child = None
-            return Record.failed(task.workload, "crashed",
-                                 f"the child process running this config "
-                                 f"{_describe_exit(code, killed)} after {elapsed:.1f} s",
-                                 metrics=_exit_fields(code), **context)
+            self._drop(framework, "gone")
+            return charge(Record.failed(task.workload, "crashed",
+                                        f"the child process running this config "
+                                        f"{_describe_exit(code, killed)} after {elapsed:.1f} s",
+                                        metrics=_exit_fields(code), **context),
+                          startup_s, run_s)
         if reply[0] == "fault":
-            child.stop()  # the environment failed; a fresh child checks it again
-            self._child = None
+            self._drop(framework)  # the environment failed; a fresh child checks it again
             return reply[1]
-        record: Record = reply[1]
+        record: Record = charge(reply[1], startup_s, run_s)
         child.configs += 1
         # A predicted oom never allocated anything (typed field from paradnn.sizes); any
         # other failure may leave state behind, so the child is replaced.
         dirty = record.status == "error" or (
             record.status == "oom" and not record.metrics.get("oom_predicted"))
         if dirty or child.configs >= MAX_CONFIGS_PER_CHILD:
-            child.stop()
-            self._child = None
+            self._drop(framework)
         return record
 
     def execute(self, tasks: Iterator[Task]) -> Iterator[tuple[Task, Outcome]]:
@@ -267,6 +294,5 @@ class ProcessExecutor(Executor):
             yield task, self.run_one(task)
 
     def close(self) -> None:
-        if self._child is not None:
-            self._child.stop()
-            self._child = None
+        for framework in list(self._children):
+            self._drop(framework)

@@ -64,7 +64,7 @@ class Missing(Exception):
     """Raised by a section builder when the store cannot support its analysis: ``needs`` (what
     data it needs, in words) and ``hint``, the keys the recipes read to say how to get it
     (``grid``: a family; ``smoke``, ``probe``, ``batches``, ``framework``, ``energy``,
-    ``profile``: True; ``unstable``: runs left out)."""
+    ``profile``, ``compare``, ``prediction``: True; ``unstable``: runs left out)."""
 
     def __init__(self, needs: str, hint: dict[str, Any] | None = None):
         super().__init__(needs)

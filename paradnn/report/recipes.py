@@ -27,6 +27,9 @@ from paradnn.report.rows import GENERATED, common_dtype, most_common_platform
 # the 8 ok runs a regression needs), from the family registry.
 SUGGESTED_GRIDS = families.RegistryView(lambda f: f.suggested_grid)
 SMOKE_SWEEP = "sweeps/smoke.yaml"  # five tiny configs, seconds on a CPU
+#: Configs the Prediction section's recipe measures adaptively: enough for a model with finite
+#: 90% intervals (9 configs) and the held-out score (8), with room for the widest intervals.
+PREDICTION_BUDGET = 20
 
 
 def _yaml_value(v: Any) -> str:
@@ -213,6 +216,19 @@ def recipe(df: pd.DataFrame, m: Unsupported, hint: dict[str, Any], store: str) -
         m.command = (f"paradnn sweep YOUR_SWEEP.yaml --store new.db\n"
                      f"paradnn merge {store} new.db -o history.db && paradnn report history.db -o report/")
         m.configs = int(ok["workload_key"].nunique()) if "workload_key" in ok.columns else len(ok)
+        m.seconds, m.basis = estimate_seconds(df, m.configs, {})
+        return m
+    if hint.get("prediction"):
+        # `paradnn predict` measures nothing (it fits the store's measurements and stores a
+        # predicted row per config of the file not measured yet); the adaptive sweep measures a
+        # budget of configs chosen for the model, which is what the estimate is for.
+        m.change = ("predict the configs of a sweep file that the store has not measured (no "
+                    "measurement: a fit of seconds to minutes), or measure "
+                    f"{PREDICTION_BUDGET} configs of it chosen for the model and predict the "
+                    "rest (docs/prediction.md)")
+        m.command = (f"paradnn predict YOUR_SWEEP.yaml --store {store}\n"
+                     f"paradnn sweep YOUR_SWEEP.yaml --budget {PREDICTION_BUDGET} --store {store}")
+        m.configs = PREDICTION_BUDGET
         m.seconds, m.basis = estimate_seconds(df, m.configs, {})
         return m
     if hint.get("profile") and len(ok) and "family" in ok.columns:

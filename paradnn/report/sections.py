@@ -25,7 +25,7 @@ from paradnn.analysis.framework import framework_of, frameworks, with_framework
 from paradnn.analysis.sensitivity import MIN_ROWS
 from paradnn.analysis.speedup import Comparison
 from paradnn.errors import ParadnnError
-from paradnn.report.compare import SECTION_TITLE, compare_section
+from paradnn.report import compare, prediction
 from paradnn.report.parts import Item, Missing, Section, Unsupported
 from paradnn.report.recipes import recipe
 from paradnn.report.rows import (
@@ -59,7 +59,8 @@ TITLES: dict[str, str] = {
     "memory": "Memory breakdown by model and batch (TBD, Zhu et al. 2018, Fig 8)",
     "energy": "Power and energy per example by model and batch",
     "host_utilization": "Host CPU and device utilization by model and batch (TBD, Zhu et al. 2018)",
-    "compare": SECTION_TITLE,
+    compare.SECTION_ID: compare.SECTION_TITLE,
+    prediction.SECTION_ID: prediction.SECTION_TITLE,
 }
 
 _PLATFORM_WORDS = dict.fromkeys(("backend", *PLATFORM_KEY), "platform")
@@ -514,7 +515,9 @@ def plan(df: pd.DataFrame, ops: pd.DataFrame | None = None,
         ("memory", lambda: memory_section(df)),
         ("energy", lambda: energy_section(df)),
         ("host_utilization", lambda: host_utilization_section(df)),
-        ("compare", lambda: compare_section(df)),
+        (compare.SECTION_ID, lambda: compare.compare_section(df)),
+        # After every analysis of measurements: predictions are never mixed into them.
+        (prediction.SECTION_ID, lambda: prediction.prediction_section(df)),
     )]
     for sid, title, build in steps:
         try:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import os
+import pickle
 import socket
 import time
 from dataclasses import dataclass
@@ -21,9 +22,11 @@ import flax
 import jax
 import jaxlib
 import optax
+from jax.experimental import serialize_executable
 
 from paradnn import hardware
 from paradnn.backends import Program
+from paradnn.backends.jax import analyses
 from paradnn.backends.jax import costs as costs
 from paradnn.backends.jax import infeed, memory, profile, system, xla_stack
 from paradnn.backends.jax import step as wl
@@ -64,6 +67,35 @@ class _Compiled:
     state_shapes: Any
     batch_shapes: Any
     compiled: jax.stages.Compiled
+
+
+def _load_program(key: str) -> tuple[Any, str, Any, Any, float] | None:
+    """(compiled, loop, state shapes, batch shapes, seconds to load) of a measured program kept
+    by :func:`_save_program` under ``key``, or None. A program that cannot be loaded (a damaged
+    entry) is a miss: it is compiled again."""
+    t0 = time.perf_counter()
+    blob = analyses.load_blob("program", key)
+    if blob is None:
+        return None
+    try:
+        payload, in_tree, out_tree, loop, state_shapes, batch_shapes = pickle.loads(blob)
+        compiled = serialize_executable.deserialize_and_load(payload, in_tree, out_tree)
+    except Exception:  # noqa: BLE001 - any unreadable entry is a cache miss, never a result
+        return None
+    return compiled, loop, state_shapes, batch_shapes, time.perf_counter() - t0
+
+
+def _save_program(key: str, compiled: Any, loop: str, state_shapes: Any, batch_shapes: Any) -> None:
+    """Keep the measured program serialized (the form JAX's own compilation cache keeps it in)
+    with its step loop and abstract inputs, when there is a cache folder."""
+    if not analyses.enabled():
+        return
+    try:
+        payload, in_tree, out_tree = serialize_executable.serialize(compiled)
+        blob = pickle.dumps((payload, in_tree, out_tree, loop, state_shapes, batch_shapes))
+    except Exception:  # noqa: BLE001 - a program that cannot be serialized is compiled each time
+        return
+    analyses.save_blob("program", key, blob)
 
 
 #: JAX's persistent-cache settings that :meth:`JaxBackend.configure_cache` changes.
@@ -119,17 +151,41 @@ class JaxBackend:
 
     def compile(self, workload: Any, settings: Any) -> Program:
         options = settings.options_for(self.name)
+        t_build = time.perf_counter()
         model = build(workload.spec, workload.dtype)
         optimizer = workload.optimizer
         mesh = wl.device_mesh(workload.devices)
-        state_shapes, batch_shapes = wl.abstract_inputs(workload, model, optimizer, mesh)
-        t0 = time.perf_counter()
-        compiled, loop = wl.compile_measured(model, optimizer, mesh, state_shapes, batch_shapes,
-                                             options.xla_preset, options.step_loop)
+        program_key = f"{workload.key}-{options.xla_preset}-{options.step_loop}"
+        t_load = time.perf_counter()
+        kept = _load_program(program_key) if mesh is None else None
+        if kept is not None:
+            t0 = time.perf_counter()
+            phases: dict[str, float] = {"trace": t_load - t_build}
+            compiled, loop, state_shapes, batch_shapes, phases["compile"] = kept
+        else:
+            state_shapes, batch_shapes = wl.abstract_inputs(workload, model, optimizer, mesh)
+            t0 = time.perf_counter()
+            phases = {"trace": t0 - t_build}
+            # Which loop "auto" picks depends on the program alone: once known, it is not looked
+            # for again (a lowering saved per config).
+            known = analyses.lookup("step_loop", workload.key) if options.step_loop == "auto" else None
+            compiled, loop = wl.compile_measured(model, optimizer, mesh, state_shapes, batch_shapes,
+                                                 options.xla_preset, known or options.step_loop,
+                                                 phases=phases)
+            if options.step_loop == "auto" and known is None:
+                analyses.store("step_loop", workload.key, loop)
+            if mesh is None:
+                t_save = time.perf_counter()
+                _save_program(program_key, compiled, loop, state_shapes, batch_shapes)
+                phases["save"] = time.perf_counter() - t_save
         metrics: dict[str, Any] = {
             "params": sum(math.prod(x.shape) for x in jax.tree_util.tree_leaves(state_shapes["params"])),
-            "compile_s": time.perf_counter() - t0,
+            "compile_s": (phases["compile"] if kept is not None
+                          else time.perf_counter() - t0 - phases.get("save", 0.0)),
             "step_loop_used": loop,
+            "phase_trace_s": phases["trace"],
+            # Keeping the program for the next run is part of compiling it, not of compile_s.
+            "phase_compile_s": phases.get("compile", 0.0) + phases.get("save", 0.0),
         }
         mem = compiled.memory_analysis()
         if mem is not None:
@@ -146,7 +202,19 @@ class JaxBackend:
 
     def init(self, program: Program) -> tuple[Any, Any]:
         h: _Compiled = program.handle
-        return wl.init_inputs(program.workload, h.model, h.optimizer, h.mesh)
+        workload = program.workload
+        # The state and batch come from a fixed seed: the same bytes every time, so a small
+        # one is kept (analyses) and put on the device again instead of compiling its init.
+        shapes = (h.state_shapes, h.batch_shapes)
+        if h.mesh is None:
+            kept = analyses.load_arrays("init", workload.key, shapes)
+            if kept is not None:
+                # may_alias=False: device-owned copies, donated by the step like computed ones.
+                return jax.device_put(kept, may_alias=False)
+        state, batch = wl.init_inputs(workload, h.model, h.optimizer, h.mesh)
+        if h.mesh is None and analyses.storable(shapes):
+            analyses.save_arrays("init", workload.key, (state, batch))
+        return state, batch
 
     def sync(self, value: Any) -> Any:
         return jax.block_until_ready(value)
@@ -163,7 +231,7 @@ class JaxBackend:
     def memory_breakdown(self, program: Program) -> dict[str, Any]:
         h: _Compiled = program.handle
         return memory.memory_breakdown(program.workload, h.model, h.state_shapes, h.batch_shapes,
-                                       h.compiled).metrics()
+                                       h.compiled, workload_key=program.workload.key).metrics()
 
     def is_oom(self, exc: BaseException) -> bool:
         # XLA raises XlaRuntimeError with status RESOURCE_EXHAUSTED: its type carries no code,
@@ -184,10 +252,12 @@ class JaxBackend:
             # and a second run of a sweep is exactly when those compiles should be skipped.
             jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
             jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
+        restore_analyses = analyses.configure(path) if path is not None else (lambda: None)
 
         def restore() -> None:
             for name, value in previous.items():
                 jax.config.update(name, value)
+            restore_analyses()
 
         return restore
 

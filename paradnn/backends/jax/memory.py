@@ -35,6 +35,7 @@ from typing import Any
 import jax
 import numpy as np
 
+from paradnn.backends.jax import analyses
 from paradnn.backends.jax.models import ModelDef
 from paradnn.record import MEMORY_PARTS
 from paradnn.specs import Workload
@@ -121,6 +122,7 @@ def memory_breakdown(
     state_shapes: Any,
     batch_shapes: Any,
     compiled: Any | None = None,
+    workload_key: str | None = None,
 ) -> Breakdown:
     """The memory breakdown of ``workload``'s training step (module docstring), per device.
 
@@ -128,9 +130,13 @@ def memory_breakdown(
     (``paradnn.backends.jax.step.abstract_inputs``: state replicated, global batch); ``compiled`` is the
     measured program (``paradnn.backends.jax.step.compile_measured``) or None for the shape-only parts.
     With ``devices > 1`` the batch and the feature maps are split over the devices.
+    ``workload_key`` (``Workload.key``): keep the residual split under it
+    (:mod:`paradnn.backends.jax.analyses`), so a repeat or re-run does not evaluate it again.
     """
     params = tree_bytes(state_shapes["params"])
-    feature_maps, weight_copies = split_residuals(model, state_shapes, batch_shapes)
+    split = lambda: list(split_residuals(model, state_shapes, batch_shapes))  # noqa: E731
+    feature_maps, weight_copies = (split() if workload_key is None
+                                   else analyses.cached_json("residuals", workload_key, split))
     weights = params + tree_bytes(state_shapes["extra"]) + weight_copies
     optimizer = tree_bytes(state_shapes["opt_state"])
     activations = (tree_bytes(batch_shapes) + feature_maps) // workload.devices

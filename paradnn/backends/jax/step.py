@@ -8,6 +8,7 @@ the gradient all-reduce (and cross-device batch-norm statistics).
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, Callable
@@ -161,30 +162,61 @@ def compile_step(call: Callable, *args: Any, preset: str = xla_stack.DEFAULT_PRE
     return call.lower(*args).compile(xla_stack.compile_options(preset, jax.default_backend()))
 
 
-def _slow_in_loop(lowered: jax.stages.Lowered) -> bool:
+def _has_convolution(jaxpr: Any) -> bool:
+    """Whether a (closed) jaxpr or any jaxpr nested in it (loop bodies, branches, custom
+    derivatives) has a convolution: the operations its lowering turns into
+    ``stablehlo.convolution``."""
+    jaxpr = getattr(jaxpr, "jaxpr", jaxpr)
+    for eqn in jaxpr.eqns:
+        if eqn.primitive.name == "conv_general_dilated":
+            return True
+        for value in eqn.params.values():
+            for sub in value if isinstance(value, (tuple, list)) else (value,):
+                if hasattr(sub, "eqns") or hasattr(getattr(sub, "jaxpr", None), "eqns"):
+                    if _has_convolution(sub):
+                        return True
+    return False
+
+
+def _slow_in_loop(traced: jax.stages.Traced) -> bool:
     """Whether the K-step while loop would run slower than K calls of one step. XLA:CPU emits
     a convolution's weight gradient inside a while-loop body with a naive emitter (an open XLA
     issue, jax-ml/jax#12868): measured with jax 0.10.2 on a 2-core x86 host, a residual CNN
     (filters 16, image 64, batch 32) took 0.44-0.66 s per step in the loop and 0.06 s as a
     one-step program called 4 times, while the loop won for FC (host calls 1.17x slower), LSTM
-    (1.37x) and tiny models (1.9x). Read from the program's own operations, not guessed."""
-    return jax.default_backend() == "cpu" and "stablehlo.convolution" in lowered.as_text()
+    (1.37x) and tiny models (1.9x). Read from the traced program's own operations, not guessed,
+    before lowering it: a program that goes to the host loop is never lowered as a K-step loop."""
+    return jax.default_backend() == "cpu" and _has_convolution(traced.jaxpr)
 
 
 def compile_measured(model: ModelDef, optimizer_name: str, mesh, state, batch,
-                     preset: str = xla_stack.DEFAULT_PRESET, loop: str = "auto"
+                     preset: str = xla_stack.DEFAULT_PRESET, loop: str = "auto",
+                     phases: dict[str, float] | None = None,
                      ) -> tuple[jax.stages.Compiled, str]:
     """The measured program, compiled ahead of time for abstract ``state``/``batch`` with the XLA
     options of ``preset``, and the step loop it uses (``STEP_LOOPS``: "device" or "host"). The
-    runner, ``maxbatch`` and ``plan`` all compile it here, so what fits is what runs."""
+    runner, ``maxbatch`` and ``plan`` all compile it here, so what fits is what runs.
+    ``phases``, when given, gets the seconds spent tracing and lowering (``"trace"``) and
+    compiling (``"compile"``) added to it."""
     if loop not in STEP_LOOPS:
         raise SpecError("step_loop", loop, "one of " + ", ".join(STEP_LOOPS))
+    phases = {} if phases is None else phases
     options = xla_stack.compile_options(preset, jax.default_backend())
+
+    def timed(phase: str, fn: Callable[[], Any]) -> Any:
+        t0 = time.perf_counter()
+        try:
+            return fn()
+        finally:
+            phases[phase] = phases.get(phase, 0.0) + time.perf_counter() - t0
+
     if loop != "host":
-        lowered = jit_multi_step(model, optimizer_name, mesh).lower(state, batch, STEPS_ARG)
-        if loop == "device" or not _slow_in_loop(lowered):
-            return lowered.compile(options), "device"
-    return jit_step(model, optimizer_name, mesh, donate=True).lower(state, batch).compile(options), "host"
+        traced = timed("trace", lambda: jit_multi_step(model, optimizer_name, mesh).trace(state, batch, STEPS_ARG))
+        if loop == "device" or not _slow_in_loop(traced):
+            lowered = timed("trace", traced.lower)
+            return timed("compile", lambda: lowered.compile(options)), "device"
+    lowered = timed("trace", lambda: jit_step(model, optimizer_name, mesh, donate=True).lower(state, batch))
+    return timed("compile", lambda: lowered.compile(options)), "host"
 
 
 def k_step_call(compiled: jax.stages.Compiled, loop: str) -> Callable:
@@ -208,10 +240,16 @@ def k_step_call(compiled: jax.stages.Compiled, loop: str) -> Callable:
 _CHEAP_CPU_COMPILE = {"xla_backend_optimization_level": 0, "xla_llvm_disable_expensive_passes": True}
 
 
+def untimed_compile_options() -> dict[str, Any] | None:
+    """XLA options for programs that are never timed (initialization, the cost analysis's loop
+    variants): on XLA:CPU a cheap LLVM back end (these options change code generation only, not
+    the optimized HLO that cost analysis reads); elsewhere the defaults (None)."""
+    return dict(_CHEAP_CPU_COMPILE) if jax.default_backend() == "cpu" else None
+
+
 def _run_once(fn: Callable, out_shardings, *args):
     lowered = jax.jit(fn, out_shardings=out_shardings).lower(*args)
-    options = _CHEAP_CPU_COMPILE if jax.default_backend() == "cpu" else None
-    return lowered.compile(options)(*args)
+    return lowered.compile(untimed_compile_options())(*args)
 
 
 def init_inputs(workload: Workload, model: ModelDef, optimizer_name: str, mesh=None):
