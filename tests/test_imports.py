@@ -108,3 +108,18 @@ def test_the_rules_see_the_whole_package():
     assert "paradnn.runner" in MODULES and "paradnn.backends.jax.step" in MODULES
     assert any(m == "jax" for m, _, _ in _imports("paradnn.backends.jax.step",
                                                    MODULES["paradnn.backends.jax.step"]))
+
+
+def test_analyses_never_reach_back_up_the_flow():
+    """Stage order: analysis, plots and report read stored rows; they never import the runner,
+    the executors or a framework's package (the registry ``paradnn.backends`` is metadata that
+    imports no framework, as the family registry is, and they may read it)."""
+    later = ("paradnn.analysis", "paradnn.plots", "paradnn.report")
+    # (paradnn.measure is allowed: the settings' names, SETTINGS_FIELDS, are the store's schema.)
+    earlier = ("paradnn.runner", "paradnn.executors", "paradnn.sweeper",
+               *(f"paradnn.backends.{fw}" for fw in ("jax", "tensorflow", "torch")))
+    offenders = [(name, module) for name, path in MODULES.items() if name.startswith(later)
+                 for module, names, _ in _imports(name, path)
+                 for target in [module, *(f"{module}.{n}" for n in names)]
+                 if target.startswith(earlier)]
+    assert not offenders, repr(offenders)
