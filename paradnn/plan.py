@@ -48,7 +48,7 @@ from paradnn.calibration import calibration_configs
 from paradnn.errors import ParadnnError
 from paradnn.grids.sweepfile import GridLike, resolve, resolve_settings
 from paradnn.measure import MeasureSettings
-from paradnn.record import Record
+from paradnn.record import record_key
 from paradnn.runner import context
 from paradnn.store import load
 from paradnn.units import parse_bytes
@@ -176,9 +176,7 @@ def plan(
 
     # Resume: the record key the sweep would give each config here.
     settings_dict = measure.to_dict()
-    keys = [Record(status="ok", workload=w.to_dict(), platform=context(w.framework)[0],
-                   software=context(w.framework)[1], settings=settings_dict).key
-            for w in parsed.workloads]
+    keys = [record_key(w.to_dict(), *context(w.framework), settings_dict) for w in parsed.workloads]
     table.insert(0, "key", keys)
     have = frame.groupby("key").size().to_dict() if len(frame) else {}
     table["stored_records"] = [int(have.get(k, 0)) for k in keys]

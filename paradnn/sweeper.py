@@ -34,7 +34,7 @@ from paradnn.errors import InfrastructureError, SpecError, StoreError
 from paradnn.executors import EXECUTORS, Fault, RunFn, Task, default_cache_dir, make_executor
 from paradnn.grids.sweepfile import MAX_REPEAT, GridLike, resolve, resolve_settings
 from paradnn.units import duration, parse_bytes, parse_duration, parse_int
-from paradnn.record import STATUSES, Record, format_phase_totals, phase_totals
+from paradnn.record import STATUSES, Record, format_phase_totals, phase_totals, record_key
 from paradnn.store import Store
 from paradnn.workload import Workload, short_name
 
@@ -291,8 +291,7 @@ def sweep(
             for w in plan.workloads:
                 # Each framework's records carry its own context (devices it sees, versions).
                 fw_platform, fw_software = (platform, software) if w.framework == "jax" else ex.context(w.framework)
-                key = Record(status="ok", workload=w.to_dict(), platform=fw_platform,
-                             software=fw_software, settings=settings_dict).key
+                key = record_key(w.to_dict(), fw_platform, fw_software, settings_dict)
                 keyed.setdefault(key, w)
             counts = db.counts_by_key(keyed, unstable=not remeasure_unstable)
             todo = sum(max(0, repeat - counts.get(k, 0)) for k in keyed)

@@ -70,7 +70,7 @@ def _exit_fields(code: int | None) -> dict[str, Any]:
     return {"child_exit_status": code, "child_signal": _signal_name(-code) if code < 0 else None}
 
 
-class _Child:
+class Child:
     """One child process and its two pipes."""
 
     def __init__(self, cache_dir: str | None, run_fn: RunFn | None):
@@ -206,18 +206,18 @@ class ProcessExecutor(Executor):
         self.cache_dir = None if cache_dir is None else str(cache_dir)
         self.run_fn = run_fn
         #: framework -> the child that runs its configs (it has run no other framework).
-        self._children: dict[str, _Child] = {}
+        self._children: dict[str, Child] = {}
         # Contexts outlive children: every child runs on this host with this installation.
         self._contexts: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {}
 
-    def _child_for(self, framework: str) -> _Child:
+    def _child_for(self, framework: str) -> Child:
         """The child of ``framework``, started (and the framework started in it) if there is
         none: a child never runs two frameworks, so none can clash with another there
         (``FrameworkInfo.exclusive_with`` names the known clashes; unknown ones are avoided too)."""
         child = self._children.get(framework)
         if child is None:
             t0 = time.perf_counter()
-            child = _Child(self.cache_dir, self.run_fn)
+            child = Child(self.cache_dir, self.run_fn)
             self._children[framework] = child
             try:
                 child.context(framework)

@@ -70,10 +70,10 @@ class WorkerSetupError(RuntimeError):
 def _remote_probe(cache_dir: str | None, run_fn: RunFn | None, framework: str) -> tuple[dict, dict]:
     """(platform, software) of ``framework`` in a child process of a worker, as its configs
     would run there."""
-    from paradnn.executors.process import _Child
+    from paradnn.executors.process import Child
 
     try:
-        child = _Child(cache_dir, run_fn)
+        child = Child(cache_dir, run_fn)
         try:
             return child.context(framework)
         finally:
