@@ -203,9 +203,7 @@ def measure_op(shape: OpShape, dtype: str = "float32", settings: MeasureSettings
                       metrics={**metrics, "oom_predicted": True, "op_label": shape.label()},
                       error=f"predicted before compiling: operands and result {need} B > device "
                       f"memory {memory} B", **context)
-    if peak is None:
-        peak = hardware.peaks(platform["device_kind"], dtype, platform["device_platform"])
-    fastest, basis = _fastest_flops(peak, dtype, platform["device_platform"])
+    fastest, basis = _fastest_flops(peak, dtype, platform)
     if fastest is not None:
         one_s = flops / fastest  # the least time one op can take
         if (1 + MIN_TIMED_CALLS) * one_s > MAX_OP_TIMING_S:
@@ -228,6 +226,8 @@ def measure_op(shape: OpShape, dtype: str = "float32", settings: MeasureSettings
                       error=f"{type(exc).__name__}: {exc}"[:4000], **context)
     metrics.update(timing.stats())
     step = metrics["step_time_s"]
+    if peak is None:
+        peak = hardware.peaks(platform["device_kind"], dtype, platform["device_platform"])
     xla_bytes = op["bytes"]
     metrics.update(
         model_flops_per_step=flops,
@@ -253,18 +253,22 @@ def measure_op(shape: OpShape, dtype: str = "float32", settings: MeasureSettings
                   warnings=physics_warnings(metrics, cv_target=settings.cv_target), **context)
 
 
-def _fastest_flops(peak: Any, dtype: str, platform: str) -> tuple[float | None, str]:
+def _fastest_flops(peak: Any, dtype: str, platform: dict[str, Any]) -> tuple[float | None, str]:
     """An upper bound of the device's FLOP/s for ``dtype`` and where it comes from, for the
-    time bounds before compiling (so they never refuse an op that could finish): the larger of
-    the peak utilization divides by and, on a CPU, its nominal peak (cores x clock x vector
-    width, :func:`paradnn.hardware.nominal_cpu_flops`), which a probe measured under load does
-    not understate; (None, reason) where neither is known."""
+    time bounds before compiling (so they never refuse an op that could finish), found without
+    running a probe: on a CPU its nominal peak (cores x clock x vector width,
+    :func:`paradnn.hardware.nominal_cpu_flops`, which a probe measured under load cannot
+    understate), or ``peak``'s where given and larger; elsewhere the device's peak (the vendor
+    table); (None, reason) where none is known."""
     candidates = []
-    if peak.flops:
+    if platform["device_platform"] == "cpu":
+        nominal = hardware.nominal_cpu_flops()
+        if nominal and nominal[0].get(dtype):
+            candidates.append((float(nominal[0][dtype]), f"nominal CPU peak: {nominal[1]}"))
+    elif peak is None:
+        peak = hardware.peaks(platform["device_kind"], dtype, platform["device_platform"])
+    if peak is not None and peak.flops:
         candidates.append((float(peak.flops), f"peak, {peak.source}"))
-    nominal = hardware.nominal_cpu_flops() if platform == "cpu" else None
-    if nominal and nominal[0].get(dtype):
-        candidates.append((float(nominal[0][dtype]), f"nominal CPU peak: {nominal[1]}"))
     return max(candidates) if candidates else (None, "no peak known")
 
 
