@@ -140,8 +140,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sweep", default="sweeps/smoke.yaml", help="sweep file (relative to "
                         "each checkout, so both run their own copy of it)")
-    parser.add_argument("--reference", default="/work/wt/base",
-                        help="checkout to compare with (default: %(default)s)")
+    parser.add_argument("--reference", default="../paradnn-base",
+                        help="checkout to compare with, e.g. `git worktree add ../paradnn-base "
+                        "b5637c9` for the main before the throughput work (default: %(default)s)")
     parser.add_argument("--no-reference", action="store_true", help="measure this checkout only")
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds")
     parser.add_argument("--grid40", action="store_true", help="the 40-config FC+CNN check "

@@ -6,7 +6,7 @@
 # the two-CPU FC grid (the other platform of the cross-platform check).
 cd "$(dirname "$0")/../.." || exit 1
 export PYTHONPATH=$PWD
-PY=/work/venv/bin/python
+PY=${PYTHON:-python3}
 set -x
 taskset -c 0 $PY -m paradnn sweep benchmarks/prediction/fc.yaml --store benchmarks/prediction/fc_1cpu.db --repeat 2 --remeasure-unstable
 taskset -c 0 $PY -m paradnn sweep benchmarks/prediction/fc.yaml --budget 36 --store benchmarks/prediction/fc_1cpu_budget.db

@@ -3,7 +3,7 @@
 # most important first; each line timestamped in results/study_all.log.
 cd "$(dirname "$0")/../.." || exit 1
 export PYTHONPATH=${PYTHONPATH:-$PWD}
-PY="nice -n 19 /work/venv/bin/python"
+PY="nice -n 19 ${PYTHON:-python3}"
 B=benchmarks/prediction
 R=$B/results
 mkdir -p $R

@@ -4,7 +4,7 @@ Every pair of single runs of the same sweep with the same code (aa*.db), and eve
 first six runs into two groups of three (each side pooling three interleaved runs), compared at
 the default threshold. Prints one line per comparison and the totals.
 
-    PYTHONPATH=$PWD /work/venv/bin/python measure/aa_rate.py measure/aa?.db
+    PYTHONPATH=$PWD python3 benchmarks/compare/aa_rate.py benchmarks/compare/aa?.db
 """
 
 import itertools
