@@ -69,10 +69,20 @@ class _Compiled:
     compiled: jax.stages.Compiled
 
 
+#: Whether measured programs are kept serialized between processes. Off: an XLA:CPU executable
+#: that JAX itself loaded from its persistent cache serializes without its compiled functions,
+#: and loading that blob in another process gives a program whose first call fails ("NOT_FOUND:
+#: Function ... fusion not found"), which a sweep would store as the workload's error. JAX's own
+#: persistent cache still serves the compile of a warm run.
+KEEP_PROGRAMS = False
+
+
 def _load_program(key: str) -> tuple[Any, str, Any, Any, float] | None:
     """(compiled, loop, state shapes, batch shapes, seconds to load) of a measured program kept
     by :func:`_save_program` under ``key``, or None. A program that cannot be loaded (a damaged
     entry) is a miss: it is compiled again."""
+    if not KEEP_PROGRAMS:
+        return None
     t0 = time.perf_counter()
     blob = analyses.load_blob("program", key)
     if blob is None:
@@ -88,7 +98,7 @@ def _load_program(key: str) -> tuple[Any, str, Any, Any, float] | None:
 def _save_program(key: str, compiled: Any, loop: str, state_shapes: Any, batch_shapes: Any) -> None:
     """Keep the measured program serialized (the form JAX's own compilation cache keeps it in)
     with its step loop and abstract inputs, when there is a cache folder."""
-    if not analyses.enabled():
+    if not (KEEP_PROGRAMS and analyses.enabled()):
         return
     try:
         payload, in_tree, out_tree = serialize_executable.serialize(compiled)
