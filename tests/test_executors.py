@@ -142,7 +142,7 @@ def test_analysis_cache_keeps_answers_and_treats_damage_as_a_miss(tmp_path):
 def test_warm_rerun_reuses_analyses_with_the_same_numbers(tmp_path):
     """A second sweep with the same cache folder loads the initial states and analyses instead
     of computing them, and records the same counted numbers. Measured programs are not kept
-    (paradnn.backends.jax.backend.KEEP_PROGRAMS: JAX's own cache serves their compile)."""
+    (see JaxBackend.compile: JAX's own cache serves their compile)."""
     g = (grid("fc", layers=2, nodes=32, input=64, output=10, batch=8)
          + grid("rnn", cell="lstm", layers=1, embed=8, length=3, vocab=16, batch=2))
     cache = tmp_path / "cache"

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 import os
-import pickle
 import socket
 import time
 from dataclasses import dataclass
@@ -22,7 +21,6 @@ import flax
 import jax
 import jaxlib
 import optax
-from jax.experimental import serialize_executable
 
 from paradnn import hardware
 from paradnn.backends import Program
@@ -67,45 +65,6 @@ class _Compiled:
     state_shapes: Any
     batch_shapes: Any
     compiled: jax.stages.Compiled
-
-
-#: Whether measured programs are kept serialized between processes. Off: an XLA:CPU executable
-#: that JAX itself loaded from its persistent cache serializes without its compiled functions,
-#: and loading that blob in another process gives a program whose first call fails ("NOT_FOUND:
-#: Function ... fusion not found"), which a sweep would store as the workload's error. JAX's own
-#: persistent cache still serves the compile of a warm run.
-KEEP_PROGRAMS = False
-
-
-def _load_program(key: str) -> tuple[Any, str, Any, Any, float] | None:
-    """(compiled, loop, state shapes, batch shapes, seconds to load) of a measured program kept
-    by :func:`_save_program` under ``key``, or None. A program that cannot be loaded (a damaged
-    entry) is a miss: it is compiled again."""
-    if not KEEP_PROGRAMS:
-        return None
-    t0 = time.perf_counter()
-    blob = analyses.load_blob("program", key)
-    if blob is None:
-        return None
-    try:
-        payload, in_tree, out_tree, loop, state_shapes, batch_shapes = pickle.loads(blob)
-        compiled = serialize_executable.deserialize_and_load(payload, in_tree, out_tree)
-    except Exception:  # noqa: BLE001 - any unreadable entry is a cache miss, never a result
-        return None
-    return compiled, loop, state_shapes, batch_shapes, time.perf_counter() - t0
-
-
-def _save_program(key: str, compiled: Any, loop: str, state_shapes: Any, batch_shapes: Any) -> None:
-    """Keep the measured program serialized (the form JAX's own compilation cache keeps it in)
-    with its step loop and abstract inputs, when there is a cache folder."""
-    if not (KEEP_PROGRAMS and analyses.enabled()):
-        return
-    try:
-        payload, in_tree, out_tree = serialize_executable.serialize(compiled)
-        blob = pickle.dumps((payload, in_tree, out_tree, loop, state_shapes, batch_shapes))
-    except Exception:  # noqa: BLE001 - a program that cannot be serialized is compiled each time
-        return
-    analyses.save_blob("program", key, blob)
 
 
 #: JAX's persistent-cache settings that :meth:`JaxBackend.configure_cache` changes.
@@ -165,37 +124,27 @@ class JaxBackend:
         model = build(workload.spec, workload.dtype)
         optimizer = workload.optimizer
         mesh = wl.device_mesh(workload.devices)
-        program_key = f"{workload.key}-{options.xla_preset}-{options.step_loop}"
-        t_load = time.perf_counter()
-        kept = _load_program(program_key) if mesh is None else None
-        if kept is not None:
-            t0 = time.perf_counter()
-            phases: dict[str, float] = {"trace": t_load - t_build}
-            compiled, loop, state_shapes, batch_shapes, phases["compile"] = kept
-        else:
-            state_shapes, batch_shapes = wl.abstract_inputs(workload, model, optimizer, mesh)
-            t0 = time.perf_counter()
-            phases = {"trace": t0 - t_build}
-            # Which loop "auto" picks depends on the program alone: once known, it is not looked
-            # for again (a lowering saved per config).
-            known = analyses.lookup("step_loop", workload.key) if options.step_loop == "auto" else None
-            compiled, loop = wl.compile_measured(model, optimizer, mesh, state_shapes, batch_shapes,
-                                                 options.xla_preset, known or options.step_loop,
-                                                 phases=phases)
-            if options.step_loop == "auto" and known is None:
-                analyses.store("step_loop", workload.key, loop)
-            if mesh is None:
-                t_save = time.perf_counter()
-                _save_program(program_key, compiled, loop, state_shapes, batch_shapes)
-                phases["save"] = time.perf_counter() - t_save
+        # The measured program itself is not kept in the analyses cache: an XLA:CPU executable
+        # that JAX loaded from its persistent cache re-serializes without its compiled functions,
+        # and another process's first call of it fails ("Function ... fusion not found"). JAX's
+        # own cache serves the compile of a warm run.
+        state_shapes, batch_shapes = wl.abstract_inputs(workload, model, optimizer, mesh)
+        t0 = time.perf_counter()
+        phases: dict[str, float] = {"trace": t0 - t_build}
+        # Which loop "auto" picks depends on the program alone: once known, it is not looked
+        # for again (a lowering saved per config).
+        known = analyses.lookup("step_loop", workload.key) if options.step_loop == "auto" else None
+        compiled, loop = wl.compile_measured(model, optimizer, mesh, state_shapes, batch_shapes,
+                                             options.xla_preset, known or options.step_loop,
+                                             phases=phases)
+        if options.step_loop == "auto" and known is None:
+            analyses.store("step_loop", workload.key, loop)
         metrics: dict[str, Any] = {
             "params": sum(math.prod(x.shape) for x in jax.tree_util.tree_leaves(state_shapes["params"])),
-            "compile_s": (phases["compile"] if kept is not None
-                          else time.perf_counter() - t0 - phases.get("save", 0.0)),
+            "compile_s": time.perf_counter() - t0,
             "step_loop_used": loop,
             "phase_trace_s": phases["trace"],
-            # Keeping the program for the next run is part of compiling it, not of compile_s.
-            "phase_compile_s": phases.get("compile", 0.0) + phases.get("save", 0.0),
+            "phase_compile_s": phases.get("compile", 0.0),
         }
         mem = compiled.memory_analysis()
         if mem is not None:
