@@ -138,15 +138,20 @@ def roofline(rf: pd.DataFrame, color_by: str = "dtype", title: str | None = None
     xmin = rows["arithmetic_intensity"].min() / 2
     xmax = rows["arithmetic_intensity"].max() * 2
     roof_handles = _roof_lines(ax, _roofs(rows), xmin, xmax)
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("arithmetic intensity (FLOP/B, log scale)")
-    ax.set_ylabel("achieved (FLOP/s, log scale)")
-    log_axis(ax.xaxis, fmt=compact)
-    log_axis(ax.yaxis, fmt=compact)
+    _roofline_axes(ax, "achieved")
     fig.legend(handles=handles + roof_handles, loc="outside right upper", frameon=False)
     ax.set_title(title or "roofline")
     return fig
+
+
+def _roofline_axes(ax, achieved: str) -> None:
+    """Log-log roofline axes: arithmetic intensity (FLOP/B) against ``achieved`` FLOP/s."""
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("arithmetic intensity (FLOP/B, log scale)")
+    ax.set_ylabel(f"{achieved} (FLOP/s, log scale)")
+    log_axis(ax.xaxis, fmt=compact)
+    log_axis(ax.yaxis, fmt=compact)
 
 
 @styled
@@ -167,12 +172,7 @@ def op_roofline(ops: pd.DataFrame, title: str | None = None) -> Figure:
         handles.append(Line2D([], [], marker="o", linestyle="", color=_CATEGORY_COLORS[cat], label=cat))
     handles += _roof_lines(ax, _roofs(rows, ops.attrs.get("peak_source", "given")),
                            rows["arithmetic_intensity"].min() / 2, rows["arithmetic_intensity"].max() * 2)
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("arithmetic intensity (FLOP/B, log scale)")
-    ax.set_ylabel("achieved by the operation (FLOP/s, log scale)")
-    log_axis(ax.xaxis, fmt=compact)
-    log_axis(ax.yaxis, fmt=compact)
+    _roofline_axes(ax, "achieved by the operation")
     note = " - per-op times approximate (CPU)" if ops.attrs.get("approximate") else ""
     ax.set_title(title or f"operations above {ops.attrs.get('min_time_fraction', 0.01):.0%} of step time"
                  f" (marker area ~ time share){note}")
