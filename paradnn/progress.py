@@ -12,7 +12,7 @@ import contextlib
 import sys
 import threading
 import time
-from typing import IO, Iterator
+from typing import IO, Callable, Iterator
 
 from paradnn.units import duration
 
@@ -20,12 +20,38 @@ from paradnn.units import duration
 EVERY_S = 5.0
 
 _phase: list[tuple[str, float]] = [("starting", time.perf_counter())]
+#: Functions called with each new phase's name (:func:`listen`): an executor's child process
+#: forwards its phases to the sweep driver, which prints the lines and, on a CPU, stops the
+#: workers compiling ahead while "timing" is in force.
+_listeners: list[Callable[[str], None]] = []
+
+#: The phase of the warm-up and timed calls: nothing else may run on their cores meanwhile.
+TIMING = "timing"
 
 
 def phase(name: str) -> None:
     """Say that the work in this process has entered phase ``name`` ("compiling", "timing", ...).
-    A heartbeat reports it from its next line on."""
+    A heartbeat reports it from its next line on; listeners are called with it (they may block:
+    a listener of "timing" returns once the other workers on the same cores are stopped)."""
     _phase[0] = (name, time.perf_counter())
+    for listener in list(_listeners):
+        listener(name)
+
+
+@contextlib.contextmanager
+def listen(listener: Callable[[str], None]) -> Iterator[None]:
+    """Call ``listener(name)`` at every :func:`phase` while the block runs."""
+    _listeners.append(listener)
+    try:
+        yield
+    finally:
+        _listeners.remove(listener)
+
+
+def line(label: str, name: str, phase_s: float, total_s: float, prefix: str = "paradnn") -> str:
+    """One progress line: ``<prefix>: <label>: <phase> for <t> (<total> so far)`` (durations in
+    the units of :func:`paradnn.units.duration`)."""
+    return f"{prefix}: {label}: {name} for {duration(phase_s)} ({duration(total_s)} so far)"
 
 
 def current() -> tuple[str, float]:
@@ -45,8 +71,7 @@ def heartbeat(label: str, every_s: float = EVERY_S, stream: IO[str] | None = Non
         while not stop.wait(every_s):
             name, since = current()
             now = time.perf_counter()
-            print(f"paradnn: {label}: {name} for {duration(now - max(since, start))} "
-                  f"({duration(now - start)} so far)", file=out, flush=True)
+            print(line(label, name, now - max(since, start), now - start), file=out, flush=True)
 
     thread = threading.Thread(target=beat, name="paradnn-heartbeat", daemon=True)
     thread.start()

@@ -112,6 +112,15 @@ METRICS: dict[str, tuple[str, str]] = {
                              "trace / the window's wall time (GPU/TPU only)"),
     "device_busy_note": ("", "how device_busy_fraction was obtained, or why not"),
     "meter_window_s": ("s", "measured: wall time of the metered window (energy and utilization)"),
+    # Compiling ahead (the process executor's overlap; docs/performance.md "Compiling ahead").
+    "overlap_workers": ("1", "prepare workers that compiled configs ahead while this one was "
+                        "measured (0: a sequential sweep; the run option overlap)"),
+    "prepared_ahead": ("bool", "a prepare worker compiled this config's programs and filled its "
+                       "analyses before it was measured (its compile phases are cache loads)"),
+    "preparers_stopped": ("bool", "prepare workers sharing this config's CPU cores were stopped "
+                          "(SIGSTOP) during its warm-up and timed calls"),
+    "prepare_wait_s": ("s", "measured: seconds this config waited for its prepare worker before "
+                       "its measurement began (not in phase_total_s)"),
 }
 
 #: Where a config's wall time goes, in the order the work happens: phase -> what it covers. Each

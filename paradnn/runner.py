@@ -129,11 +129,15 @@ def run_workload(
                 f"predicted from compiled memory analysis: peak {peak} B > limit {limit} B",
                 metrics={**metrics, "oom_predicted": True}, tags=tags, **context_)
 
-        progress.phase("timing")
+        progress.phase("initializing")
         state, batch = phases.run("init", lambda: backend.init(program))
+        # The warm-up and timed calls are their own phase: while it is in force, a sweep's workers
+        # compiling ahead on the same cores are stopped (paradnn.executors.process).
+        progress.phase(progress.TIMING)
         timing = time_calls(program.call, state, batch, settings, sync=backend.sync,
                             loss_value=backend.loss_value,
                             window=lambda: meters.window(platform["device_platform"], program.devices))
+        progress.phase("counting costs and memory")
         del state, batch  # free device memory before compiling the cost variants
         metrics.update(timing.stats())
         metrics["phase_warmup_s"] = timing.warmup_s
@@ -146,7 +150,6 @@ def run_workload(
             return Record.failed(workload, "error", f"non-finite loss {timing.final_loss}",
                                  metrics=metrics, tags=tags, **context_)
 
-        progress.phase("counting costs and memory")
         metrics.update(phases.run("costs", lambda: backend.costs(program)))
         metrics.update(phases.run("memory", lambda: backend.memory_breakdown(program)))
         metrics["model_flops_per_step"] = phases.run("costs", lambda: model_flops_per_step(workload))
@@ -168,6 +171,37 @@ def run_workload(
     phases.finish(t_start)
     return Record(status="ok", workload=workload.to_dict(), metrics=metrics, tags=tags,
                   warnings=warnings, **context_)
+
+
+def prepare_workload(
+    workload: Workload,
+    settings: MeasureSettings | None = None,
+    memory_limit_bytes: int | None = None,
+) -> str:
+    """Do ahead of time what a measurement of ``workload`` would compute and its framework
+    caches, allocating no device state for the measurement: with JAX, trace, lower and compile
+    the measured program with exactly its measured options (JAX's persistent cache then holds the
+    executable :func:`run_workload` loads), the init program, the cost analysis with its loop
+    variants and the memory breakdown (``Backend.prepare``, docs/performance.md "Compiling
+    ahead"). Called by the process executor's prepare workers (``overlap``) on the configs after
+    the one being measured. Returns in words what was done; nothing of it is ever stored: a
+    failure here (an exception, or the worker's crash) only means the measuring worker compiles
+    the config itself. A framework without the ``prepare`` capability (TensorFlow, torch) does
+    nothing ("unsupported"); so does a config whose weights alone are predicted not to fit (the
+    measurement refuses it before compiling)."""
+    settings = settings or MeasureSettings()
+    try:
+        prepare = backends.capability(workload.framework, "prepare", "compile ahead")
+    except ParadnnError:
+        return "unsupported"
+    platform, _software = context(workload.framework)
+    if workload.devices > platform["device_count"]:
+        return "nothing to prepare: more devices than this host has (the measurement says so)"
+    backend = backends.get(workload.framework)
+    limit = memory_limit_bytes if memory_limit_bytes is not None else backend.device_memory_bytes()
+    if sizes.predicted_oom(workload, limit) is not None:
+        return "nothing to prepare: predicted out of memory before compiling"
+    return str(prepare(workload, settings, limit))
 
 
 _T = TypeVar("_T")

@@ -32,7 +32,8 @@ import pandas as pd
 from paradnn.analysis.cost import estimate
 from paradnn.errors import InfrastructureError, SpecError, StoreError
 from paradnn.executors import EXECUTORS, Fault, RunFn, Task, default_cache_dir, make_executor
-from paradnn.grids.sweepfile import MAX_REPEAT, GridLike, resolve, resolve_settings
+from paradnn import progress as progress_lines
+from paradnn.grids.sweepfile import MAX_REPEAT, GridLike, parse_overlap, resolve, resolve_settings
 from paradnn.units import duration, parse_bytes, parse_duration, parse_int
 from paradnn.record import STATUSES, Record, format_phase_totals, phase_totals, record_key
 from paradnn.store import Store
@@ -180,6 +181,19 @@ class Progress:
             self.stream.write(self.line() + "\n")
         self.stream.flush()
 
+    def note(self, text: str) -> None:
+        """Write ``text`` as a line of its own (a heartbeat); on a terminal the progress line
+        is drawn again below it."""
+        if self.stream is None:
+            return
+        if self.tty:
+            self.stream.write("\r" + text.ljust(self._drawn) + "\n")
+            self._drawn = 0
+            self._draw()
+        else:
+            self.stream.write(text + "\n")
+            self.stream.flush()
+
     def close(self) -> None:
         if self.stream is not None and self.tty:
             self.stream.write("\n")
@@ -215,6 +229,7 @@ def sweep(
     resources: dict[str, Any] | None = None,
     max_configs: int | None = None,
     remeasure_unstable: bool = False,
+    overlap: int | str | None = None,
 ) -> pd.DataFrame:
     """Measure every workload of a grid or sweep file into ``store``; return their rows.
 
@@ -239,7 +254,9 @@ def sweep(
     ``paradnn.grids.MAX_CONFIGS``), checked before expanding it. ``remeasure_unstable``: ``ok``
     rows that missed their precision target (``stable`` false) do not count towards ``repeat``,
     so those configs are measured again (the unstable rows stay in the store; analyses prefer
-    stable rows).
+    stable rows). ``overlap``: ``"auto"`` (default) or a count of workers compiling the next configs
+    while one is measured (process executor; auto is 1 on a GPU host, 0 elsewhere;
+    docs/performance.md, "Compiling ahead").
 
     Returns the store's rows for this sweep's configs (all repeats, earlier runs included), one
     column per field, as :func:`paradnn.load` gives them.
@@ -269,6 +286,7 @@ def sweep(
         raise SpecError("address" if address is not None else "resources",
                         address if address is not None else resources,
                         "only with executor='ray'")
+    overlap = parse_overlap(overlap if overlap is not None else run.get("overlap", "auto"))
     measure_settings = resolve_settings(plan, settings)
     stream: IO[str] | None = (sys.stderr if progress is True else None if progress is False
                               else progress)
@@ -280,7 +298,8 @@ def sweep(
     setup_s = None
     with Store(store) as db:
         with make_executor(executor, timeout_s=timeout_s, cache_dir=cache_dir, run_fn=run_fn,
-                           address=address, resources=resources) as ex:
+                           address=address, resources=resources,
+                           overlap=overlap) as ex:
             try:
                 platform, software = ex.context()
             except InfrastructureError as exc:
@@ -312,6 +331,14 @@ def sweep(
             stale_after_s = float(timeout_s) * 2 + 600
             claimed: dict[int, Task] = {}
 
+            def beat(task: Task, phase: str, phase_s: float, total_s: float) -> None:
+                bar.note(progress_lines.line(short_name(task.workload), phase, phase_s, total_s,
+                                             prefix="paradnn sweep"))
+
+            # An executor that looks ahead says itself when a config starts.
+            reports_starts = ex.watch(started=lambda task: bar.begin(task.workload), waiting=beat,
+                                      every_s=progress_lines.EVERY_S)
+
             def tasks() -> Iterator[Task]:
                 # Claims are taken lazily, just before a config is handed to the executor, so
                 # a concurrent sweep on the same store takes whatever this one has not started.
@@ -328,7 +355,8 @@ def sweep(
                             continue
                         task = Task(w, measure_settings, limit, key, claim)
                         claimed[claim] = task
-                        bar.begin(w)
+                        if not reports_starts:
+                            bar.begin(w)
                         yield task
 
             warned = False

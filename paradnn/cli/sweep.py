@@ -11,6 +11,7 @@ from paradnn.cli import DEFAULT_STORE, typed
 from paradnn.cli.plan import show_plan
 from paradnn.errors import ParadnnError
 from paradnn.grids import MAX_CONFIGS, MAX_REPEAT
+from paradnn.grids.sweepfile import parse_overlap
 from paradnn.outputs import path_type
 from paradnn.status import failures
 from paradnn.record import format_phase_totals, phase_totals
@@ -35,7 +36,7 @@ def _sweep(args: argparse.Namespace) -> int:
         memory_limit_bytes=args.memory_limit, timeout_s=args.timeout, address=args.address,
         cache_dir=None if args.no_cache else (args.cache_dir or DEFAULT_CACHE),
         progress=not args.quiet, max_configs=args.max_configs,
-        remeasure_unstable=args.remeasure_unstable)
+        remeasure_unstable=args.remeasure_unstable, overlap=args.overlap)
     # Rows written since this sweep started were measured now (by it, or by a sweep sharing
     # the store); the others were already in the store and were skipped.
     when = pd.to_datetime(df["time_utc"], utc=True, format="ISO8601") if len(df) else None
@@ -169,6 +170,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="persistent XLA compilation cache folder (default: the file's, else "
                    "$XDG_CACHE_HOME/paradnn/xla or ~/.cache/paradnn/xla)")
     p.add_argument("--no-cache", action="store_true", help="disable the compilation cache")
+    p.add_argument("--overlap", type=typed(parse_overlap), default=None, metavar="N|auto",
+                   help="workers compiling the next configs while one is measured (process "
+                   "executor): a count from 0 to the CPU cores, or auto = 1 on a GPU host, 0 "
+                   "elsewhere (default: the file's, else auto; docs/performance.md)")
     p.add_argument("--remeasure-unstable", action="store_true",
                    help="measure again the configs whose stored runs missed their precision "
                    "target (stable false); their old rows stay")

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Union
 
 from paradnn import backends, hardware
-from paradnn.errors import InfrastructureError, ParadnnError
+from paradnn.errors import InfrastructureError, ParadnnError, SpecError
 from paradnn.record import PHASES, Record, phase_metric
 from paradnn.specs import Workload
 
@@ -84,6 +84,17 @@ class Executor:
 
     def execute(self, tasks: Iterator[Task]) -> Iterator[tuple[Task, Outcome]]:
         raise NotImplementedError
+
+    def watch(self, started: Callable[[Task], None] | None = None,
+              waiting: Callable[[Task, str, float, float], None] | None = None,
+              every_s: float | None = None) -> bool:
+        """Ask to be told when a config's measurement starts (``started(task)``) and, every
+        ``every_s`` seconds (default :data:`paradnn.progress.EVERY_S`) while one runs,
+        ``waiting(task, phase, phase_s, total_s)``: the phase in force (its name, seconds in it)
+        and the seconds since the config started. Returns whether this executor calls
+        ``started``; one that does not (the base) starts a config when it pulls it from the
+        iterator, so the caller says so itself then."""
+        return False
 
     def close(self) -> None:
         pass
@@ -218,12 +229,19 @@ def run_config(run_fn: RunFn | None, workload: Workload, settings: Any,
 
 def make_executor(name: str, *, timeout_s: float, cache_dir: str | os.PathLike | None,
                   run_fn: RunFn | None = None, address: str | None = None,
-                  resources: dict[str, Any] | None = None) -> Executor:
-    """An executor by name (``EXECUTORS``)."""
+                  resources: dict[str, Any] | None = None, overlap: int | str = 0) -> Executor:
+    """An executor by name (``EXECUTORS``). ``overlap`` (``"auto"`` or a count, as
+    :func:`paradnn.grids.sweepfile.parse_overlap` gives it): prepare workers compiling ahead,
+    process executor only (docs/performance.md, "Compiling ahead")."""
+    if not (overlap == "auto" or isinstance(overlap, int) and not isinstance(overlap, bool) and overlap >= 0):
+        raise SpecError("overlap", overlap, "auto or a non-negative integer (parse_overlap)")
+    if name != "process" and overlap not in (0, "auto"):
+        raise SpecError("overlap", overlap, f"0 or auto with executor={name!r} (compiling ahead "
+                        "needs executor='process')")
     if name == "process":
         from paradnn.executors.process import ProcessExecutor
 
-        return ProcessExecutor(timeout_s=timeout_s, cache_dir=cache_dir, run_fn=run_fn)
+        return ProcessExecutor(timeout_s=timeout_s, cache_dir=cache_dir, run_fn=run_fn, overlap=overlap)
     if name == "inprocess":
         from paradnn.executors.inprocess import InProcessExecutor
 

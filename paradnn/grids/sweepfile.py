@@ -42,7 +42,23 @@ RUN_KEYS: dict[str, str] = {
     "cache_dir": "a directory for the XLA compilation cache, or null to disable it",
     "address": "a Ray cluster address HOST:PORT",
     "resources": "Ray resources per task, e.g. {num_gpus: 1} or {resources: {TPU: 4}}",
+    "overlap": "auto or an integer from 0 to the number of CPU cores: workers compiling the next "
+               "configs while one is measured (process executor; auto: 1 on a GPU host, else 0)",
 }
+
+
+def parse_overlap(value: Any) -> int | str:
+    """``overlap`` (run setting, ``--overlap``): ``"auto"``, or a count of prepare workers from 0
+    to the number of CPU cores (``os.cpu_count()``), from an int or text. SpecError otherwise."""
+    if isinstance(value, str) and value.strip().lower() == "auto":
+        return "auto"
+    cores = os.cpu_count() or 1
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise SpecError("overlap", value, f"auto or an integer from 0 to {cores} (the CPU cores)")
+    try:
+        return parse_int(value, "overlap", minimum=0, maximum=cores)
+    except SpecError:
+        raise SpecError("overlap", value, f"auto or an integer from 0 to {cores} (the CPU cores)") from None
 # Measurement settings are parsed and range-checked where they are defined (their fields'
 # metadata in paradnn.measure): one place for each setting's type, limits and meaning.
 
@@ -275,6 +291,12 @@ def _check_run_value(key: str, value: Any) -> str | None:
         return None if isinstance(value, str) and value else RUN_KEYS[key]
     if key == "resources":
         return None if isinstance(value, dict) else RUN_KEYS[key]
+    if key == "overlap":
+        try:
+            parse_overlap(value)
+        except ParadnnError as exc:
+            return exc.allowed if isinstance(exc, SpecError) else RUN_KEYS[key]
+        return None
     return RUN_KEYS.get(key, "known")
 
 

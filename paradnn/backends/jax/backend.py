@@ -175,6 +175,32 @@ class JaxBackend:
             analyses.save_arrays("init", workload.key, (state, batch))
         return state, batch
 
+    def prepare(self, workload: Any, settings: Any, limit_bytes: int | None) -> str:
+        """Fill the caches a measurement of ``workload`` reads, allocating nothing on an
+        accelerator (``paradnn.runner.prepare_workload``): the measured program compiled by
+        :meth:`compile` itself (same options: JAX's persistent cache keeps the executable, the
+        analyses cache the step-loop choice), the cost analysis and its loop variants, the
+        memory breakdown's residual split, and the initial state: on a CPU, whose device memory
+        is the host's, computed and kept (``analyses``, as a measurement would), elsewhere its
+        programs only compiled. Returns what was done, in words."""
+        program = self.compile(workload, settings)
+        peak = program.metrics.get("memory_peak_bytes")
+        if limit_bytes is not None and (program.state_bytes > limit_bytes
+                                        or (peak is not None and peak > limit_bytes)):
+            return "compiled; predicted out of memory from the compiled program"
+        self.costs(program)
+        self.memory_breakdown(program)
+        h: _Compiled = program.handle
+        shapes = (h.state_shapes, h.batch_shapes)
+        if (h.mesh is None and jax.default_backend() == "cpu" and analyses.storable(shapes)
+                and analyses.load_arrays("init", workload.key, shapes) is None):
+            state, batch = wl.init_inputs(workload, h.model, h.optimizer, h.mesh)
+            analyses.save_arrays("init", workload.key, (state, batch))
+            del state, batch
+            return "compiled, analysed, initial state kept"
+        wl.compile_init(workload, h.model, h.optimizer, h.mesh)
+        return "compiled, analysed, init compiled"
+
     def sync(self, value: Any) -> Any:
         return jax.block_until_ready(value)
 

@@ -261,6 +261,17 @@ def init_inputs(workload: Workload, model: ModelDef, optimizer_name: str, mesh=N
     return state, batch
 
 
+def compile_init(workload: Workload, model: ModelDef, optimizer_name: str, mesh=None) -> None:
+    """Compile, without running, the two programs of :func:`init_inputs` (state and batch) with
+    the same options, so that JAX's persistent cache holds them: what a worker compiling ahead
+    does where it must not allocate on the device (an accelerator)."""
+    replicated, split = _shardings(mesh)
+    key = jax.random.key(SEED)
+    for fn, sharding in ((_init_fn(model, optimizer_name), replicated),
+                         (lambda k: model.make_batch(k, workload.batch), split)):
+        jax.jit(fn, out_shardings=sharding).lower(key).compile(untimed_compile_options())
+
+
 def prepare(workload: Workload, model: ModelDef | None = None) -> Prepared:
     """Build the model, initialize the state and batch on the device(s), jit one step."""
     model = model or build(workload.spec, workload.dtype)
