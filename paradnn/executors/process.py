@@ -114,7 +114,12 @@ class Child:
                 pass_fds=(to_child_r, from_child_w), env=env,
                 # Own process group: a timeout kills the child and anything it started, and a
                 # Ctrl-C in the terminal reaches only the driver, which then stops the child.
-                start_new_session=True)
+                # A prepare worker's group stays in the driver's session: should the driver die
+                # while the worker is stopped (SIGSTOP, for a timed call), its group becomes
+                # orphaned with a stopped member and the kernel sends it SIGHUP and SIGCONT, so
+                # it exits rather than stay stopped (a new session's group is orphaned from the
+                # start and would get neither).
+                **({"process_group": 0} if role == "prepare" else {"start_new_session": True}))
         finally:
             os.close(to_child_r)
             os.close(from_child_w)
