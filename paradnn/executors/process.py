@@ -293,6 +293,9 @@ class ProcessExecutor(Executor):
         self._no_prepare: dict[str, str] = {}
         #: Prepare workers stopped now (SIGSTOP) for a measuring worker's timed calls.
         self._stopped_now: list[_Preparer] = []
+        #: Whether a measuring worker's timed calls run now with others stopped: no prepare
+        #: worker starts and none is given work meanwhile.
+        self._timing_now = False
         self._started_cb: Any = None
         self._waiting_cb: Any = None
         self._every_s = progress.EVERY_S
@@ -358,6 +361,8 @@ class ProcessExecutor(Executor):
     def _dispatch(self, ahead: deque[_Ahead]) -> None:
         """Give the queued configs ahead, in order, to idle prepare workers (started as needed,
         without waiting for them)."""
+        if self._timing_now:
+            return
         for entry in ahead:
             if entry.state != "queued":
                 continue
@@ -475,6 +480,7 @@ class ProcessExecutor(Executor):
 
     def _resume_preparers(self) -> None:
         """Resume (SIGCONT) the stopped prepare workers; their time limits did not run meanwhile."""
+        self._timing_now = False
         now = time.monotonic()
         for p in self._stopped_now:
             try:
@@ -536,6 +542,7 @@ class ProcessExecutor(Executor):
                 self._resume_preparers()  # the phase after the timed calls (or any other)
                 phase = (message[1], time.monotonic())
                 if message[2]:
+                    self._timing_now = True
                     pgids = self._stop_preparers(child, framework)
                     stopped[0] = stopped[0] or bool(pgids)
                     child.to_child.send(("go", pgids))
