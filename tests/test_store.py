@@ -316,8 +316,7 @@ def test_merge_conflict_writes_nothing_and_identical_rows_are_duplicates(tmp_pat
     with Store(a) as s:
         s.add(record(32))
         s.add(record(33))
-    changed = record(33)
-    changed.metrics["examples_per_sec"] = 1.0  # same key and time, another measurement
+    changed = record(33).with_metrics(examples_per_sec=1.0)  # same key and time, another measurement
     with Store(b) as s:
         s.add(record(32))
         s.add(changed)

@@ -311,8 +311,7 @@ def flaky(workload, settings, memory_limit_bytes):
     noisy = workload.spec.nodes == 40 and not marker.exists()
     if noisy:
         marker.touch()
-    record.metrics["stable"] = not noisy
-    return record
+    return record.with_metrics(stable=not noisy)
 
 
 def test_remeasure_unstable_measures_only_the_noisy_config_again(tmp_path, monkeypatch):
