@@ -26,7 +26,6 @@ import sys
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from types import MappingProxyType
 from typing import IO, Any
 
 import pandas as pd
@@ -37,7 +36,7 @@ from paradnn.executors import EXECUTORS, Fault, RunFn, Task, default_cache_dir, 
 from paradnn.grids.sweepfile import MAX_REPEAT, GridLike, resolve, resolve_settings
 from paradnn.measure import MeasureSettings
 from paradnn.units import duration, parse_bytes, parse_duration, parse_int
-from paradnn.record import STATUSES, Record, format_phase_totals, phase_totals, record_key
+from paradnn.record import STATUSES, FrozenDict, Record, format_phase_totals, phase_totals, record_key
 from paradnn.store import Store
 from paradnn.workload import Workload, short_name
 
@@ -129,7 +128,7 @@ class SweepConfig:
             if not isinstance(self.resources, Mapping):
                 raise SpecError("resources", self.resources,
                                 "Ray resources per task, e.g. {'num_gpus': 1}")
-            put("resources", MappingProxyType(dict(self.resources)))
+            put("resources", FrozenDict(self.resources))
         if self.executor != "ray" and (self.address is not None or self.resources is not None):
             raise SpecError("address" if self.address is not None else "resources",
                             self.address if self.address is not None else dict(self.resources),
