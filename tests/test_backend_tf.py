@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import subprocess
 import sys
 import textwrap
@@ -18,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers import child_env
 from paradnn import families
 from paradnn.backends import available
 
@@ -28,15 +28,15 @@ ROOT = Path(__file__).resolve().parents[1]
 ZOO_TF = ("resnet18", "resnet50", "resnet101", "resnet152", "densenet121", "mobilenet", "vgg16",
           "inception_v3")
 
-# Shared by every script: quiet TensorFlow, the tiny measurement settings of tests/conftest.py.
+# Shared by every script: quiet TensorFlow, the tiny measurement settings of tests/helpers.py
+# (tests/ is on the script's PYTHONPATH: helpers.child_env).
 _PRELUDE = """
 import json, math, sys
+from helpers import TINY
 from paradnn import families
 from paradnn.backends.tensorflow import backend as tb
 from paradnn.measure import MeasureSettings, time_calls
 from paradnn.specs import Workload, Real
-TINY = MeasureSettings(steps_per_call=2, warmup_calls=1, warmup_s=0.0, min_calls=2, max_calls=3,
-                       cv_target=0.5, time_budget_s=0.2)
 B = tb.BACKEND
 LAST = []  # the program train() ran last
 
@@ -71,7 +71,7 @@ def _tf_run(body: str, timeout: float = 900, env: dict[str, str] | None = None) 
     """Run ``body`` (after the prelude) in a fresh interpreter; it must ``print(json.dumps(x))``
     last. Returns ``x``."""
     code = _PRELUDE + textwrap.dedent(body)
-    environment = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2", **(env or {})}
+    environment = child_env(TF_CPP_MIN_LOG_LEVEL="2", **(env or {}))
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout,
                           env=environment, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-4000:]

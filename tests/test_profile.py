@@ -131,8 +131,7 @@ def test_cli_profile(tmp_path):
         "ops.csv", "ops.json", "op_roofline.png", "op_breakdown.png"}
     # the capture feeds the report's operation-level section
     from paradnn.store import Store
-    sys.path.insert(0, str(Path(__file__).parent / "data"))
-    import golden
+    from data import golden
 
     with Store(tmp_path / "s.db") as s:
         s.add_rows(golden.make_frame().head(12).to_dict("records"))

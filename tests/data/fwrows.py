@@ -21,7 +21,7 @@ CONFIGS = ((FC(2, 16, 8, 4), 4), (FC(2, 16, 8, 4), 8), (RNN("rnn", 1, 8, 3, 16),
 @functools.lru_cache(maxsize=None)
 def _measured() -> tuple[dict, ...]:
     import paradnn
-    from conftest import TINY  # tests/conftest.py: the suite's tiny measurement settings
+    from helpers import TINY  # tests/helpers.py: the suite's tiny measurement settings
 
     return tuple(paradnn.run(spec, batch=batch, settings=TINY).to_dict() for spec, batch in CONFIGS)
 
