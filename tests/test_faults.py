@@ -545,7 +545,8 @@ def test_huge_model_is_oom_before_tracing(tmp_path):
     assert rec["params"] == 1000000000 * (32 * 32 + 32) - 32 * 32 + 64 * 32 + 32 * 10 + 10
     # In-process the check itself takes well under a second (the CLI also imports JAX).
     from paradnn.runner import run_workload
-    from paradnn.specs import FC, Workload
+    from paradnn.families.fc import FC
+    from paradnn.workload import Workload
 
     run_workload(Workload(FC(1, 8, 8, 2), 4), None, 10)  # warm the platform context
     t0 = time.perf_counter()
@@ -648,7 +649,11 @@ def test_analytic_floor_is_a_lower_bound_of_the_real_state():
     from paradnn.backends.jax.models import build
     from paradnn.sizes import floor_bytes
     from paradnn.backends.jax.backend import state_bytes
-    from paradnn.specs import CNN, FC, OPTIMIZERS, RNN, Workload
+    from paradnn.families.cnn import CNN
+    from paradnn.families.fc import FC
+    from paradnn.families.rnn import RNN
+    from paradnn.sizes import OPTIMIZERS
+    from paradnn.workload import Workload
 
     from paradnn.sizes import OPTIMIZERS as SLOTS
 
@@ -1265,7 +1270,7 @@ def test_activation_floor_is_below_the_compiled_total():
     from paradnn.measure import MeasureSettings
     from paradnn.runner import run_workload
     from paradnn.sizes import floor_bytes
-    from paradnn.specs import Workload, spec_from_dict
+    from paradnn.workload import Workload, spec_from_dict
 
     spec = spec_from_dict({"family": "transformer", "layers": 2, "d_model": 32, "heads": 2,
                            "d_ff": 64, "length": 64, "vocab": 512, "positions": "sinusoidal"})

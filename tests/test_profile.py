@@ -108,7 +108,8 @@ def test_bad_hlo_and_arguments():
 
 def test_capture_of_a_workload():
     pytest.importorskip("paradnn.backends.jax.step")
-    from paradnn.specs import FC, Workload
+    from paradnn.families.fc import FC
+    from paradnn.workload import Workload
 
     ops = profile.capture(Workload(FC(layers=2, nodes=64, input=32, output=10), batch=16),
                           steps=2, warmup=1)

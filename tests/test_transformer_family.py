@@ -16,7 +16,7 @@ from paradnn import SpecError, Transformer, families
 from paradnn.families import transformer as tf_family
 from paradnn.backends.jax.models import count_from_shapes
 from paradnn.backends.jax.models.transformer_lm import build, fused_implementation
-from paradnn.specs import Workload, spec_from_dict
+from paradnn.workload import Workload, spec_from_dict
 
 ROOT = Path(__file__).resolve().parents[1]
 # The smallest Transformer the tests build (model dimensions, not measurement settings).

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import functools
 
-from paradnn.specs import FC, RNN
+from paradnn.families.fc import FC
+from paradnn.families.rnn import RNN
 
 # (spec, batch): two FC batches and one RNN, so the figures have two families.
 CONFIGS = ((FC(2, 16, 8, 4), 4), (FC(2, 16, 8, 4), 8), (RNN("rnn", 1, 8, 3, 16), 2))
