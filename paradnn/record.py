@@ -64,6 +64,9 @@ METRICS: dict[str, tuple[str, str]] = {
     "memory_temp_bytes": ("B", "XLA memory analysis, per device"),
     "memory_peak_bytes": ("B", "XLA memory analysis, per device: its peak, else argument+output+temp-alias"),
     "compile_s": ("s", "measured: wall time of ahead-of-time lowering and compilation"),
+    "compile_source": ("", "where the measured program came from: compiled (here), JAX persistent "
+                       "cache, or paradnn program cache (JAX: kept by an earlier run on this host "
+                       "and software, loaded without tracing); compile_s is then the load"),
     "final_loss": ("1", "measured: loss after the last timed step"),
     "timed_calls": ("1", "measured: number of timed compiled calls"),
     "step_times_s": ("s", "measured: time of one training step in each timed call (the call's "
