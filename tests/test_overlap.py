@@ -20,9 +20,7 @@ from paradnn.grids import grid
 from paradnn.record import Record
 from paradnn.sweeper import sweep
 
-ROOT = Path(__file__).resolve().parents[1]
-TINY = {"steps_per_call": 2, "warmup_calls": 1, "min_calls": 2, "max_calls": 3,
-        "time_budget_s": 0.2, "warmup_s": 0.0, "cv_target": 0.5}
+from helpers import TINY, child_env
 
 
 def mixed_grid():
@@ -191,8 +189,7 @@ def test_bad_overlap_flag_is_one_line_exit_2(tmp_path, value):
         batch: 4
         """))
     proc = subprocess.run([sys.executable, "-m", "paradnn", "sweep", str(path), "--overlap", value],
-                          capture_output=True, text=True, cwd=tmp_path, timeout=120,
-                          env=dict(os.environ, PYTHONPATH=str(ROOT)))
+                          capture_output=True, text=True, cwd=tmp_path, timeout=120, env=child_env())
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
     assert len(lines) == 1 and lines[0].startswith("paradnn: error: "), proc.stderr

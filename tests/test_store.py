@@ -14,6 +14,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from helpers import child_env
 from paradnn import FC, RNN, ParadnnError, Workload
 from paradnn.record import METRICS, Record
 from paradnn.store import COLUMNS, STORE_SCHEMA_VERSION, Store, export, load, merge
@@ -187,10 +188,9 @@ def test_reading_a_store_this_process_writes_keeps_its_locks(tmp_path):
     next commit would go to the deleted file, unseen by every other process. load() and a
     second Store in the same process must leave the first Store's locks alone."""
     db = tmp_path / "r.db"
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = child_env()  # the child imports test_store's record() from tests/
     add = textwrap.dedent("""
         import sys
-        sys.path.insert(0, sys.argv[2])
         from paradnn.store import Store
         from test_store import record
         with Store(sys.argv[1]) as s:
@@ -202,7 +202,7 @@ def test_reading_a_store_this_process_writes_keeps_its_locks(tmp_path):
         assert len(load(db)) == 1
         with Store(db) as s2:
             assert len(s2.rows()) == 1
-        done = subprocess.run([sys.executable, "-c", add, str(db), str(ROOT / "tests")], env=env,
+        done = subprocess.run([sys.executable, "-c", add, str(db)], env=env,
                               capture_output=True, text=True, timeout=120)
         assert done.returncode == 0, done.stderr
         s.add(record(33))
@@ -316,8 +316,7 @@ def test_merge_conflict_writes_nothing_and_identical_rows_are_duplicates(tmp_pat
     with Store(a) as s:
         s.add(record(32))
         s.add(record(33))
-    changed = record(33)
-    changed.metrics["examples_per_sec"] = 1.0  # same key and time, another measurement
+    changed = record(33).with_metrics(examples_per_sec=1.0)  # same key and time, another measurement
     with Store(b) as s:
         s.add(record(32))
         s.add(changed)
@@ -353,3 +352,32 @@ def test_status_of_a_store_whose_every_row_is_unreadable_lists_them(tmp_path, ca
     assert "1 row(s) cannot be read" in err  # the store's one-line damage warning
     assert "nothing measured yet" not in out
     assert "unreadable: not JSON: 1 row(s)" in out and "row id 1" in out
+
+
+def test_records_are_frozen_values_that_pickle():
+    """No step patches a record after it exists: fields and mappings are read-only, with_metrics
+    returns a changed copy (time and identity kept), and records survive pickling (process
+    pipes, Ray) still read-only."""
+    import dataclasses
+    import pickle
+
+    rec = record(32)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        rec.status = "error"  # type: ignore[misc]
+    for mapping in (rec.metrics, rec.workload, rec.platform, rec.software, rec.settings, rec.tags):
+        with pytest.raises(TypeError, match="read-only"):
+            mapping["x"] = 1  # type: ignore[index]
+    with pytest.raises(TypeError, match="read-only"):
+        rec.metrics.update(step_time_s=1.0)  # type: ignore[attr-defined]
+    changed = rec.with_metrics({"step_time_s": 0.5}, stable=True)
+    assert rec.metrics["step_time_s"] == 0.008 and "stable" not in rec.metrics
+    assert changed.metrics["step_time_s"] == 0.5 and changed.metrics["stable"] is True
+    assert (changed.key, changed.time_utc) == (rec.key, rec.time_utc)
+    back = pickle.loads(pickle.dumps(changed))
+    assert back == changed and back.to_dict() == changed.to_dict()
+    with pytest.raises(TypeError, match="read-only"):
+        back.metrics["x"] = 1  # type: ignore[index]
+    source = {"examples_per_sec": 1.0}
+    own = dataclasses.replace(rec, metrics=source)
+    source["examples_per_sec"] = 2.0  # the caller's dict, changed later: not the record's
+    assert own.metrics["examples_per_sec"] == 1.0

@@ -9,7 +9,8 @@ import sys
 from typing import Any, Callable
 
 from paradnn import backends, families, progress
-from paradnn.specs import DTYPES, OPTIMIZERS, Workload
+from paradnn.sizes import OPTIMIZERS
+from paradnn.workload import DTYPES, Workload
 from paradnn.units import precise_duration, si, significant
 
 #: Most data-parallel devices a workload may name (far above any single host).

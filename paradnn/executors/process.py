@@ -613,7 +613,7 @@ class ProcessExecutor(Executor):
             self._drop(framework)  # the environment failed; a fresh child checks it again
             return reply[1]
         record: Record = charge(reply[1], startup_s, run_s)
-        record.metrics.update(overlap_metrics)
+        record = record.with_metrics(overlap_metrics)
         child.configs += 1
         # A predicted oom never allocated anything (typed field from paradnn.sizes); any
         # other failure may leave state behind, so the child is replaced.
