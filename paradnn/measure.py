@@ -192,6 +192,7 @@ class Timing:
     cv_target: float
     timing_s: float
     meter: Any = None  # what ``window()`` yielded around the timed calls (paradnn.meters.Window)
+    time_budget_s: float | None = None  # the budget the protocol ran with (s); None: not said
 
     @property
     def timed_steps(self) -> int:
@@ -228,6 +229,7 @@ class Timing:
             "warmup_calls_used": self.warmup_calls,
             "warmup_elapsed_s": self.warmup_s,
             "timing_s": self.timing_s,
+            "time_budget_used_s": self.time_budget_s,
             "step_times_s": sample_list(self.step_times_s),
         }
 
@@ -319,4 +321,5 @@ def time_calls(
     timing_s = clock() - start
     final_loss = loss_value(loss)
     del state  # the donated state is not needed after timing; free it before cost compiles
-    return Timing(np.asarray(times) / k, final_loss, k, warm, warmup_s, settings.cv_target, timing_s, meter)
+    return Timing(np.asarray(times) / k, final_loss, k, warm, warmup_s, settings.cv_target, timing_s, meter,
+                  settings.time_budget_s)
