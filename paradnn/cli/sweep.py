@@ -11,11 +11,12 @@ from paradnn.cli import DEFAULT_STORE, typed
 from paradnn.cli.plan import show_plan
 from paradnn.errors import ParadnnError
 from paradnn.grids import MAX_CONFIGS, MAX_REPEAT
+from paradnn.grids.sweepfile import parse_retry_unstable
 from paradnn.outputs import path_type
 from paradnn.status import failures
 from paradnn.record import format_phase_totals, phase_totals
 from paradnn.store import EXPORT_SUFFIXES, export, load, merge
-from paradnn.sweeper import DEFAULT_CACHE, sweep
+from paradnn.sweeper import DEFAULT_CACHE, DEFAULT_RETRY_UNSTABLE_S, RETRY_BUDGET_FACTOR, sweep
 from paradnn.units import parse_bytes, parse_duration, parse_int, parse_number
 
 
@@ -172,6 +173,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--remeasure-unstable", action="store_true",
                    help="measure again the configs whose stored runs missed their precision "
                    "target (stable false); their old rows stay")
+    p.add_argument("--retry-unstable-s", type=typed(parse_retry_unstable, "retry-unstable-s"),
+                   default=None, metavar="SECONDS",
+                   help="extra seconds the sweep may spend, after the other configs, measuring "
+                   f"once more with {RETRY_BUDGET_FACTOR}x its time_budget_s each config that "
+                   "came back ok but missed its cv_target (stable false); the retry keeps the "
+                   "config's settings "
+                   "and record key (time_budget_used_s says the budget it had), both rows stay "
+                   "and resume never repeats it; 0 turns it off (default: the file's "
+                   f"run.retry_unstable_s, else {DEFAULT_RETRY_UNSTABLE_S:g})")
     p.add_argument("--budget", type=typed(parse_int, "budget"), default=None, metavar="N",
                    help="measure at most N configs, chosen adaptively for `paradnn predict` "
                    "(a space-filling start, then the widest prediction intervals), then predict "

@@ -18,7 +18,7 @@ from paradnn.families.ranges import MAX_CONFIGS, geometric, linear_range
 from paradnn.grids.product import Zipped, axes_of, check_size, concat, grid, max_params
 from paradnn.grids.yamlsafe import read_yaml
 from paradnn.measure import SETTINGS_FIELDS, MeasureSettings, parse_setting
-from paradnn.units import parse_bytes, parse_int
+from paradnn.units import parse_bytes, parse_int, parse_number
 from paradnn.workload import Workload
 
 # A sweep file (YAML) names a family, fixed values and swept axes, filters, measurement settings
@@ -42,7 +42,23 @@ RUN_KEYS: dict[str, str] = {
     "cache_dir": "a directory for the XLA compilation cache, or null to disable it",
     "address": "a Ray cluster address HOST:PORT",
     "resources": "Ray resources per task, e.g. {num_gpus: 1} or {resources: {TPU: 4}}",
+    "retry_unstable_s": "a number of seconds >= 0: extra time to measure unstable configs again "
+                        "with a longer time budget (0: no automatic retry)",
 }
+
+#: Most seconds ``retry_unstable_s`` may name (a year, as any other duration).
+MAX_RETRY_UNSTABLE_S = 366 * 86400.0
+
+
+def parse_retry_unstable(value: Any, parameter: str = "retry_unstable_s") -> float:
+    """The extra seconds a sweep may spend measuring unstable configs again: a finite number
+    from 0 (no retry) to :data:`MAX_RETRY_UNSTABLE_S`; SpecError naming ``parameter`` otherwise.
+    The one check of this value: the ``--retry-unstable-s`` flag, the ``run:`` key and
+    :class:`paradnn.sweeper.SweepConfig` use it."""
+    if isinstance(value, bool):
+        raise SpecError(parameter, value, f"a finite number in [0, {MAX_RETRY_UNSTABLE_S:g}] seconds")
+    return parse_number(value, parameter, 0.0, MAX_RETRY_UNSTABLE_S, exclusive_minimum=False,
+                        unit="seconds")
 # Measurement settings are parsed and range-checked where they are defined (their fields'
 # metadata in paradnn.measure): one place for each setting's type, limits and meaning.
 
@@ -275,6 +291,12 @@ def _check_run_value(key: str, value: Any) -> str | None:
         return None if isinstance(value, str) and value else RUN_KEYS[key]
     if key == "resources":
         return None if isinstance(value, dict) else RUN_KEYS[key]
+    if key == "retry_unstable_s":
+        try:
+            parse_retry_unstable(value)
+        except ParadnnError:
+            return RUN_KEYS[key]
+        return None
     return RUN_KEYS.get(key, "known")
 
 
