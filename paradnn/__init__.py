@@ -26,6 +26,7 @@ _LAZY = {
     "Record": "paradnn.record",
     "probe": "paradnn.hardware",
     "sweep": "paradnn.sweeper",
+    "SweepConfig": "paradnn.sweeper",
     "predict": "paradnn.predictor",  # module predictor, like sweeper: paradnn.predict stays the function
     "grid": "paradnn.grids",
     "grids": None,

@@ -296,8 +296,7 @@ def _child_main(payload: str) -> None:
             extra = {"threads": len(cpus), "thread_limit": "sched_setaffinity",
                      "cpu_affinity": ",".join(map(str, cpus))}
             rec = measure_op(shape, dtype, settings, extra, Peak(*job["peaks"][dtype]), framework)
-            rec.metrics["os_threads"] = _os_threads()
-            out.append(rec.to_dict())
+            out.append(rec.with_metrics(os_threads=_os_threads()).to_dict())
     json.dump(out, sys.stdout, default=str)
 
 

@@ -9,7 +9,10 @@ field's name or meaning changes.
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import datetime as _dt
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -61,6 +64,9 @@ METRICS: dict[str, tuple[str, str]] = {
     "memory_temp_bytes": ("B", "XLA memory analysis, per device"),
     "memory_peak_bytes": ("B", "XLA memory analysis, per device: its peak, else argument+output+temp-alias"),
     "compile_s": ("s", "measured: wall time of ahead-of-time lowering and compilation"),
+    "compile_source": ("", "where the measured program came from: compiled (here), JAX persistent "
+                       "cache, or paradnn program cache (JAX: kept by an earlier run on this host "
+                       "and software, loaded without tracing); compile_s is then the load"),
     "final_loss": ("1", "measured: loss after the last timed step"),
     "timed_calls": ("1", "measured: number of timed compiled calls"),
     "step_times_s": ("s", "measured: time of one training step in each timed call (the call's "
@@ -312,21 +318,67 @@ def row_key(row: dict[str, Any]) -> str | None:
                       {f: row[f] for f in setting_names if f in row})
 
 
-@dataclass
+class FrozenDict(dict):
+    """A read-only dict: the mapping fields of a frozen :class:`Record` (and of other frozen
+    values). It is a ``dict`` (``json.dumps``, ``isinstance(x, dict)``, ``{**x}`` and pandas
+    work as before) whose mutating methods raise TypeError; it pickles as a plain dict rebuilt
+    through the constructor, because records cross process pipes and Ray (an unpickler fills
+    a dict subclass with ``__setitem__``, which would raise here)."""
+
+    __slots__ = ()
+
+    def _readonly(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError("a record's fields are read-only: Record.with_metrics(...) or "
+                        "dataclasses.replace(record, ...) builds a changed copy")
+
+    __setitem__ = __delitem__ = __ior__ = _readonly  # type: ignore[assignment]
+    clear = pop = popitem = setdefault = update = _readonly  # type: ignore[assignment]
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (dict(self),))
+
+    def __copy__(self) -> FrozenDict:
+        return self  # immutable: a copy is the same value
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> FrozenDict:
+        return type(self)({k: copy.deepcopy(v, memo) for k, v in self.items()})
+
+
+def _frozen(value: Any) -> FrozenDict:
+    return value if type(value) is FrozenDict else FrozenDict(value or {})
+
+
+@dataclass(frozen=True)
 class Record:
-    """One run. ``status`` is one of ``STATUSES``; metrics are absent (None) unless measured."""
+    """One run, a value: ``status`` is one of ``STATUSES``; metrics are absent (None) unless
+    measured. Frozen, its mappings read-only (:class:`FrozenDict`) and ``warnings`` a tuple:
+    a record is what was measured when it was made, so no later step patches it in place;
+    :meth:`with_metrics` (or ``dataclasses.replace``) returns a changed copy."""
 
     status: str
-    workload: dict[str, Any]  # Workload.to_dict(): family, hyperparameters, batch, dtype, ...
-    platform: dict[str, Any]  # PLATFORM_FIELDS
-    software: dict[str, Any]  # CORE_SOFTWARE_FIELDS + the framework's software_fields
-    settings: dict[str, Any]  # MeasureSettings.to_dict(framework): protocol + its options
-    metrics: dict[str, Any] = field(default_factory=dict)
+    workload: Mapping[str, Any]  # Workload.to_dict(): family, hyperparameters, batch, dtype, ...
+    platform: Mapping[str, Any]  # PLATFORM_FIELDS
+    software: Mapping[str, Any]  # CORE_SOFTWARE_FIELDS + the framework's software_fields
+    settings: Mapping[str, Any]  # MeasureSettings.to_dict(framework): protocol + its options
+    metrics: Mapping[str, Any] = field(default_factory=FrozenDict)
     error: str | None = None
-    tags: dict[str, Any] = field(default_factory=dict)  # model tags, e.g. kind=real
-    warnings: list[str] = field(default_factory=list)  # WARNINGS codes this record fails
+    tags: Mapping[str, Any] = field(default_factory=FrozenDict)  # model tags, e.g. kind=real
+    warnings: tuple[str, ...] = ()  # WARNINGS codes this record fails
     time_utc: str = field(default_factory=lambda: _dt.datetime.now(_dt.timezone.utc).isoformat())
     schema_version: int = SCHEMA_VERSION
+
+    def __post_init__(self) -> None:
+        # Copies, so that a caller's dict changed later does not change the record; the only
+        # writes to a frozen dataclass are these, in its own construction.
+        for name in ("workload", "platform", "software", "settings", "metrics", "tags"):
+            object.__setattr__(self, name, _frozen(getattr(self, name)))
+        object.__setattr__(self, "warnings", tuple(self.warnings or ()))
+
+    def with_metrics(self, updates: Mapping[str, Any] | None = None, /,
+                     **more: Any) -> Record:
+        """A copy of this record with its metrics updated by ``updates`` and ``more`` (later
+        wins); every other field, ``time_utc`` included, is kept."""
+        return dataclasses.replace(self, metrics={**self.metrics, **(updates or {}), **more})
 
     @property
     def workload_key(self) -> str:

@@ -20,10 +20,11 @@ sweep with one :class:`~paradnn.errors.StoreError`; every row committed before i
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any
 
@@ -33,12 +34,13 @@ from paradnn.analysis.cost import estimate
 from paradnn.errors import InfrastructureError, SpecError, StoreError
 from paradnn.executors import EXECUTORS, Fault, RunFn, Task, default_cache_dir, make_executor
 from paradnn.grids.sweepfile import MAX_REPEAT, GridLike, resolve, resolve_settings
+from paradnn.measure import MeasureSettings
 from paradnn.units import duration, parse_bytes, parse_duration, parse_int
-from paradnn.record import STATUSES, Record, format_phase_totals, phase_totals, record_key
+from paradnn.record import STATUSES, FrozenDict, Record, format_phase_totals, phase_totals, record_key
 from paradnn.store import Store
 from paradnn.workload import Workload, short_name
 
-__all__ = ["sweep", "DEFAULT_TIMEOUT_S", "DEFAULT_CACHE"]
+__all__ = ["sweep", "SweepConfig", "DEFAULT_TIMEOUT_S", "DEFAULT_CACHE"]
 
 #: Seconds one config (compile + measurement) may take in the process and Ray executors.
 DEFAULT_TIMEOUT_S = 1800.0
@@ -51,6 +53,157 @@ class _Default:
 
 #: Sentinel for "the sweep file's cache_dir, else ``executors.default_cache_dir()``".
 DEFAULT_CACHE: Any = _Default()
+
+
+@dataclasses.dataclass(frozen=True)
+class SweepConfig:
+    """A sweep, resolved and checked: what :func:`sweep` measures, where, and how.
+
+    Build it with :meth:`resolve` (a grid or a sweep file plus overrides); constructing it
+    directly checks the same values (``__post_init__``) but applies no file and no defaults
+    beyond the fields' own.
+    """
+
+    #: The configs in grid order (a config listed twice is measured once).
+    workloads: tuple[Workload, ...]
+    #: The SQLite results store, created if missing (docs/schema.md).
+    store: Path
+    #: The measurement protocol's settings, recorded with every row.
+    settings: MeasureSettings = dataclasses.field(default_factory=MeasureSettings)
+    #: Where configs run: ``"process"`` (a child process per config, with crash and time-limit
+    #: isolation), ``"inprocess"`` or ``"ray"`` (``EXECUTORS``).
+    executor: str = "process"
+    #: Records wanted per config in the store (1 to ``MAX_REPEAT``); configs that have them are
+    #: skipped (resume).
+    repeat: int = 1
+    #: Device memory in bytes against which models are recorded ``oom`` before running; None:
+    #: the device's own where known.
+    memory_limit_bytes: int | None = None
+    #: Seconds one config (compile + measurement) may take; not enforced in-process.
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    #: Persistent compilation cache directory; None disables it.
+    cache_dir: Path | None = None
+    #: Ray cluster address HOST:PORT (only with ``executor="ray"``; None: a local cluster).
+    address: str | None = None
+    #: Ray resources per task, e.g. ``{"num_gpus": 1}`` (only with ``executor="ray"``). Read-only.
+    resources: Mapping[str, Any] | None = None
+    #: The grid-size cap a sweep file was expanded under (None: the file's or ``MAX_CONFIGS``).
+    max_configs: int | None = None
+    #: ``ok`` rows that missed their precision target (``stable`` false) do not count towards
+    #: ``repeat``, so those configs are measured again (their rows stay in the store).
+    remeasure_unstable: bool = False
+    #: The sweep file's path, or ``"<grid>"`` for a list of workloads (named in progress lines).
+    source: str = "<grid>"
+
+    def __post_init__(self) -> None:
+        # Checked here, not only in resolve(), so that no unchecked config reaches the sweep;
+        # values are normalized in place (a frozen dataclass's own __init__ is the only writer).
+        def put(name: str, value: Any) -> None:
+            object.__setattr__(self, name, value)
+
+        put("workloads", tuple(self.workloads))
+        for item in self.workloads:
+            if not isinstance(item, Workload):
+                raise SpecError("grid item", item,
+                                "Workload values (paradnn.grid(...) builds them)")
+        if not isinstance(self.executor, str) or self.executor not in EXECUTORS:
+            raise SpecError("executor", self.executor, "one of " + ", ".join(EXECUTORS))
+        if not isinstance(self.repeat, int):  # the input layer parses text; the API takes ints
+            raise SpecError("repeat", self.repeat,
+                            f"an integer from 1 to {MAX_REPEAT} (records wanted per config)")
+        put("repeat", parse_int(self.repeat, "repeat", maximum=MAX_REPEAT))
+        if self.memory_limit_bytes is not None:
+            put("memory_limit_bytes", parse_bytes(self.memory_limit_bytes))
+        if isinstance(self.timeout_s, (bool, str)):
+            raise SpecError("timeout_s", self.timeout_s, "a positive, finite number of seconds")
+        put("timeout_s", parse_duration(self.timeout_s, "timeout_s"))
+        if self.cache_dir is not None:
+            if not isinstance(self.cache_dir, (str, os.PathLike)) or not str(self.cache_dir):
+                raise SpecError("cache_dir", self.cache_dir,
+                                "a directory path, or None to disable the compilation cache")
+            put("cache_dir", Path(os.path.expanduser(str(self.cache_dir))))
+        if self.address is not None and (not isinstance(self.address, str) or not self.address):
+            raise SpecError("address", self.address, "a Ray cluster address HOST:PORT")
+        if self.resources is not None:
+            if not isinstance(self.resources, Mapping):
+                raise SpecError("resources", self.resources,
+                                "Ray resources per task, e.g. {'num_gpus': 1}")
+            put("resources", FrozenDict(self.resources))
+        if self.executor != "ray" and (self.address is not None or self.resources is not None):
+            raise SpecError("address" if self.address is not None else "resources",
+                            self.address if self.address is not None else dict(self.resources),
+                            "only with executor='ray'")
+        if not isinstance(self.settings, MeasureSettings):
+            raise SpecError("settings", self.settings, "a MeasureSettings")
+        if self.max_configs is not None:
+            put("max_configs", parse_int(self.max_configs, "max_configs"))
+        if not isinstance(self.remeasure_unstable, bool):
+            raise SpecError("remeasure_unstable", self.remeasure_unstable, "True or False")
+        if not isinstance(self.store, (str, os.PathLike)) or not str(self.store):
+            raise SpecError("store", self.store, "the path of a SQLite store file")
+        put("store", Path(self.store))
+
+    @classmethod
+    def resolve(
+        cls,
+        grid_or_file: GridLike,
+        store: str | os.PathLike = "results.db",
+        *,
+        executor: str | None = None,
+        repeat: int | None = None,
+        memory_limit_bytes: int | str | None = None,
+        timeout_s: float | None = None,
+        settings: MeasureSettings | dict[str, Any] | None = None,
+        cache_dir: str | os.PathLike | None = DEFAULT_CACHE,
+        address: str | None = None,
+        resources: Mapping[str, Any] | None = None,
+        max_configs: int | None = None,
+        remeasure_unstable: bool = False,
+    ) -> SweepConfig:
+        """Resolve a grid or a sweep file plus overrides into a SweepConfig.
+
+        ``grid_or_file``: a list of :class:`~paradnn.workload.Workload` (``paradnn.grid(...)``)
+        or the path of a YAML sweep file (docs/sweeps.md). Each value is the argument given
+        here, else the file's ``run`` / ``settings`` value, else the default: ``executor``
+        ``"process"``; ``repeat`` 1 (records wanted per config); ``memory_limit_bytes`` (bytes,
+        or text such as ``"2GB"``) the device's own; ``timeout_s`` 1800 seconds per config;
+        ``settings`` (a MeasureSettings replaces the file's, a dict of its fields overrides
+        them) the protocol's defaults; ``cache_dir`` ``~/.cache/paradnn/xla`` (None disables
+        the cache); ``address`` and ``resources`` none (Ray only); ``max_configs`` (checked
+        before a file's grid is expanded) the file's ``run.max_configs``, else
+        ``paradnn.grids.MAX_CONFIGS``. SpecError (naming the parameter, the value and what is
+        allowed) or the sweep file's ParadnnError for anything it cannot use.
+        """
+        plan = resolve(grid_or_file, max_configs)
+        run = plan.run
+
+        def pick(given: Any, key: str, default: Any) -> Any:
+            """The argument, else the file's run value, else the default."""
+            return given if given is not None else run.get(key, default)
+
+        # Executor first: an unknown one is the likeliest typo, and the original order of the
+        # checks (executor, repeat, limit, timeout) is what users' error messages show.
+        executor = pick(executor, "executor", "process")
+        if not isinstance(executor, str) or executor not in EXECUTORS:
+            raise SpecError("executor", executor, "one of " + ", ".join(EXECUTORS))
+        if cache_dir is DEFAULT_CACHE:
+            cache_dir = run.get("cache_dir", default_cache_dir())
+        return cls(
+            workloads=tuple(plan.workloads),
+            store=store,
+            settings=resolve_settings(plan, settings),
+            executor=executor,
+            repeat=pick(repeat, "repeat", 1),
+            memory_limit_bytes=pick(memory_limit_bytes, "memory_limit", None),
+            timeout_s=pick(timeout_s, "timeout_s", DEFAULT_TIMEOUT_S),
+            cache_dir=cache_dir,
+            address=pick(address, "address", None),
+            resources=pick(resources, "resources", None),
+            max_configs=pick(max_configs, "max_configs", None),
+            remeasure_unstable=remeasure_unstable,
+            source=plan.path,
+        )
+
 
 class Progress:
     """A one-line progress bar on a stream (stderr): done/total, counts by status, elapsed,
@@ -200,194 +353,207 @@ def progress_estimates(workloads: list[Workload], frame: pd.DataFrame, platform:
     return out, est.basis
 
 
-def sweep(
-    grid_or_file: GridLike,
-    store: str | os.PathLike = "results.db",
-    executor: str | None = None,
-    repeat: int | None = None,
-    memory_limit_bytes: int | str | None = None,
-    timeout_s: float | None = None,
-    settings: Any = None,
-    cache_dir: str | os.PathLike | None = DEFAULT_CACHE,
-    progress: bool | IO[str] = True,
-    run_fn: RunFn | None = None,
-    address: str | None = None,
-    resources: dict[str, Any] | None = None,
-    max_configs: int | None = None,
-    remeasure_unstable: bool = False,
-) -> pd.DataFrame:
-    """Measure every workload of a grid or sweep file into ``store``; return their rows.
+def sweep(config: SweepConfig | GridLike, store: str | os.PathLike | None = None, *,
+          progress: bool | IO[str] = True, run_fn: RunFn | None = None,
+          **overrides: Any) -> pd.DataFrame:
+    """Measure every workload of a sweep into its store; return their rows.
 
-    ``grid_or_file``: a list of :class:`~paradnn.workload.Workload` (``paradnn.grid(...)``) or the
-    path of a YAML sweep file (docs/sweeps.md). Arguments left at None take the file's ``run``
-    and ``settings`` values, then the defaults below.
+    ``config``: a resolved :class:`SweepConfig`, or what :meth:`SweepConfig.resolve` takes (a
+    list of :class:`~paradnn.workload.Workload` from ``paradnn.grid(...)`` or the path of a YAML
+    sweep file, docs/sweeps.md), resolved here with ``store`` (default ``results.db``) and the
+    keyword ``overrides`` (``executor``, ``repeat``, ``memory_limit_bytes``, ``timeout_s``,
+    ``settings``, ``cache_dir``, ``address``, ``resources``, ``max_configs``,
+    ``remeasure_unstable``: their meaning and defaults are :meth:`SweepConfig.resolve`'s), so
+    ``paradnn.sweep("sweeps/smoke.yaml", store="smoke.db", repeat=2)`` works as before. A
+    SweepConfig is already resolved: ``store`` and overrides are refused with it
+    (``dataclasses.replace(config, ...)`` changes a field).
 
-    ``store``: SQLite file, created if missing (docs/schema.md). ``executor``: ``"process"``
-    (default; child process per config with crash and time-limit isolation), ``"inprocess"`` or
-    ``"ray"`` (``address`` HOST:PORT of the cluster, ``resources`` per task). ``repeat``: the
-    number of records each config should have in the store (default 1): configs that already
-    have them are skipped (resume), so ``repeat=2`` after a finished sweep measures each once
-    more. ``memory_limit_bytes``: device memory in bytes (or "2GB") against which models are
-    recorded ``oom`` before running; default the device's own where known. ``timeout_s``:
-    seconds per config, compile included (default 1800; not enforced in-process).
-    ``settings``: MeasureSettings or a dict overriding the file's. ``cache_dir``: persistent XLA
-    compilation cache directory (default ``~/.cache/paradnn/xla``; None disables it).
     ``progress``: a progress line on stderr (True), on a given stream, or none (False).
     ``run_fn``: replaces ``paradnn.runner.run_workload`` (for tests: a picklable top-level
-    function ``(workload, settings, memory_limit_bytes) -> Record``). ``max_configs``: the
-    largest grid a sweep file may expand to (default: the file's ``run.max_configs``, else
-    ``paradnn.grids.MAX_CONFIGS``), checked before expanding it. ``remeasure_unstable``: ``ok``
-    rows that missed their precision target (``stable`` false) do not count towards ``repeat``,
-    so those configs are measured again (the unstable rows stay in the store; analyses prefer
-    stable rows).
+    function ``(workload, settings, memory_limit_bytes) -> Record``).
 
     Returns the store's rows for this sweep's configs (all repeats, earlier runs included), one
     column per field, as :func:`paradnn.load` gives them.
     """
-    plan = resolve(grid_or_file, max_configs)
-    run = plan.run
-    executor = executor if executor is not None else run.get("executor", "process")
-    if executor not in EXECUTORS:
-        raise SpecError("executor", executor, "one of " + ", ".join(EXECUTORS))
-    repeat = repeat if repeat is not None else run.get("repeat", 1)
-    if not isinstance(repeat, int):  # the input layer parses text; an API caller passes ints
-        raise SpecError("repeat", repeat, f"an integer from 1 to {MAX_REPEAT} (records wanted per config)")
-    repeat = parse_int(repeat, "repeat", maximum=MAX_REPEAT)
-    limit = memory_limit_bytes if memory_limit_bytes is not None else run.get("memory_limit")
-    limit = None if limit is None else parse_bytes(limit)
-    timeout_s = timeout_s if timeout_s is not None else run.get("timeout_s", DEFAULT_TIMEOUT_S)
-    if isinstance(timeout_s, (bool, str)):
-        raise SpecError("timeout_s", timeout_s, "a positive, finite number of seconds")
-    timeout_s = parse_duration(timeout_s, "timeout_s")
-    if cache_dir is DEFAULT_CACHE:
-        cache_dir = run.get("cache_dir", default_cache_dir())
-    if cache_dir is not None:
-        cache_dir = Path(os.path.expanduser(str(cache_dir)))
-    address = address if address is not None else run.get("address")
-    resources = resources if resources is not None else run.get("resources")
-    if executor != "ray" and (address is not None or resources is not None):
-        raise SpecError("address" if address is not None else "resources",
-                        address if address is not None else resources,
-                        "only with executor='ray'")
-    measure_settings = resolve_settings(plan, settings)
+    if isinstance(config, SweepConfig):
+        if store is not None or overrides:
+            given = "store" if store is not None else sorted(overrides)[0]
+            raise SpecError(given, store if store is not None else overrides[given],
+                            "nothing besides a resolved SweepConfig (dataclasses.replace(config, "
+                            "...) changes one of its fields)")
+    else:
+        config = SweepConfig.resolve(config, "results.db" if store is None else store,
+                                     **overrides)
     stream: IO[str] | None = (sys.stderr if progress is True else None if progress is False
                               else progress)
-
-    Progress.announce(stream, len(plan.workloads), plan.path)
-    t_sweep = time.perf_counter()
-    phase_rows: list[dict[str, Any]] = []  # the metrics of this run's records
-    store_s = 0.0  # seconds spent committing rows (not in any record: they come after it)
-    setup_s = None
-    with Store(store) as db:
-        with make_executor(executor, timeout_s=timeout_s, cache_dir=cache_dir, run_fn=run_fn,
-                           address=address, resources=resources) as ex:
-            try:
-                platform, software = ex.context()
-            except InfrastructureError as exc:
-                raise InfrastructureError(f"{exc}; nothing was run or recorded: fix it and run "
-                                          "the sweep again to resume", retry=exc.retry) from None
-            settings_dict = measure_settings.to_dict()
-            keyed: dict[str, Workload] = {}
-            for w in plan.workloads:
-                # Each framework's records carry its own context (devices it sees, versions).
-                fw_platform, fw_software = (platform, software) if w.framework == "jax" else ex.context(w.framework)
-                key = record_key(w.to_dict(), fw_platform, fw_software, settings_dict)
-                keyed.setdefault(key, w)
-            counts = db.counts_by_key(keyed, unstable=not remeasure_unstable)
-            todo = sum(max(0, repeat - counts.get(k, 0)) for k in keyed)
-            skipped = sum(1 for k in keyed if counts.get(k, 0) >= repeat)
-            # Measurements left per workload key: O(configs), whatever ``repeat`` is.
-            planned: dict[str, int] = {}
-            for key, w in keyed.items():
-                if counts.get(key, 0) < repeat:
-                    planned[w.key] = planned.get(w.key, 0) + repeat - counts.get(key, 0)
-            estimates, calibration = ({}, None)
-            if stream is not None and planned:
-                estimates, calibration = progress_estimates(
-                    [keyed[k] for k in keyed if counts.get(k, 0) < repeat], db.frame(),
-                    platform, measure_settings, label=str(store))
-            bar = Progress(todo, skipped, stream, estimates=estimates, planned=planned,
-                           calibration=calibration)
-            written: set[str] = set()
-            stale_after_s = float(timeout_s) * 2 + 600
-            claimed: dict[int, Task] = {}
-
-            def tasks() -> Iterator[Task]:
-                # Claims are taken lazily, just before a config is handed to the executor, so
-                # a concurrent sweep on the same store takes whatever this one has not started.
-                # Start at the fewest records any config has: a resumed sweep does not walk
-                # the repeats every config already has.
-                first = min((counts.get(k, 0) for k in keyed), default=repeat)
-                for rep in range(first, repeat):
-                    for key, w in keyed.items():
-                        if counts.get(key, 0) > rep:
-                            continue
-                        claim = db.claim(key, rep + 1, stale_after_s, unstable=not remeasure_unstable)
-                        if claim is None:
-                            bar.skip(w)
-                            continue
-                        task = Task(w, measure_settings, limit, key, claim)
-                        claimed[claim] = task
-                        bar.begin(w)
-                        yield task
-
-            warned = False
-            committed = unrecorded = 0
-            setup_s = time.perf_counter() - t_sweep
-            try:
-                for task, record in ex.execute(tasks()):
-                    if isinstance(record, Fault):
-                        # Not the workload's result: nothing is stored and the claim goes back,
-                        # so the next run of the sweep measures this config.
-                        claimed.pop(task.claim, None)
-                        if task.claim is not None:
-                            db.release(task.claim)
-                        if not record.retry:
-                            raise InfrastructureError(
-                                f"{record.message}; the sweep stopped without recording this "
-                                f"config ({committed} record(s) of this run are committed); "
-                                "fix it and run the sweep again to resume")
-                        unrecorded += 1
-                        bar.skip()
-                        if stream is not None:
-                            stream.write(f"\nparadnn sweep: not recorded (retried by the next "
-                                         f"run): {record.message}\n")
-                        continue
-                    t_store = time.perf_counter()
-                    db.add(record, claim=task.claim)
-                    store_s += time.perf_counter() - t_store
-                    phase_rows.append(record.metrics)
-                    committed += 1
-                    claimed.pop(task.claim, None)
-                    written.add(record.key)
-                    if record.key != task.key and not warned and stream is not None:
-                        warned = True
-                        stream.write(
-                            "\nparadnn sweep: warning: a record's key differs from the one "
-                            "predicted from this host's platform and software; resume will "
-                            "not recognise such records\n")
-                    bar.update(record)
-            except StoreError as exc:
-                raise StoreError(f"{exc} ({committed} record(s) of this run were committed "
-                                 "before and are kept)") from None
-            finally:
-                bar.close()
-                for claim in list(claimed):
-                    try:
-                        db.release(claim)
-                    except Exception:  # noqa: BLE001 - best effort; dead claims expire anyway
-                        pass
+    Progress.announce(stream, len(config.workloads), config.source)
+    tally = _Tally(start=time.perf_counter())
+    with Store(config.store) as db:
+        with make_executor(config.executor, timeout_s=config.timeout_s,
+                           cache_dir=config.cache_dir, run_fn=run_fn, address=config.address,
+                           resources=None if config.resources is None else dict(config.resources)
+                           ) as ex:
+            resume = _key_configs(config, ex, db)
+            bar = _progress_bar(config, resume, db, stream)
+            tally.setup_s = time.perf_counter() - tally.start
+            _execute(config, resume, ex, db, bar, stream, tally)
         frame = db.frame()
-    if stream is not None and phase_rows:
-        totals = phase_totals(phase_rows)
-        stream.write(f"paradnn sweep: where the time went, summed over the {len(phase_rows)} "
-                     f"record(s) of this run: {format_phase_totals(totals)}; store writes "
-                     f"{store_s:.2f} s; set-up before the first config {setup_s or 0.0:.2f} s (its "
-                     "worker start-up is also its first record's startup); "
-                     f"sweep wall time {time.perf_counter() - t_sweep:.2f} s "
-                     "(docs/metrics.md, Phases)\n")
-    if unrecorded and stream is not None:
-        stream.write(f"paradnn sweep: {unrecorded} config(s) met infrastructure faults and were "
-                     "not recorded; run the sweep again to measure them\n")
-    keys = set(keyed) | written
+    _summarize(stream, tally)
+    keys = set(resume.keyed) | tally.written
     return frame[frame["key"].isin(keys)].reset_index(drop=True)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Resume:
+    """Which configs a sweep measures and how many records each still needs."""
+
+    keyed: dict[str, Workload]  # record key -> workload (a config listed twice is measured once)
+    counts: dict[str, int]  # record key -> records the store has (that count towards repeat)
+    platform: dict[str, Any]  # the executor's platform (of the default framework)
+
+    def missing(self, key: str, repeat: int) -> int:
+        """Records config ``key`` still needs to reach ``repeat``."""
+        return max(0, repeat - self.counts.get(key, 0))
+
+
+@dataclasses.dataclass
+class _Tally:
+    """What one sweep run did, for its end summary (a mutable accumulator, private to a run)."""
+
+    start: float  # time.perf_counter() at the sweep's start, s
+    setup_s: float | None = None  # seconds before the first config was handed out
+    store_s: float = 0.0  # seconds spent committing rows (in no record: they come after it)
+    committed: int = 0
+    unrecorded: int = 0  # configs lost to infrastructure faults (measured by the next run)
+    phase_rows: list[Mapping[str, Any]] = dataclasses.field(default_factory=list)
+    written: set[str] = dataclasses.field(default_factory=set)  # record keys committed
+
+
+def _key_configs(config: SweepConfig, ex: Any, db: Store) -> _Resume:
+    """Key every config with the executor's platform and software (what resume compares) and
+    count the store's records of each."""
+    try:
+        platform, software = ex.context()
+    except InfrastructureError as exc:
+        raise InfrastructureError(f"{exc}; nothing was run or recorded: fix it and run "
+                                  "the sweep again to resume", retry=exc.retry) from None
+    settings_dict = config.settings.to_dict()
+    keyed: dict[str, Workload] = {}
+    for w in config.workloads:
+        # Each framework's records carry its own context (devices it sees, versions).
+        fw_platform, fw_software = ((platform, software) if w.framework == "jax"
+                                    else ex.context(w.framework))
+        key = record_key(w.to_dict(), fw_platform, fw_software, settings_dict)
+        keyed.setdefault(key, w)
+    counts = db.counts_by_key(keyed, unstable=not config.remeasure_unstable)
+    return _Resume(keyed, counts, platform)
+
+
+def _progress_bar(config: SweepConfig, resume: _Resume, db: Store,
+                  stream: IO[str] | None) -> Progress:
+    """The progress line: configs to measure, configs skipped, and the time estimate."""
+    repeat = config.repeat
+    todo = sum(resume.missing(k, repeat) for k in resume.keyed)
+    skipped = sum(1 for k in resume.keyed if not resume.missing(k, repeat))
+    # Measurements left per workload key: O(configs), whatever ``repeat`` is.
+    planned: dict[str, int] = {}
+    for key, w in resume.keyed.items():
+        if resume.missing(key, repeat):
+            planned[w.key] = planned.get(w.key, 0) + resume.missing(key, repeat)
+    estimates: dict[str, float] = {}
+    calibration = None
+    if stream is not None and planned:
+        estimates, calibration = progress_estimates(
+            [w for k, w in resume.keyed.items() if resume.missing(k, repeat)], db.frame(),
+            resume.platform, config.settings, label=str(config.store))
+    return Progress(todo, skipped, stream, estimates=estimates, planned=planned,
+                    calibration=calibration)
+
+
+def _execute(config: SweepConfig, resume: _Resume, ex: Any, db: Store, bar: Progress,
+             stream: IO[str] | None, tally: _Tally) -> None:
+    """Hand the configs to the executor and commit each record the moment it exists."""
+    counts, repeat = resume.counts, config.repeat
+    stale_after_s = float(config.timeout_s) * 2 + 600
+    claimed: dict[int, Task] = {}
+
+    def tasks() -> Iterator[Task]:
+        # Claims are taken lazily, just before a config is handed to the executor, so
+        # a concurrent sweep on the same store takes whatever this one has not started.
+        # Start at the fewest records any config has: a resumed sweep does not walk
+        # the repeats every config already has.
+        first = min((counts.get(k, 0) for k in resume.keyed), default=repeat)
+        for rep in range(first, repeat):
+            for key, w in resume.keyed.items():
+                if counts.get(key, 0) > rep:
+                    continue
+                claim = db.claim(key, rep + 1, stale_after_s,
+                                 unstable=not config.remeasure_unstable)
+                if claim is None:
+                    bar.skip(w)
+                    continue
+                task = Task(w, config.settings, config.memory_limit_bytes, key, claim)
+                claimed[claim] = task
+                bar.begin(w)
+                yield task
+
+    warned = False
+    try:
+        for task, record in ex.execute(tasks()):
+            if isinstance(record, Fault):
+                # Not the workload's result: nothing is stored and the claim goes back,
+                # so the next run of the sweep measures this config.
+                claimed.pop(task.claim, None)
+                if task.claim is not None:
+                    db.release(task.claim)
+                if not record.retry:
+                    raise InfrastructureError(
+                        f"{record.message}; the sweep stopped without recording this "
+                        f"config ({tally.committed} record(s) of this run are committed); "
+                        "fix it and run the sweep again to resume")
+                tally.unrecorded += 1
+                bar.skip()
+                if stream is not None:
+                    stream.write(f"\nparadnn sweep: not recorded (retried by the next "
+                                 f"run): {record.message}\n")
+                continue
+            t_store = time.perf_counter()
+            db.add(record, claim=task.claim)
+            tally.store_s += time.perf_counter() - t_store
+            tally.phase_rows.append(record.metrics)
+            tally.committed += 1
+            claimed.pop(task.claim, None)
+            tally.written.add(record.key)
+            if record.key != task.key and not warned and stream is not None:
+                warned = True
+                stream.write(
+                    "\nparadnn sweep: warning: a record's key differs from the one "
+                    "predicted from this host's platform and software; resume will "
+                    "not recognise such records\n")
+            bar.update(record)
+    except StoreError as exc:
+        raise StoreError(f"{exc} ({tally.committed} record(s) of this run were committed "
+                         "before and are kept)") from None
+    finally:
+        bar.close()
+        for claim in list(claimed):
+            try:
+                db.release(claim)
+            except Exception:  # noqa: BLE001 - best effort; dead claims expire anyway
+                pass
+
+
+def _summarize(stream: IO[str] | None, tally: _Tally) -> None:
+    """The sweep's last lines: where this run's time went, and the configs not recorded."""
+    if stream is not None and tally.phase_rows:
+        totals = phase_totals(tally.phase_rows)
+        stream.write(f"paradnn sweep: where the time went, summed over the "
+                     f"{len(tally.phase_rows)} record(s) of this run: "
+                     f"{format_phase_totals(totals)}; store writes {tally.store_s:.2f} s; "
+                     f"set-up before the first config {tally.setup_s or 0.0:.2f} s (its "
+                     "worker start-up is also its first record's startup); "
+                     f"sweep wall time {time.perf_counter() - tally.start:.2f} s "
+                     "(docs/metrics.md, Phases)\n")
+    if tally.unrecorded and stream is not None:
+        stream.write(f"paradnn sweep: {tally.unrecorded} config(s) met infrastructure faults "
+                     "and were not recorded; run the sweep again to measure them\n")

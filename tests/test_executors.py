@@ -140,20 +140,24 @@ def test_analysis_cache_keeps_answers_and_treats_damage_as_a_miss(tmp_path):
 
 @pytest.mark.slow
 def test_warm_rerun_reuses_analyses_with_the_same_numbers(tmp_path):
-    """A second sweep with the same cache folder loads the initial states and analyses instead
-    of computing them, and records the same counted numbers. Measured programs are not kept
-    (see JaxBackend.compile: JAX's own cache serves their compile)."""
+    """A second sweep with the same cache folder loads the measured programs, initial states and
+    analyses instead of computing them, and records the same counted numbers. A program JAX
+    served from its own persistent cache is never kept (it would serialize without its
+    functions and fail in the next process): after the kept programs are deleted, a third sweep
+    loads them from JAX's cache and keeps none, and a fourth sweep (new processes) is still ok."""
     g = (grid("fc", layers=2, nodes=32, input=64, output=10, batch=8)
          + grid("rnn", cell="lstm", layers=1, embed=8, length=3, vocab=16, batch=2))
     cache = tmp_path / "cache"
     cold = sweep(g, store=tmp_path / "cold.db", settings=TINY, cache_dir=cache, progress=False)
     kinds = {p.name.split("-")[0] for p in (cache / "analyses").iterdir()}
-    assert {"init", "residuals", "loop_costs"} <= kinds and "program" not in kinds
+    assert {"init", "residuals", "loop_costs", "program"} <= kinds
+    assert list(cold["compile_source"]) == ["compiled", "compiled"]
     # A damaged entry is computed again, not an error.
     inits = sorted((cache / "analyses").glob("init-*"), key=lambda p: p.stat().st_size)
     inits[0].write_bytes(b"not an array")
     warm = sweep(g, store=tmp_path / "warm.db", settings=TINY, cache_dir=cache, progress=False)
     assert list(cold["status"]) == list(warm["status"]) == ["ok", "ok"]
+    assert list(warm["compile_source"]) == ["paradnn program cache"] * 2
     same = ["flops_per_step", "bytes_per_step", "params", "step_loop_used", "memory_peak_bytes",
             "memory_activations_bytes", "memory_weights_bytes", "model_flops_per_step"]
     assert cold[same].to_dict("records") == warm[same].to_dict("records")
@@ -161,6 +165,16 @@ def test_warm_rerun_reuses_analyses_with_the_same_numbers(tmp_path):
         check_phases(row)
     assert warm["phase_init_s"].sum() < cold["phase_init_s"].sum()
     assert warm["phase_costs_s"].sum() < cold["phase_costs_s"].sum()
+    assert warm["phase_trace_s"].sum() < cold["phase_trace_s"].sum()
+
+    for kept in (cache / "analyses").glob("program-*"):
+        kept.unlink()
+    third = sweep(g, store=tmp_path / "third.db", settings=TINY, cache_dir=cache, progress=False)
+    assert list(third["compile_source"]) == ["JAX persistent cache"] * 2
+    assert not list((cache / "analyses").glob("program-*"))
+    fourth = sweep(g, store=tmp_path / "fourth.db", settings=TINY, cache_dir=cache, progress=False)
+    assert list(fourth["status"]) == ["ok", "ok"], list(fourth["error"])
+    assert fourth[same].to_dict("records") == cold[same].to_dict("records")
 
 
 def test_plan_wall_time_of_a_record_is_its_measured_phase_total():

@@ -8,6 +8,7 @@ SQLite stores where a store is involved.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import math
 
@@ -203,8 +204,7 @@ def _store(path, workloads, **kw):
     with Store(path) as db:
         for i, w in enumerate(workloads):
             rec = synthetic_record(w, **kw)
-            rec.time_utc = f"2026-01-01T00:{i // 60:02d}:{i % 60:02d}+00:00"
-            db.add(rec)
+            db.add(dataclasses.replace(rec, time_utc=f"2026-01-01T00:{i // 60:02d}:{i % 60:02d}+00:00"))
     return path
 
 
@@ -302,8 +302,7 @@ def synthetic_run(workload, settings, memory_limit_bytes):
 
     platform, software = context(workload.framework)
     rec = synthetic_record(workload, settings, platform={**PLATFORM, **platform})
-    rec.software = software
-    return rec
+    return dataclasses.replace(rec, software=software)
 
 
 # -- the adaptive sweep -------------------------------------------------------------------------
@@ -317,7 +316,7 @@ def flaky_synthetic_run(workload, settings, memory_limit_bytes):
     rec = synthetic_run(workload, settings, memory_limit_bytes)
     _RUNS[workload.key] = _RUNS.get(workload.key, 0) + 1
     if workload.spec.layers == 2 and _RUNS[workload.key] == 1:
-        rec.metrics["stable"] = False
+        rec = rec.with_metrics(stable=False)
     return rec
 
 

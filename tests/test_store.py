@@ -316,8 +316,7 @@ def test_merge_conflict_writes_nothing_and_identical_rows_are_duplicates(tmp_pat
     with Store(a) as s:
         s.add(record(32))
         s.add(record(33))
-    changed = record(33)
-    changed.metrics["examples_per_sec"] = 1.0  # same key and time, another measurement
+    changed = record(33).with_metrics(examples_per_sec=1.0)  # same key and time, another measurement
     with Store(b) as s:
         s.add(record(32))
         s.add(changed)
@@ -353,3 +352,32 @@ def test_status_of_a_store_whose_every_row_is_unreadable_lists_them(tmp_path, ca
     assert "1 row(s) cannot be read" in err  # the store's one-line damage warning
     assert "nothing measured yet" not in out
     assert "unreadable: not JSON: 1 row(s)" in out and "row id 1" in out
+
+
+def test_records_are_frozen_values_that_pickle():
+    """No step patches a record after it exists: fields and mappings are read-only, with_metrics
+    returns a changed copy (time and identity kept), and records survive pickling (process
+    pipes, Ray) still read-only."""
+    import dataclasses
+    import pickle
+
+    rec = record(32)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        rec.status = "error"  # type: ignore[misc]
+    for mapping in (rec.metrics, rec.workload, rec.platform, rec.software, rec.settings, rec.tags):
+        with pytest.raises(TypeError, match="read-only"):
+            mapping["x"] = 1  # type: ignore[index]
+    with pytest.raises(TypeError, match="read-only"):
+        rec.metrics.update(step_time_s=1.0)  # type: ignore[attr-defined]
+    changed = rec.with_metrics({"step_time_s": 0.5}, stable=True)
+    assert rec.metrics["step_time_s"] == 0.008 and "stable" not in rec.metrics
+    assert changed.metrics["step_time_s"] == 0.5 and changed.metrics["stable"] is True
+    assert (changed.key, changed.time_utc) == (rec.key, rec.time_utc)
+    back = pickle.loads(pickle.dumps(changed))
+    assert back == changed and back.to_dict() == changed.to_dict()
+    with pytest.raises(TypeError, match="read-only"):
+        back.metrics["x"] = 1  # type: ignore[index]
+    source = {"examples_per_sec": 1.0}
+    own = dataclasses.replace(rec, metrics=source)
+    source["examples_per_sec"] = 2.0  # the caller's dict, changed later: not the record's
+    assert own.metrics["examples_per_sec"] == 1.0

@@ -232,6 +232,47 @@ def test_sweep_errors(tmp_path):
         sweep(bad, store=tmp_path / "a.db")
 
 
+def test_sweep_config_resolves_file_then_overrides(tmp_path):
+    """A sweep file's run values apply unless an argument overrides them; every value is checked
+    (parameter, value, what is allowed), also when a field is replaced; a resolved config runs
+    as is and refuses further overrides."""
+    import dataclasses
+
+    from paradnn.measure import MeasureSettings
+    from paradnn.sweeper import DEFAULT_TIMEOUT_S, SweepConfig
+
+    f = tmp_path / "s.yaml"
+    f.write_text("family: fc\nlayers: 2\nnodes: [32, 40]\ninput: 64\noutput: 10\nbatch: 8\n"
+                 "settings: {min_calls: 3}\n"
+                 "run: {repeat: 2, timeout_s: 60, memory_limit: 1GB, cache_dir: null}\n")
+    c = SweepConfig.resolve(f, tmp_path / "a.db", repeat=3, settings={"max_calls": 5})
+    assert (c.repeat, c.timeout_s, c.memory_limit_bytes, c.cache_dir) == (3, 60.0, 10**9, None)
+    assert (c.settings.min_calls, c.settings.max_calls) == (3, 5)
+    assert c.source == str(f) and len(c.workloads) == 2 and c.executor == "process"
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        c.repeat = 4  # type: ignore[misc]
+    g = SweepConfig.resolve(tiny_grid((32,)), "b.db")
+    assert (g.repeat, g.timeout_s, g.memory_limit_bytes, g.source) == (1, DEFAULT_TIMEOUT_S,
+                                                                       None, "<grid>")
+    assert g.settings == MeasureSettings() and g.cache_dir is not None
+    with pytest.raises(SpecError, match="timeout_s"):
+        dataclasses.replace(g, timeout_s=-1)
+    with pytest.raises(SpecError, match="memory limit"):
+        SweepConfig.resolve(tiny_grid((32,)), memory_limit_bytes="lots")
+    with pytest.raises(SpecError, match="resources.*only with executor='ray'"):
+        SweepConfig.resolve(tiny_grid((32,)), resources={"num_gpus": 1})
+    with pytest.raises(SpecError, match="remeasure_unstable"):
+        SweepConfig.resolve(tiny_grid((32,)), remeasure_unstable="yes")
+    run = dataclasses.replace(g, store=tmp_path / "b.db", executor="inprocess", cache_dir=None,
+                              settings=MeasureSettings(**TINY))
+    df = sweep(run, run_fn=fake_ok, progress=False)
+    assert list(df["nodes"]) == [32] and list(df["min_calls"]) == [TINY["min_calls"]]
+    with pytest.raises(SpecError, match="store"):
+        sweep(run, store=tmp_path / "c.db", progress=False)
+    with pytest.raises(SpecError, match="repeat"):
+        sweep(run, repeat=2, progress=False)
+
+
 def test_sweep_file_and_cli(tmp_path, capsys):
     from paradnn.cli import main
 
@@ -270,8 +311,7 @@ def flaky(workload, settings, memory_limit_bytes):
     noisy = workload.spec.nodes == 40 and not marker.exists()
     if noisy:
         marker.touch()
-    record.metrics["stable"] = not noisy
-    return record
+    return record.with_metrics(stable=not noisy)
 
 
 def test_remeasure_unstable_measures_only_the_noisy_config_again(tmp_path, monkeypatch):

@@ -138,12 +138,12 @@ def exclusive(framework: str, loaded: set[str]) -> bool:
 
 
 def charge(record: Record, startup_s: float, wall_s: float) -> Record:
-    """``record`` with the executor's share of its phases (``paradnn.record.PHASES``):
+    """A copy of ``record`` with the executor's share of its phases (``paradnn.record.PHASES``):
     ``phase_startup_s`` (s a worker took to start for it), ``phase_executor_s`` (``wall_s``, the
     seconds the executor waited for the worker's reply, minus the worker's own run) and
     ``phase_total_s``. A record the worker did not time (a crash, a timeout, a test's
     ``run_fn``) gets the whole wait as ``phase_other_s``."""
-    m = record.metrics
+    m = dict(record.metrics)  # a record is frozen: the charged copy is a new record
     worker_s = m.get("phase_total_s")
     if worker_s is None:
         m["phase_other_s"] = wall_s
@@ -153,7 +153,7 @@ def charge(record: Record, startup_s: float, wall_s: float) -> Record:
         m["phase_executor_s"] = max(wall_s - worker_s, 0.0)
     m["phase_startup_s"] = startup_s
     m["phase_total_s"] = sum(m.get(phase_metric(p)) or 0.0 for p in PHASES)
-    return record
+    return record.with_metrics(m)
 
 
 def resolve_run_fn(run_fn: RunFn | None) -> RunFn:

@@ -4,11 +4,13 @@ A sweep measures each config once per repeat, dtype, resume and re-run, and much
 config's wall time is analyses whose answer is fixed by the workload and the software: the memory
 breakdown's residual split (two abstract evaluations), the unrolled loop variants' cost analysis
 of scanned models (two compiles), which step loop the measured program uses (a lowering), and the
-initial state and synthetic batch (a compile and a run, from a fixed seed). Each is kept here
+initial state and synthetic batch (a compile and a run, from a fixed seed), and the measured
+program this host compiled, serialized with its abstract inputs (``JaxBackend.compile``), so
+that a warm run neither traces nor lowers it. Each is kept here
 under a key made of the workload's key and a fingerprint of everything else that could change the
 answer: paradnn's own source files (by content, so a dirty checkout invalidates it too), the
-versions of JAX, jaxlib, Flax and optax, ``XLA_FLAGS``, and the device platform and kind. The
-compiled programs themselves are JAX's persistent compilation cache's job; this cache sits in the
+versions of JAX, jaxlib, Flax and optax, ``XLA_FLAGS``, and the device platform and kind. Every
+other compiled program is JAX's persistent compilation cache's job; this cache sits in the
 ``analyses`` folder inside it (:func:`configure`, called by ``JaxBackend.configure_cache``), so
 ``--no-cache`` turns both off. Within one process answers are also kept in memory.
 
@@ -133,6 +135,24 @@ def cached_json(kind: str, workload_key: str, compute: Callable[[], Any]) -> Any
         value = compute()
         store(kind, workload_key, value)
     return value
+
+
+def load_blob(kind: str, workload_key: str) -> bytes | None:
+    """The bytes kept for analysis ``kind`` of a workload (:func:`save_blob`), None if none."""
+    path = _path(entry_key(kind, workload_key), ".bin")
+    if path is None:
+        return None
+    try:
+        return path.read_bytes()
+    except OSError:
+        return None
+
+
+def save_blob(kind: str, workload_key: str, data: bytes) -> None:
+    """Keep ``data`` for analysis ``kind`` of a workload (only with a folder: :func:`configure`)."""
+    path = _path(entry_key(kind, workload_key), ".bin")
+    if path is not None:
+        _write(path, data)
 
 
 def _leaves(tree: Any) -> list[Any]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import os
+import pickle
 import socket
 import time
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ import flax
 import jax
 import jaxlib
 import optax
+from jax.experimental import serialize_executable
 
 from paradnn import hardware
 from paradnn.backends import Program
@@ -65,6 +67,51 @@ class _Compiled:
     state_shapes: Any
     batch_shapes: Any
     compiled: jax.stages.Compiled
+
+
+#: Persistent-cache lookups JAX reported in this process (``jax.monitoring`` events), by
+#: outcome: a compile that raised only ``misses`` was compiled here.
+_JAX_CACHE_EVENTS = {"/jax/compilation_cache/cache_hits": "hits",
+                     "/jax/compilation_cache/cache_misses": "misses"}
+_JAX_CACHE_COUNTS = {"hits": 0, "misses": 0}
+
+
+def _count_cache_event(event: str, **_: Any) -> None:
+    name = _JAX_CACHE_EVENTS.get(event)
+    if name is not None:
+        _JAX_CACHE_COUNTS[name] += 1
+
+
+jax.monitoring.register_event_listener(_count_cache_event)
+
+
+def _load_program(key: str) -> tuple[Any, str, Any, Any] | None:
+    """(compiled, loop, state shapes, batch shapes) of a measured program kept by
+    :func:`_save_program` under ``key``, or None. An entry that cannot be loaded (damaged, or
+    written by another jaxlib) is a miss: the program is compiled again."""
+    blob = analyses.load_blob("program", key)
+    if blob is None:
+        return None
+    try:
+        payload, in_tree, out_tree, loop, state_shapes, batch_shapes = pickle.loads(blob)
+        compiled = serialize_executable.deserialize_and_load(payload, in_tree, out_tree)
+    except Exception:  # noqa: BLE001 - any unreadable entry is a cache miss, never a result
+        return None
+    return compiled, loop, state_shapes, batch_shapes
+
+
+def _save_program(key: str, compiled: Any, loop: str, state_shapes: Any, batch_shapes: Any) -> None:
+    """Keep a measured program that this process has just compiled, serialized with its step
+    loop and abstract inputs, so that a warm run neither traces nor lowers it. Only fresh
+    compiles are kept (the caller checks): an XLA:CPU executable that JAX loaded from its own
+    persistent cache serializes without its compiled functions, and another process's first
+    call of such a blob fails ("Function ... fusion not found")."""
+    try:
+        payload, in_tree, out_tree = serialize_executable.serialize(compiled)
+        blob = pickle.dumps((payload, in_tree, out_tree, loop, state_shapes, batch_shapes))
+    except Exception:  # noqa: BLE001 - a program that cannot be serialized is compiled each time
+        return
+    analyses.save_blob("program", key, blob)
 
 
 #: JAX's persistent-cache settings that :meth:`JaxBackend.configure_cache` changes.
@@ -124,24 +171,45 @@ class JaxBackend:
         model = build(workload.spec, workload.dtype)
         optimizer = workload.optimizer
         mesh = wl.device_mesh(workload.devices)
-        # The measured program itself is not kept in the analyses cache: an XLA:CPU executable
-        # that JAX loaded from its persistent cache re-serializes without its compiled functions,
-        # and another process's first call of it fails ("Function ... fusion not found"). JAX's
-        # own cache serves the compile of a warm run.
-        state_shapes, batch_shapes = wl.abstract_inputs(workload, model, optimizer, mesh)
-        t0 = time.perf_counter()
-        phases: dict[str, float] = {"trace": t0 - t_build}
-        # Which loop "auto" picks depends on the program alone: once known, it is not looked
-        # for again (a lowering saved per config).
-        known = analyses.lookup("step_loop", workload.key) if options.step_loop == "auto" else None
-        compiled, loop = wl.compile_measured(model, optimizer, mesh, state_shapes, batch_shapes,
-                                             options.xla_preset, known or options.step_loop,
-                                             phases=phases)
-        if options.step_loop == "auto" and known is None:
-            analyses.store("step_loop", workload.key, loop)
+        # A warm run loads the measured program this host compiled before (analyses cache,
+        # keyed by the workload and everything that could change the executable) instead of
+        # tracing and lowering it to find it in JAX's cache; a multi-device program is not kept.
+        program_key = f"{workload.key}-{options.xla_preset}-{options.step_loop}"
+        t_load = time.perf_counter()
+        kept = _load_program(program_key) if mesh is None and analyses.enabled() else None
+        if kept is not None:
+            compiled, loop, state_shapes, batch_shapes = kept
+            t0 = time.perf_counter()
+            # Loading the kept program is this run's compile.
+            phases: dict[str, float] = {"trace": t_load - t_build, "compile": t0 - t_load}
+            source = "paradnn program cache"
+        else:
+            state_shapes, batch_shapes = wl.abstract_inputs(workload, model, optimizer, mesh)
+            t0 = time.perf_counter()
+            phases = {"trace": t0 - t_build}
+            # Which loop "auto" picks depends on the program alone: once known, it is not looked
+            # for again (a lowering saved per config).
+            known = analyses.lookup("step_loop", workload.key) if options.step_loop == "auto" else None
+            before = dict(_JAX_CACHE_COUNTS)
+            compiled, loop = wl.compile_measured(model, optimizer, mesh, state_shapes, batch_shapes,
+                                                 options.xla_preset, known or options.step_loop,
+                                                 phases=phases)
+            # Fresh: JAX looked in its persistent cache, missed, and compiled here (no hit).
+            fresh = (_JAX_CACHE_COUNTS["hits"] == before["hits"]
+                     and _JAX_CACHE_COUNTS["misses"] > before["misses"])
+            source = ("compiled" if fresh or _JAX_CACHE_COUNTS["hits"] == before["hits"]
+                      else "JAX persistent cache")
+            if options.step_loop == "auto" and known is None:
+                analyses.store("step_loop", workload.key, loop)
+            if fresh and mesh is None and analyses.enabled():
+                t_save = time.perf_counter()
+                _save_program(program_key, compiled, loop, state_shapes, batch_shapes)
+                phases["compile"] = phases.get("compile", 0.0) + time.perf_counter() - t_save
         metrics: dict[str, Any] = {
             "params": sum(math.prod(x.shape) for x in jax.tree_util.tree_leaves(state_shapes["params"])),
-            "compile_s": time.perf_counter() - t0,
+            # Loading a kept program is the warm run's compile, and keeping one part of it.
+            "compile_s": phases.get("compile", 0.0) if kept is not None else time.perf_counter() - t0,
+            "compile_source": source,
             "step_loop_used": loop,
             "phase_trace_s": phases["trace"],
             "phase_compile_s": phases.get("compile", 0.0),
