@@ -62,6 +62,14 @@ RETRY_BUDGET_FACTOR = 4
 DEFAULT_RETRY_UNSTABLE_S = 600.0
 
 
+def default_retry_unstable_s() -> float:
+    """``retry_unstable_s`` when neither the caller nor the sweep file names it:
+    ``$PARADNN_RETRY_UNSTABLE_S`` where set (a site's or a test suite's own default, checked as
+    the setting is), else :data:`DEFAULT_RETRY_UNSTABLE_S`."""
+    text = os.environ.get("PARADNN_RETRY_UNSTABLE_S", "").strip()
+    return parse_retry_unstable(text, "$PARADNN_RETRY_UNSTABLE_S") if text else DEFAULT_RETRY_UNSTABLE_S
+
+
 class _Default:
     def __repr__(self) -> str:
         return "<default: ~/.cache/paradnn/xla>"
@@ -113,7 +121,7 @@ class SweepConfig:
     #: ``ok`` rows all missed their precision target and that has no retry yet. The retry's row
     #: keeps the settings asked for (so the config's record key: it counts on resume) and says
     #: the budget it ran with in ``time_budget_used_s``.
-    retry_unstable_s: float = DEFAULT_RETRY_UNSTABLE_S
+    retry_unstable_s: float = dataclasses.field(default_factory=default_retry_unstable_s)
     #: The sweep file's path, or ``"<grid>"`` for a list of workloads (named in progress lines).
     source: str = "<grid>"
 
@@ -196,7 +204,7 @@ class SweepConfig:
         the cache); ``address`` and ``resources`` none (Ray only); ``max_configs`` (checked
         before a file's grid is expanded) the file's ``run.max_configs``, else
         ``paradnn.grids.MAX_CONFIGS``; ``retry_unstable_s`` (seconds, 0 = off) the file's
-        ``run.retry_unstable_s``, else ``DEFAULT_RETRY_UNSTABLE_S``. SpecError (naming the
+        ``run.retry_unstable_s``, else :func:`default_retry_unstable_s`. SpecError (naming the
         parameter, the value and what is allowed) or the sweep file's ParadnnError for anything
         it cannot use.
         """
@@ -214,6 +222,7 @@ class SweepConfig:
             raise SpecError("executor", executor, "one of " + ", ".join(EXECUTORS))
         if cache_dir is DEFAULT_CACHE:
             cache_dir = run.get("cache_dir", default_cache_dir())
+        retry = pick(retry_unstable_s, "retry_unstable_s", None)
         return cls(
             workloads=tuple(plan.workloads),
             store=store,
@@ -227,7 +236,7 @@ class SweepConfig:
             resources=pick(resources, "resources", None),
             max_configs=pick(max_configs, "max_configs", None),
             remeasure_unstable=remeasure_unstable,
-            retry_unstable_s=pick(retry_unstable_s, "retry_unstable_s", DEFAULT_RETRY_UNSTABLE_S),
+            retry_unstable_s=default_retry_unstable_s() if retry is None else retry,
             source=plan.path,
         )
 

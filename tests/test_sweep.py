@@ -396,3 +396,22 @@ def test_retry_unstable_s_is_checked_where_it_is_given(tmp_path, capsys):
         sweep(tiny_grid((32,)), store=tmp_path / "a.db", retry_unstable_s=float("inf"),
               progress=False)
     assert not (tmp_path / "a.db").exists()
+
+
+def test_retry_unstable_s_defaults(tmp_path, monkeypatch):
+    """Unset, the retry gets DEFAULT_RETRY_UNSTABLE_S; $PARADNN_RETRY_UNSTABLE_S (0 in this
+    suite: tests/conftest.py) replaces it, checked as the setting is; a file's key wins."""
+    from paradnn.sweeper import DEFAULT_RETRY_UNSTABLE_S, SweepConfig
+
+    assert SweepConfig.resolve(tiny_grid((32,))).retry_unstable_s == 0  # the suite's default
+    monkeypatch.delenv("PARADNN_RETRY_UNSTABLE_S")
+    assert SweepConfig.resolve(tiny_grid((32,))).retry_unstable_s == DEFAULT_RETRY_UNSTABLE_S
+    assert SweepConfig(workloads=(), store="a.db").retry_unstable_s == DEFAULT_RETRY_UNSTABLE_S
+    f = tmp_path / "s.yaml"
+    f.write_text("family: fc\nlayers: 2\nnodes: 32\ninput: 64\noutput: 10\nbatch: 8\n"
+                 "run: {retry_unstable_s: 90}\n")
+    monkeypatch.setenv("PARADNN_RETRY_UNSTABLE_S", "-5")
+    assert SweepConfig.resolve(f).retry_unstable_s == 90
+    assert SweepConfig.resolve(f, retry_unstable_s=0).retry_unstable_s == 0
+    with pytest.raises(SpecError, match="PARADNN_RETRY_UNSTABLE_S"):
+        SweepConfig.resolve(tiny_grid((32,)))

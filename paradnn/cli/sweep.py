@@ -190,7 +190,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "config's settings "
                    "and record key (time_budget_used_s says the budget it had), both rows stay "
                    "and resume never repeats it; 0 turns it off (default: the file's "
-                   f"run.retry_unstable_s, else {DEFAULT_RETRY_UNSTABLE_S:g})")
+                   "run.retry_unstable_s, else $PARADNN_RETRY_UNSTABLE_S, else "
+                   f"{DEFAULT_RETRY_UNSTABLE_S:g})")
     p.add_argument("--budget", type=typed(parse_int, "budget"), default=None, metavar="N",
                    help="measure at most N configs, chosen adaptively for `paradnn predict` "
                    "(a space-filling start, then the widest prediction intervals), then predict "
