@@ -473,6 +473,7 @@ class _Tally:
     retried: int = 0  # retry records committed
     retried_stable: int = 0  # of which ok and stable
     retry_left: int = 0  # candidates not retried: the extra time would have passed the bound
+    retry_useless: int = 0  # unstable configs whose timing ended at max_calls: not retried
     retry_budget_s: float = 0.0  # the time budget a retry runs with, s
     retry_bound_s: float = 0.0  # retry_unstable_s, s
     retry_s: float = 0.0  # wall time of the retries, s
@@ -620,8 +621,8 @@ def _unstable(row: Mapping[str, Any]) -> bool:
             and stable == 0)
 
 
-def _seconds(value: Any) -> float:
-    """A stored duration in seconds, 0.0 where none was recorded."""
+def _number(value: Any) -> float:
+    """A stored number (seconds, a count), 0.0 where none was recorded."""
     try:
         value = float(value)
     except (TypeError, ValueError):
@@ -633,8 +634,8 @@ def _retry_estimate_s(row: Mapping[str, Any], budget_s: float) -> float:
     """Seconds a retry of the config of stored row ``row`` should take: the row's own wall time
     (``phase_total_s``, else compile + timing) with its timing phase replaced by the longer
     budget (or by its own timing, when a slow model's minimum of calls outlasted the budget)."""
-    timing = _seconds(row.get("timing_s"))
-    wall = _seconds(row.get("phase_total_s")) or _seconds(row.get("compile_s")) + timing
+    timing = _number(row.get("timing_s"))
+    wall = _number(row.get("phase_total_s")) or _number(row.get("compile_s")) + timing
     return max(wall - timing, 0.0) + max(budget_s, timing)
 
 
@@ -661,6 +662,11 @@ def _retry_unstable(config: SweepConfig, resume: _Resume, ex: Any, db: Store,
         mine = rows.get(key, [])
         ok = [r for r in mine if r.get("status") == "ok"]
         if ok and all(_unstable(r) for r in ok) and not any(is_retry(r) for r in mine):
+            if _number(ok[-1].get("timed_calls")) >= _number(ok[-1].get("max_calls")) > 0:
+                # Its timing ended at max_calls, not at the budget: a longer budget would time
+                # the same calls again (a longer warm-up aside).
+                tally.retry_useless += 1
+                continue
             candidates.append((key, ok[-1], len(mine)))
     if not candidates:
         return
@@ -732,6 +738,11 @@ def _summarize(stream: IO[str] | None, tally: _Tally) -> None:
                      "worker start-up is also its first record's startup); "
                      f"sweep wall time {time.perf_counter() - tally.start:.2f} s "
                      "(docs/metrics.md, Phases)\n")
+    if stream is not None and tally.retry_useless:
+        stream.write(f"paradnn sweep: {tally.retry_useless} unstable config(s) not retried: their "
+                     "timing ended at max_calls timed calls, which a longer time budget does not "
+                     "change (raise max_calls, or measure them again on a quieter host with "
+                     "--remeasure-unstable)\n")
     if stream is not None and tally.retry_candidates:
         left = tally.retry_left
         stream.write(f"paradnn sweep: {tally.retried} of {tally.retry_candidates} unstable "

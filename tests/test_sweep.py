@@ -342,12 +342,13 @@ def test_unstable_configs_are_retried_once_with_a_longer_budget_within_the_bound
     """Two real tiny configs that cannot meet a 1e-6 precision target at a 0.2 s budget: with
     the retry off they stay as measured; a bound smaller than one retry's timing budget retries
     none; a sufficient bound measures each once more with 4x the budget, under the same record
-    key (the settings asked for), both rows kept; a resumed sweep repeats nothing."""
+    key (the settings asked for), both rows kept; a resumed sweep repeats nothing. Configs whose
+    timing ended at max_calls, not at the budget, are not retried."""
     from paradnn.sweeper import RETRY_BUDGET_FACTOR
 
     db = tmp_path / "r.db"
-    # No call meets the target: timing runs until the budget (max_calls far away).
-    settings = {**TINY, "cv_target": 1e-6, "max_calls": 10_000}
+    # No call meets the target: timing runs until the budget (max_calls as far as allowed).
+    settings = {**TINY, "cv_target": 1e-6, "max_calls": 1_000_000}
     g = grid("fc", layers=2, nodes=[16, 32], input=12, output=5, batch=4)
     kw = dict(store=db, executor="inprocess", settings=settings, cache_dir=None)
 
@@ -375,6 +376,12 @@ def test_unstable_configs_are_retried_once_with_a_longer_budget_within_the_bound
     stream = io.StringIO()
     resumed = sweep(g, retry_unstable_s=600, progress=stream, **kw)
     assert len(resumed) == 4 and "measured again" not in stream.getvalue()
+
+    stream = io.StringIO()
+    capped = sweep(g, retry_unstable_s=600, progress=stream, **{
+        **kw, "store": tmp_path / "capped.db", "settings": {**settings, "max_calls": 3}})
+    assert len(capped) == 2 and (capped["timed_calls"] == 3).all()
+    assert "2 unstable config(s) not retried: their timing ended at max_calls" in stream.getvalue()
 
 
 def test_retry_unstable_s_is_checked_where_it_is_given(tmp_path, capsys):
