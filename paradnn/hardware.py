@@ -432,22 +432,42 @@ def _read_cache() -> dict[str, Any]:
     return cache if isinstance(cache, dict) else {}
 
 
+#: Why a probe of a cache written before the host's load was checked is never a denominator.
+UNCHECKED_LOAD = ("measured by an earlier paradnn that judged contention by the spread alone, "
+                  "without the host's load: a steadily busy host passed as quiet")
+
+
 def _entries(cache: dict[str, Any], key: str) -> list[dict[str, Any]]:
     """The measurements on record for ``key``, oldest first. A cache written before measurements
-    were kept as a list held one quiet result per key (only quiet ones were cached)."""
+    were kept as a list held one result per key, judged quiet by its spread alone: a steady
+    neighbour passed (on the project's host, such an entry read 42 GFLOP/s float32 where quiet
+    probes read about 150). It is kept on record, with an id fixed by its key and time so that
+    every reader names it alike, and never used (``contended``, :data:`UNCHECKED_LOAD`)."""
     value = cache.get(key)
     if isinstance(value, dict) and "peak_flops" in value:
-        return [{"id": _measurement_id(key, value.get("measured_utc", "")), "contended": False,
-                 "contended_reasons": [], **value}]
+        return [{**value, "id": _legacy_id(key, str(value.get("measured_utc", ""))),
+                 "contended": True, "contended_reasons": [UNCHECKED_LOAD]}]
     if isinstance(value, dict) and isinstance(value.get("measurements"), list):
-        return value["measurements"]
+        # An earlier-format entry already converted into the list carries no host load either.
+        return [e if "host_load" in e or e.get("contended") else
+                {**e, "contended": True, "contended_reasons": [UNCHECKED_LOAD]}
+                for e in value["measurements"]]
     return []
 
 
 def _measurement_id(key: str, measured_utc: str) -> str:
+    """A new measurement's id (unique: the clock's nanoseconds are part of it)."""
     import hashlib
 
     return hashlib.sha256(f"{key}|{measured_utc}|{time.time_ns()}".encode()).hexdigest()[:12]
+
+
+def _legacy_id(key: str, measured_utc: str) -> str:
+    """The id of a measurement that a cache of the earlier format kept without one: fixed by
+    its key and time, so that every process that reads it gives its records the same id."""
+    import hashlib
+
+    return hashlib.sha256(f"{key}|{measured_utc}|legacy".encode()).hexdigest()[:12]
 
 
 def best_quiet(entries: list[dict[str, Any]], dtype: str) -> dict[str, Any] | None:

@@ -224,3 +224,25 @@ def test_two_probes_at_once_measure_once(tmp_path):
     calls = sum(len(hardware._PROBE_SIZES[d]) * (1 + hardware._PROBE_REPS) + hardware._SPREAD_REPS
                 for d in hardware.PROBE_DTYPES)
     assert len(log.read_text()) == calls
+
+
+def test_an_entry_of_the_earlier_cache_format_keeps_one_id_and_is_never_the_denominator(cache):
+    """A cache of the earlier format (one result per key, judged quiet by its spread alone) read
+    twice names the same measurement with the same id, and it is not used: on the project's
+    host such an entry, measured while a neighbour kept the cores busy, read 42 GFLOP/s against
+    about 150 quiet, and every utilization divided by it was above 1."""
+    info = {"host": "h", "device_platform": "cpu", "device_kind": "cpu", "cpu_model": "x"}
+    key = hardware._probe_key(info, {"jax": "1"})
+    old = {**info, "peak_flops": {"float32": 4.2e10}, "spread": {"float32": 0.02},
+           "measured_utc": "2026-11-24T21:52:32Z"}
+    cache.write_text(json.dumps({key: old}))
+    first = hardware._entries(hardware._read_cache(), key)
+    second = hardware._entries(hardware._read_cache(), key)
+    assert [e["id"] for e in first] == [e["id"] for e in second]
+    assert first[0]["contended"] is True and hardware.UNCHECKED_LOAD in first[0]["contended_reasons"]
+    assert hardware.best_quiet(first, "float32") is None
+    # Converted into the list format (an earlier version wrote it back so): still not used.
+    cache.write_text(json.dumps({key: {"measurements": [{**old, "id": "abc", "contended": False,
+                                                         "contended_reasons": []}]}}))
+    [converted] = hardware._entries(hardware._read_cache(), key)
+    assert converted["id"] == "abc" and converted["contended"] is True
