@@ -55,10 +55,10 @@ RETRY_BUDGET_FACTOR = 4
 
 #: Extra seconds a sweep spends on those retries unless told otherwise (``retry_unstable_s``):
 #: ten minutes whatever the sweep's size. A retry costs about its first measurement plus 3x
-#: the time budget (about 20-25 s at the default 5 s budget on a 2-core host, 5-10 s at the
-#: smoke sweep's 0.2 s), so this covers every unstable config of the smoke and small sweeps on
-#: a noisy host, and is a few percent of a sweep of the paper's grids (hours), where a larger
-#: value is a deliberate choice; 0 turns the retry off.
+#: the time budget (about 20 s for a small model at the default 5 s budget on a 2-core host:
+#: docs/sweeps.md), so this is a few dozen retries, a bounded cost on a small sweep and a few
+#: percent of a sweep of the paper's grids (hours), where a larger value is a deliberate
+#: choice; 0 turns the retry off.
 DEFAULT_RETRY_UNSTABLE_S = 600.0
 
 
