@@ -9,6 +9,7 @@ import sys
 from typing import Any, Callable
 
 from paradnn import backends, families, progress
+from paradnn.families.real import ZOO
 from paradnn.specs import DTYPES, OPTIMIZERS, Workload
 from paradnn.units import precise_duration, si, significant
 
@@ -337,8 +338,6 @@ def _cmd_list(args: argparse.Namespace) -> int:
         # The framework-neutral table (tests/test_families.py recounts its parameters with JAX):
         # no framework starts, so the listing takes well under a second instead of tracing the
         # whole zoo (12.7 s on a 2-core host).
-        from paradnn.families.real import ZOO
-
         for name in sorted(ZOO):
             m = ZOO[name]
             print(f"{name:14s} {m.params:>13,} params  image {m.default_image or '-':>4}  "
