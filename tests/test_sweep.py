@@ -384,6 +384,33 @@ def test_unstable_configs_are_retried_once_with_a_longer_budget_within_the_bound
     assert "2 unstable config(s) not retried: their timing ended at max_calls" in stream.getvalue()
 
 
+def slow_unstable(workload, settings, memory_limit_bytes):
+    """An unstable ok record after 3 s of which 0.2 s timing (2 of its 3 calls)."""
+    time.sleep(3.0)
+    return fake_ok(workload, settings, memory_limit_bytes).with_metrics(
+        stable=False, timing_s=0.2, timed_calls=2)
+
+
+@pytest.mark.slow
+def test_retries_stop_at_the_extra_time_bound(tmp_path):
+    """A retry of these configs is estimated at their measured wall time (3 s and the
+    executor's share) - 0.2 s timing + the 4 x 0.2 s budget, about 3.6-4.5 s, and takes 3 s:
+    within 8.6 s of extra time the first starts (0 + est), the second too (3 + est), the
+    third not (6 + est > 8.6); the summary says so, and the next run retries only that one."""
+    db = tmp_path / "r.db"
+    g = tiny_grid((32, 40, 48))
+    kw = dict(store=db, settings=TINY, run_fn=slow_unstable, cache_dir=None,
+              executor="inprocess")
+    assert len(sweep(g, progress=False, retry_unstable_s=0, **kw)) == 3
+    stream = io.StringIO()
+    df = sweep(g, progress=stream, retry_unstable_s=8.6, **kw)
+    assert len(df) == 5 and list(_retries(df)["nodes"]) == [32, 40], stream.getvalue()  # grid order
+    assert "2 of 3 unstable config(s) measured again" in stream.getvalue()
+    assert "1 not retried within the 8.6 s of extra time" in stream.getvalue()
+    again = sweep(g, progress=False, retry_unstable_s=8.6, **kw)
+    assert len(again) == 6 and sorted(_retries(again)["nodes"]) == [32, 40, 48]
+
+
 def test_retry_unstable_s_is_checked_where_it_is_given(tmp_path, capsys):
     """The flag, the sweep file's run key and the API name the value and what is allowed."""
     from paradnn.cli import main
