@@ -45,7 +45,7 @@ import numpy as np  # noqa: E402
 
 import paradnn  # noqa: E402
 from paradnn.backends.jax import step as wl
-from paradnn.specs import Workload  # noqa: E402
+from paradnn.workload import Workload  # noqa: E402
 
 CONFIGS = {
     "fc": (paradnn.FC(layers=4, nodes=1024, input=2000, output=1000), 256),

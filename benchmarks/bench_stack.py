@@ -35,7 +35,7 @@ import jax
 import paradnn
 from paradnn.backends.jax import step as wl
 from paradnn.backends.jax.models import build
-from paradnn.specs import Workload
+from paradnn.workload import Workload
 
 YNN = "xla_cpu_experimental_ynn_fusion_type"
 CANDIDATES = {

@@ -23,7 +23,8 @@ import time
 
 from paradnn.backends.tensorflow import backend as tf_backend
 from paradnn.measure import MeasureSettings, time_calls
-from paradnn.specs import FC, Workload
+from paradnn.families.fc import FC
+from paradnn.workload import Workload
 
 SPEC, BATCH = FC(layers=4, nodes=1024, input=2000, output=1000), 256
 

@@ -24,7 +24,8 @@ from torch import nn
 
 from paradnn.backends.torch import backend as torch_backend
 from paradnn.measure import MeasureSettings, time_calls
-from paradnn.specs import FC, Workload
+from paradnn.families.fc import FC
+from paradnn.workload import Workload
 
 SPEC = FC(layers=4, nodes=1024, input=2000, output=1000)
 BATCH = 256

@@ -14,7 +14,11 @@ import importlib
 from typing import Any
 
 from paradnn.errors import ParadnnError, SpecError
-from paradnn.specs import CNN, FC, RNN, Real, Workload
+from paradnn.families.cnn import CNN
+from paradnn.families.fc import FC
+from paradnn.families.real import Real
+from paradnn.families.rnn import RNN
+from paradnn.workload import Workload
 
 __version__ = "0.1.0"
 

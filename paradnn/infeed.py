@@ -57,7 +57,7 @@ import pandas as pd
 from paradnn import backends, sizes
 from paradnn.errors import ParadnnError, SpecError
 from paradnn.record import Record
-from paradnn.specs import Workload
+from paradnn.workload import Workload
 
 INFEED_FAMILY = "infeed"
 FEEDS = ("synthetic", "pipeline")

@@ -26,7 +26,7 @@ import numpy as np
 from paradnn import backends, sizes
 from paradnn.errors import ParadnnError, SpecError
 from paradnn.measure import MeasureSettings
-from paradnn.specs import ModelSpec, Workload
+from paradnn.workload import ModelSpec, Workload
 
 # A short, cheap trial: it only has to show that the batch runs.
 TRIAL_SETTINGS = MeasureSettings(steps_per_call=2, warmup_calls=1, warmup_s=0.0, min_calls=2, max_calls=3,

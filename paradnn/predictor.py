@@ -39,7 +39,7 @@ from paradnn.sweeper import sweep as run_sweep
 from paradnn.units import parse_int
 from paradnn.workload import Workload, stable_hash
 
-__all__ = ["predict", "score", "adaptive_sweep", "sized", "platform_of"]
+__all__ = ["predict", "score", "adaptive_sweep", "platform_of"]
 
 StoreLike = Union[str, os.PathLike, Sequence[Union[str, os.PathLike]], pd.DataFrame]
 TargetsLike = Union[str, os.PathLike, Workload, Iterable[Workload]]

@@ -18,7 +18,7 @@ from typing import Any
 
 from paradnn import backends, families
 from paradnn.measure import PROTOCOL_FIELDS
-from paradnn.specs import Workload, stable_hash
+from paradnn.workload import Workload, stable_hash
 
 # 2: device platform field `backend` -> `device_platform`, plus `framework`.
 # 3: the key covers a record's own framework only: its software fields (no other framework's
@@ -280,7 +280,7 @@ SOFTWARE_FIELDS = families.FieldsView(_software_columns)
 def record_key(workload: dict[str, Any], platform: dict[str, Any], software: dict[str, Any],
                settings: dict[str, Any]) -> str:
     """The identity of a run for resume and deduplication: workload + platform + software +
-    settings (16 hex digits, :func:`paradnn.specs.stable_hash`).
+    settings (16 hex digits, :func:`paradnn.workload.stable_hash`).
 
     ``host`` is left out so that the same run on two identical machines dedups as one
     configuration measured twice is not lost: ``merge`` keys rows on ``key`` + ``time_utc``.

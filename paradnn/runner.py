@@ -20,7 +20,7 @@ from paradnn import backends, families, hardware, meters, progress, sizes
 from paradnn.errors import InfrastructureError, ParadnnError, SpecError
 from paradnn.measure import MeasureSettings, time_calls
 from paradnn.record import PHASES, Record, phase_metric, physics_warnings
-from paradnn.specs import ModelSpec, Workload
+from paradnn.workload import ModelSpec, Workload
 
 
 @functools.lru_cache(maxsize=None)

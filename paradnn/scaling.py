@@ -33,7 +33,7 @@ from paradnn import backends
 from paradnn.errors import SpecError
 from paradnn.measure import MeasureSettings
 from paradnn.record import Record
-from paradnn.specs import ModelSpec, Workload
+from paradnn.workload import ModelSpec, Workload
 
 MODES = ("weak", "strong")
 

@@ -15,11 +15,8 @@ os.environ.setdefault("PARADNN_RETRY_UNSTABLE_S", "0")
 
 import pytest  # noqa: E402
 
+from helpers import TINY  # noqa: E402  (tests/helpers.py: the suite's tiny settings)
 from paradnn.measure import MeasureSettings  # noqa: E402
-
-# Enough to exercise the protocol, small enough for a 2-core CI machine.
-TINY = MeasureSettings(steps_per_call=2, warmup_calls=1, warmup_s=0.0, min_calls=2, max_calls=3, cv_target=0.5,
-                       time_budget_s=0.2)
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ def cases(framework: str, dtypes: list[str]) -> list[dict]:
     from paradnn.backends.jax import costs as costs
     from paradnn.measure import MeasureSettings
     from paradnn.backends.jax.models import param_count
-    from paradnn.specs import Workload
+    from paradnn.workload import Workload
 
     backend = backends.get(framework)
     # PyTorch eagerly: torch.compile of each case takes tens of seconds on a CPU and is tested

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import subprocess
 import sys
 import textwrap
@@ -18,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers import child_env
 from paradnn import families
 from paradnn.backends import available
 
@@ -28,15 +28,16 @@ ROOT = Path(__file__).resolve().parents[1]
 ZOO_TF = ("resnet18", "resnet50", "resnet101", "resnet152", "densenet121", "mobilenet", "vgg16",
           "inception_v3")
 
-# Shared by every script: quiet TensorFlow, the tiny measurement settings of tests/conftest.py.
+# Shared by every script: quiet TensorFlow, the tiny measurement settings of tests/helpers.py
+# (tests/ is on the script's PYTHONPATH: helpers.child_env).
 _PRELUDE = """
 import json, math, sys
+from helpers import TINY
 from paradnn import families
 from paradnn.backends.tensorflow import backend as tb
 from paradnn.measure import MeasureSettings, time_calls
-from paradnn.specs import Workload, Real
-TINY = MeasureSettings(steps_per_call=2, warmup_calls=1, warmup_s=0.0, min_calls=2, max_calls=3,
-                       cv_target=0.5, time_budget_s=0.2)
+from paradnn.families.real import Real
+from paradnn.workload import Workload
 B = tb.BACKEND
 LAST = []  # the program train() ran last
 
@@ -71,7 +72,7 @@ def _tf_run(body: str, timeout: float = 900, env: dict[str, str] | None = None) 
     """Run ``body`` (after the prelude) in a fresh interpreter; it must ``print(json.dumps(x))``
     last. Returns ``x``."""
     code = _PRELUDE + textwrap.dedent(body)
-    environment = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2", **(env or {})}
+    environment = child_env(TF_CPP_MIN_LOG_LEVEL="2", **(env or {}))
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout,
                           env=environment, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-4000:]
@@ -92,7 +93,7 @@ def _jax_flops(spec, batch: int, optimizer: str) -> float:
     from paradnn.backends.jax import costs as costs
     from paradnn.backends.jax import step as wl
     from paradnn.backends.jax.models import build
-    from paradnn.specs import Workload
+    from paradnn.workload import Workload
 
     w = Workload(spec, batch, "float32", optimizer)
     model = build(spec, "float32")
@@ -138,7 +139,7 @@ def test_fc_trains_costs_and_reports():
     within 10% of the analytic count; the backend's facts and errors."""
     (spec, batch), = _tiny("fc")
     out = _tf_run("""
-        from paradnn.specs import FC
+        from paradnn.families.fc import FC
         from paradnn.errors import ParadnnError, SpecError
         (spec, batch), = tiny("fc")
         r = {"f32": train(spec, batch), "bf16": train(spec, batch, "bfloat16", costs=False)}
@@ -184,7 +185,7 @@ def test_fc_trains_costs_and_reports():
     jax_flops = _jax_flops(spec, batch, "rmsprop")
     assert out["f32"]["costs"]["flops_per_step"] == pytest.approx(jax_flops, rel=0.10)
     assert "xla-cost-analysis" in out["f32"]["costs"]["flops_source"]
-    from paradnn.specs import FC
+    from paradnn.families.fc import FC
 
     big = FC(2, 256, 256, 64)
     assert out["big"]["flops_per_step"] == pytest.approx(families.get("fc").train_flops_per_example(big) * 64, rel=0.10)
@@ -212,13 +213,13 @@ def test_rnn_cells_train_and_flops_match_jax():
     matmuls dominate (at the tiny width 8 element-wise work, counted slightly differently by
     the two programs, is most of the step)."""
     out = _tf_run("""
-        from paradnn.specs import RNN
+        from paradnn.families.rnn import RNN
         r = {"tiny": [train(spec, batch) for spec, batch in tiny("rnn")]}
         r["wide"] = [tb.step_costs(Workload(RNN(c, 1, 32, 3, 32), 4, "float32", "rmsprop",
                                             framework="tensorflow"))["flops"] for c in ("rnn", "lstm", "gru")]
         print(json.dumps(r))
     """)
-    from paradnn.specs import RNN
+    from paradnn.families.rnn import RNN
 
     assert [r["spec"]["cell"] for r in out["tiny"]] == ["rnn", "lstm", "gru"]
     for r, (spec, batch) in zip(out["tiny"], _tiny("rnn")):
@@ -235,7 +236,7 @@ def test_cnn_blocks_train_and_flops():
     """Both blocks: a step lowers the loss; executed FLOPs equal JAX's within 10%; at filters 32
     (convolutions dominate) within 10% of the analytic count."""
     out = _tf_run("""
-        from paradnn.specs import CNN
+        from paradnn.families.cnn import CNN
         r = {"tiny": [], "bn_means": []}
         for spec, batch in tiny("cnn"):
             r["tiny"].append(train(spec, batch, optimizer="momentum"))
@@ -247,7 +248,7 @@ def test_cnn_blocks_train_and_flops():
                      for b in ("residual", "bottleneck")]
         print(json.dumps(r))
     """)
-    from paradnn.specs import CNN
+    from paradnn.families.cnn import CNN
 
     for r, (spec, batch) in zip(out["tiny"], _tiny("cnn")):
         assert r["params"] == families.param_count(spec)
@@ -263,7 +264,7 @@ def test_cnn_blocks_train_and_flops():
 @pytest.mark.slow
 def test_zoo_params_equal_jax():
     from paradnn.backends.jax.models import param_count
-    from paradnn.specs import Real
+    from paradnn.families.real import Real
 
     out = _tf_run(f"""
         from paradnn.backends.tensorflow.models import trainable_params
@@ -310,7 +311,7 @@ def test_zoo_model_trains():
         print(json.dumps(r))
     """)
     _check_step(out, 1000)
-    from paradnn.specs import Real
+    from paradnn.families.real import Real
 
     # executed FLOPs equal JAX's within 10%: depthwise convolutions, strided PyTorch-padded ones
     for name, flops in out["flops"].items():

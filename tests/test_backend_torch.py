@@ -23,7 +23,8 @@ from paradnn import backends, families  # noqa: E402
 from paradnn.backends.torch import backend as tb
 from paradnn.errors import SpecError  # noqa: E402
 from paradnn.measure import time_calls  # noqa: E402
-from paradnn.specs import FC, Workload  # noqa: E402
+from paradnn.families.fc import FC  # noqa: E402
+from paradnn.workload import Workload
 
 B = tb.BACKEND
 
@@ -271,7 +272,7 @@ ZOO = ["resnet18", "resnet50", "resnet101", "resnet152", "densenet121", "vgg16",
 _COUNT_SCRIPT = """
 import json, sys, torch
 from paradnn.backends.torch.models.zoo import build
-from paradnn.specs import Real
+from paradnn.families.real import Real
 counts = {}
 for name in sys.argv[1:]:
     with torch.device("meta"):  # shapes only: nothing allocated or initialized for real
@@ -290,7 +291,7 @@ def _run_json(script: str, *args: str) -> dict:
 @pytest.mark.slow
 def test_zoo_params_equal_the_jax_models():
     from paradnn.backends.jax.models import param_count
-    from paradnn.specs import Real
+    from paradnn.families.real import Real
 
     counts = _run_json(_COUNT_SCRIPT, *ZOO)
     assert counts == {name: param_count(Real(name)) for name in ZOO}
@@ -300,7 +301,8 @@ _STEP_SCRIPT = """
 import json, sys
 from paradnn.backends.torch.backend import BACKEND as B
 from paradnn.measure import MeasureSettings
-from paradnn.specs import Real, Workload
+from paradnn.families.real import Real
+from paradnn.workload import Workload
 out = {}
 for name, image in (("resnet18", 32), ("inception_v3", 75)):
     program = B.compile(Workload(Real(name, image=image), 2, framework="torch"),
@@ -329,7 +331,7 @@ def test_zoo_training_steps_in_torchvision():
 
 def test_zoo_rejects_models_torchvision_lacks_and_small_images():
     from paradnn.backends.torch.models import zoo
-    from paradnn.specs import Real
+    from paradnn.families.real import Real
 
     with pytest.raises(SpecError, match="framework"):
         Workload(Real("mobilenet"), 2, framework="torch")

@@ -12,14 +12,13 @@ from pathlib import Path
 
 import pytest
 
+from helpers import TINY
 from paradnn.grids import grid
 from paradnn.record import METRICS, PHASES, phase_metric, phase_totals
 from paradnn.store import load
 from paradnn.sweeper import sweep
 
 ROOT = Path(__file__).resolve().parents[1]
-TINY = {"steps_per_call": 2, "warmup_calls": 1, "min_calls": 2, "max_calls": 3,
-        "time_budget_s": 0.2}
 
 
 def check_phases(row: dict) -> None:

@@ -34,7 +34,7 @@ def test_family_modules_import_no_framework():
     imports neither JAX nor Flax nor any other framework (checked in a fresh interpreter)."""
     code = ("import sys, paradnn.families as f; f.names(); "
             "from paradnn import FC, Real, Workload, sizes; Workload(Real('resnet50'), 8); "
-            "import paradnn.grids, paradnn.workload, paradnn.specs, paradnn.analysis.cost; "
+            "import paradnn.grids, paradnn.workload, paradnn.analysis.cost; "
             "sizes.config_sizes(Workload(FC(2, 8, 8, 2), 4)); "
             "print(sorted(m for m in ('jax', 'flax', 'tensorflow', 'torch', 'optax') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)

@@ -30,13 +30,13 @@ from pathlib import Path
 
 import pytest
 
+from helpers import TINY, TINY_FIELDS, child_env
 from paradnn.errors import InfrastructureError, ParadnnError
 from paradnn.grids import grid
 from paradnn.record import Record
 from paradnn.store import Store, load
 
 ROOT = Path(__file__).resolve().parents[1]
-TINY = {"steps_per_call": 1, "warmup_calls": 1, "min_calls": 2, "max_calls": 3, "time_budget_s": 0.2}
 PLATFORM = {"device_platform": "cpu", "device_kind": "cpu", "device_count": 1, "host": "h", "cpu_model": "x"}
 SOFTWARE = {"paradnn_version": "0", "jax_version": "0"}
 
@@ -44,7 +44,7 @@ SOFTWARE = {"paradnn_version": "0", "jax_version": "0"}
 # -- helpers ---------------------------------------------------------------------------------
 
 def env(**changes: str | None) -> dict[str, str]:
-    e = dict(os.environ, PYTHONPATH=str(ROOT))
+    e = child_env()  # paradnn from this checkout, test modules (run_fns) from tests/
     for k, v in changes.items():
         if v is None:
             e.pop(k, None)
@@ -85,7 +85,7 @@ def digest(path: Path) -> str:
 def row(nodes: int, time_utc: str = "2026-01-01T00:00:00+00:00", **metrics) -> dict:
     w = grid("fc", layers=2, nodes=nodes, input=8, output=2, batch=4)[0]
     return Record(status="ok", workload=w.to_dict(), platform=PLATFORM, software=SOFTWARE,
-                  settings=TINY, metrics={"examples_per_sec": 1.0, **metrics},
+                  settings=TINY_FIELDS, metrics={"examples_per_sec": 1.0, **metrics},
                   time_utc=time_utc).to_dict()
 
 
@@ -385,7 +385,6 @@ def test_full_disk_stops_the_sweep_and_keeps_every_committed_row(tmp_path):
     script = tmp_path / "run.py"
     script.write_text(textwrap.dedent(f"""
         import sys
-        sys.path.insert(0, {str(ROOT)!r}); sys.path.insert(0, {str(Path(__file__).parent)!r})
         from paradnn.cli import main
         import paradnn.sweeper as sw
         from paradnn.grids import grid
@@ -394,7 +393,7 @@ def test_full_disk_stops_the_sweep_and_keeps_every_committed_row(tmp_path):
         try:
             sw.sweep(grid("fc", layers=1, nodes=list(range(8, 208)), input=8, output=2, batch=4),
                      store={str(disk / 'r.db')!r}, executor="inprocess", run_fn=big_ok,
-                     cache_dir=None, progress=False, settings={TINY!r})
+                     cache_dir=None, progress=False, settings={TINY_FIELDS!r})
         except ParadnnError as exc:
             print(f"paradnn: error: {{exc}}", file=sys.stderr); sys.exit(2)
     """))
@@ -546,7 +545,8 @@ def test_huge_model_is_oom_before_tracing(tmp_path):
     assert rec["params"] == 1000000000 * (32 * 32 + 32) - 32 * 32 + 64 * 32 + 32 * 10 + 10
     # In-process the check itself takes well under a second (the CLI also imports JAX).
     from paradnn.runner import run_workload
-    from paradnn.specs import FC, Workload
+    from paradnn.families.fc import FC
+    from paradnn.workload import Workload
 
     run_workload(Workload(FC(1, 8, 8, 2), 4), None, 10)  # warm the platform context
     t0 = time.perf_counter()
@@ -649,7 +649,11 @@ def test_analytic_floor_is_a_lower_bound_of_the_real_state():
     from paradnn.backends.jax.models import build
     from paradnn.sizes import floor_bytes
     from paradnn.backends.jax.backend import state_bytes
-    from paradnn.specs import CNN, FC, OPTIMIZERS, RNN, Workload
+    from paradnn.families.cnn import CNN
+    from paradnn.families.fc import FC
+    from paradnn.families.rnn import RNN
+    from paradnn.sizes import OPTIMIZERS
+    from paradnn.workload import Workload
 
     from paradnn.sizes import OPTIMIZERS as SLOTS
 
@@ -1266,7 +1270,7 @@ def test_activation_floor_is_below_the_compiled_total():
     from paradnn.measure import MeasureSettings
     from paradnn.runner import run_workload
     from paradnn.sizes import floor_bytes
-    from paradnn.specs import Workload, spec_from_dict
+    from paradnn.workload import Workload, spec_from_dict
 
     spec = spec_from_dict({"family": "transformer", "layers": 2, "d_model": 32, "heads": 2,
                            "d_ff": 64, "length": 64, "vocab": 512, "positions": "sinusoidal"})

@@ -9,7 +9,8 @@ import pytest
 
 from paradnn import FC, ParadnnError, SpecError, Workload
 from paradnn.grids import (PAPER, PAPER_FIXED, concat, geometric, grid, linear, load_sweep_file,
-                           max_params, param_count, parse_bytes, preset, zipped)
+                           max_params, param_count, preset, zipped)
+from paradnn.units import parse_bytes
 
 SWEEPS = Path(__file__).resolve().parents[1] / "sweeps"
 

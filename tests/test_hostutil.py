@@ -15,7 +15,7 @@ from paradnn import meters
 from paradnn.backends.jax import step as wl
 from paradnn.hostutil import HostWindow, device_busy_fraction, read_proc_stat
 from paradnn.record import METRICS
-from paradnn.specs import Workload
+from paradnn.workload import Workload
 
 STAT = """cpu  30 0 10 60 0 0 0 0 0 0
 cpu0 {a} 0 0 {ai} 0 0 0 0 0 0

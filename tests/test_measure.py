@@ -184,7 +184,9 @@ def test_flops_mismatch_grants_the_estimated_elementwise_work(executed, flagged)
 
 def test_elementwise_estimate_covers_the_optimizer_and_the_activations():
     from paradnn import families, sizes
-    from paradnn.specs import FC, Real, Workload
+    from paradnn.families.fc import FC
+    from paradnn.families.real import Real
+    from paradnn.workload import Workload
 
     spec = FC(layers=2, nodes=32, input=64, output=10)
     params = sizes.param_count(spec)
@@ -209,7 +211,7 @@ def test_smoke_configs_raise_no_physics_flag_on_flops(tiny_settings):
     useful FLOPs before the optimizer's and element-wise work was granted: nothing is wrong."""
     from paradnn.grids.sweepfile import load_sweep_file
     from paradnn.runner import run_workload
-    from paradnn.specs import Workload, spec_from_dict
+    from paradnn.workload import Workload, spec_from_dict
 
     workloads = list(load_sweep_file("sweeps/smoke.yaml").workloads)
     fields = dict(TINY_TRANSFORMER)

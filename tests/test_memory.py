@@ -8,7 +8,7 @@ import paradnn
 from paradnn.backends.jax import step as wl
 from paradnn.backends.jax.memory import MEMORY_PARTS, memory_breakdown, residual_bytes, split_residuals, tree_bytes
 from paradnn.backends.jax.models import build
-from paradnn.specs import Workload
+from paradnn.workload import Workload
 
 
 def _inputs(spec, batch, dtype="float32"):

@@ -3,7 +3,6 @@ store made here: the golden store for the figure notebooks, a real smoke sweep f
 quickstart."""
 
 import os
-import sys
 from pathlib import Path
 
 import pytest
@@ -12,8 +11,7 @@ nbformat = pytest.importorskip("nbformat", reason="needs nbformat (pip install n
 nbclient = pytest.importorskip("nbclient", reason="needs nbclient (pip install nbclient ipykernel)")
 pytest.importorskip("ipykernel", reason="needs ipykernel for a Python kernel")
 
-sys.path.insert(0, str(Path(__file__).parent / "data"))
-import golden  # noqa: E402
+from data import golden  # noqa: E402  (tests/data, on sys.path through setup.cfg's pythonpath)
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))

@@ -41,7 +41,7 @@ def test_parsers_and_bad_shapes():
 def test_op_rows_in_the_store_and_on_the_roofline_with_model_points(tiny_settings, tmp_path):
     from paradnn import analysis, plots
     from paradnn.runner import run
-    from paradnn.specs import FC
+    from paradnn.families.fc import FC
 
     db = tmp_path / "ops.db"
     records = [ops.measure_op(ops.parse_matmul("32x32x32"), "float32", tiny_settings),

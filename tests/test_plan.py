@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from helpers import TINY
 from paradnn import CNN, FC, RNN, Workload
 from paradnn.grids import grid, load_sweep_file
-from paradnn.measure import MeasureSettings
 from paradnn.plan import config_table, plan, short_name
 from paradnn.record import Record
 from paradnn.runner import context
@@ -24,9 +24,6 @@ from paradnn.store import load
 from paradnn.sweeper import Progress, progress_estimates, sweep
 
 ROOT = Path(__file__).resolve().parents[1]
-TINY = {"steps_per_call": 2, "warmup_calls": 1, "min_calls": 2, "max_calls": 3,
-        "time_budget_s": 0.2}
-TINY_SETTINGS = MeasureSettings(**TINY)
 
 
 def _cli(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
@@ -144,7 +141,7 @@ def test_plan_and_progress_line_give_the_same_estimate(tmp_path):
     platform, _ = context("jax")
     pending = [w for w in more if w.key in set(todo["workload_key"])]
     per_key, basis = progress_estimates(pending, load(db), platform,
-                                        TINY_SETTINGS, label=str(db))
+                                        TINY, label=str(db))
     assert per_key == dict(zip(todo["workload_key"], todo["wall_s"]))
     assert basis == p.summary["calibration"]["source"]
     assert sum(per_key.values()) == pytest.approx(p.summary["wall_s"])

@@ -76,7 +76,7 @@ def fc_grid(**over):
 
 
 def frame(workloads, **kw) -> pd.DataFrame:
-    from paradnn.predictor import sized
+    from paradnn.analysis.prediction import sized
 
     return sized(pd.DataFrame([synthetic_record(w, **kw).to_dict() for w in workloads]))
 

@@ -108,7 +108,8 @@ def test_bad_hlo_and_arguments():
 
 def test_capture_of_a_workload():
     pytest.importorskip("paradnn.backends.jax.step")
-    from paradnn.specs import FC, Workload
+    from paradnn.families.fc import FC
+    from paradnn.workload import Workload
 
     ops = profile.capture(Workload(FC(layers=2, nodes=64, input=32, output=10), batch=16),
                           steps=2, warmup=1)
@@ -131,8 +132,7 @@ def test_cli_profile(tmp_path):
         "ops.csv", "ops.json", "op_roofline.png", "op_breakdown.png"}
     # the capture feeds the report's operation-level section
     from paradnn.store import Store
-    sys.path.insert(0, str(Path(__file__).parent / "data"))
-    import golden
+    from data import golden
 
     with Store(tmp_path / "s.db") as s:
         s.add_rows(golden.make_frame().head(12).to_dict("records"))

@@ -24,15 +24,12 @@ import pytest
 
 ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'ray[default]>=2.40')")
 
+from helpers import TINY, child_env  # noqa: E402
 from paradnn.grids import grid  # noqa: E402
 from paradnn.record import Record  # noqa: E402
 from paradnn.store import load  # noqa: E402
 from paradnn.sweeper import sweep  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
-HERE = Path(__file__).resolve().parent
-TINY = {"steps_per_call": 2, "warmup_calls": 1, "min_calls": 2, "max_calls": 3,
-        "time_budget_s": 0.2}
 RAY_BIN = str(Path(sys.executable).parent / "ray")
 
 
@@ -67,8 +64,8 @@ def free_port() -> int:
 
 
 def start_node(args: list[str], name: str, temp_dir: str) -> subprocess.Popen:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(HERE)]),
-           "PARADNN_TEST_NODE": name, "RAY_USAGE_STATS_ENABLED": "0"}
+    # The node's workers unpickle run_fns of this module: tests/ on their PYTHONPATH.
+    env = child_env(PARADNN_TEST_NODE=name, RAY_USAGE_STATS_ENABLED="0")
     log = open(Path(temp_dir) / f"{name}.log", "w")
     return subprocess.Popen([RAY_BIN, "start", "--block", "--node-ip-address=127.0.0.1",
                              "--num-cpus=1", "--disable-usage-stats", *args],

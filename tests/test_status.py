@@ -10,13 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from helpers import TINY
 from paradnn.grids import grid
 from paradnn.status import FAILURE_COLUMNS, failures, reason
 from paradnn.sweeper import sweep
 
 ROOT = Path(__file__).resolve().parents[1]
-TINY = {"steps_per_call": 2, "warmup_calls": 1, "min_calls": 2, "max_calls": 3,
-        "time_budget_s": 0.2}
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
@@ -127,7 +126,7 @@ def test_status_counts_unstable_rows_and_its_remeasure_command_runs_as_printed(t
     from paradnn.store import load
 
     db = tmp_path / "r.db"
-    unstable = {**TINY, "cv_target": 1e-6}
+    unstable = TINY.replace(cv_target=1e-6)  # no tiny run meets it
     sweep(grid("fc", layers=2, nodes=[16, 32], input=12, output=5, batch=4), store=db,
           executor="inprocess", settings=unstable, cache_dir=None, progress=False)
     r = _cli("status", str(db))

@@ -14,6 +14,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from helpers import child_env
 from paradnn import FC, RNN, ParadnnError, Workload
 from paradnn.record import METRICS, Record
 from paradnn.store import COLUMNS, STORE_SCHEMA_VERSION, Store, export, load, merge
@@ -187,10 +188,9 @@ def test_reading_a_store_this_process_writes_keeps_its_locks(tmp_path):
     next commit would go to the deleted file, unseen by every other process. load() and a
     second Store in the same process must leave the first Store's locks alone."""
     db = tmp_path / "r.db"
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = child_env()  # the child imports test_store's record() from tests/
     add = textwrap.dedent("""
         import sys
-        sys.path.insert(0, sys.argv[2])
         from paradnn.store import Store
         from test_store import record
         with Store(sys.argv[1]) as s:
@@ -202,7 +202,7 @@ def test_reading_a_store_this_process_writes_keeps_its_locks(tmp_path):
         assert len(load(db)) == 1
         with Store(db) as s2:
             assert len(s2.rows()) == 1
-        done = subprocess.run([sys.executable, "-c", add, str(db), str(ROOT / "tests")], env=env,
+        done = subprocess.run([sys.executable, "-c", add, str(db)], env=env,
                               capture_output=True, text=True, timeout=120)
         assert done.returncode == 0, done.stderr
         s.add(record(33))

@@ -17,7 +17,8 @@ import paradnn
 from paradnn import backends
 from paradnn.measure import MeasureSettings
 from paradnn.record import CORE_SOFTWARE_FIELDS, PLATFORM_FIELDS, Record, row_key
-from paradnn.specs import FC, Workload
+from paradnn.families.fc import FC
+from paradnn.workload import Workload
 from paradnn.store import STORE_SCHEMA_VERSION, Store
 
 OLD = Path(__file__).parent / "data" / "store_schema2.db"

@@ -19,16 +19,13 @@ from pathlib import Path
 
 import pytest
 
+from helpers import TINY, child_env
 from paradnn import ParadnnError, SpecError
 from paradnn.grids import grid
 from paradnn.record import Record
 from paradnn.store import load
 from paradnn.sweeper import sweep
 
-ROOT = Path(__file__).resolve().parents[1]
-HERE = Path(__file__).resolve().parent
-TINY = {"steps_per_call": 2, "warmup_calls": 1, "min_calls": 2, "max_calls": 3,
-        "time_budget_s": 0.2}
 
 
 def tiny_grid(nodes=(32, 40, 48, 56, 64)):
@@ -119,14 +116,13 @@ def test_repeat_measures_again_and_inprocess(tmp_path):
                progress=False)
     assert len(df) == 6 and df.groupby("key").size().tolist() == [3, 3]
     # Other measurement settings are other configs.
-    df = sweep(g, store=db, settings={**TINY, "steps_per_call": 3}, run_fn=fake_ok,
+    df = sweep(g, store=db, settings=TINY.replace(steps_per_call=3), run_fn=fake_ok,
                executor="inprocess", progress=False)
     assert len(df) == 2 and len(load(db)) == 8
 
 
 DRIVER = textwrap.dedent("""
     import sys
-    sys.path.insert(0, {here!r})
     from test_sweep import fake_ok, tiny_grid, TINY
     from paradnn.sweeper import sweep
     sweep(tiny_grid(range(32, 32 + {n})), store=sys.argv[1], settings=TINY, run_fn=fake_ok,
@@ -135,9 +131,9 @@ DRIVER = textwrap.dedent("""
 
 
 def start_driver(db: Path, n: int, sleep: float) -> subprocess.Popen:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "PARADNN_TEST_SLEEP": str(sleep)}
-    code = DRIVER.format(here=str(HERE), n=n)
-    return subprocess.Popen([sys.executable, "-c", code, str(db)], env=env)
+    code = DRIVER.format(n=n)
+    return subprocess.Popen([sys.executable, "-c", code, str(db)],
+                            env=child_env(PARADNN_TEST_SLEEP=str(sleep)))
 
 
 def count(db: Path, table: str) -> int:
@@ -264,9 +260,9 @@ def test_sweep_config_resolves_file_then_overrides(tmp_path):
     with pytest.raises(SpecError, match="remeasure_unstable"):
         SweepConfig.resolve(tiny_grid((32,)), remeasure_unstable="yes")
     run = dataclasses.replace(g, store=tmp_path / "b.db", executor="inprocess", cache_dir=None,
-                              settings=MeasureSettings(**TINY))
+                              settings=TINY)
     df = sweep(run, run_fn=fake_ok, progress=False)
-    assert list(df["nodes"]) == [32] and list(df["min_calls"]) == [TINY["min_calls"]]
+    assert list(df["nodes"]) == [32] and list(df["min_calls"]) == [TINY.min_calls]
     with pytest.raises(SpecError, match="store"):
         sweep(run, store=tmp_path / "c.db", progress=False)
     with pytest.raises(SpecError, match="repeat"):

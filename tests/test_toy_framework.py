@@ -16,7 +16,7 @@ import pytest
 
 import paradnn
 from paradnn import backends, families, plugins
-from paradnn.specs import FC
+from paradnn.families.fc import FC
 
 TESTS = Path(__file__).parent
 PLUGIN = "toy_numpy.plugin"

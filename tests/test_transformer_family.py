@@ -16,14 +16,15 @@ from paradnn import SpecError, Transformer, families
 from paradnn.families import transformer as tf_family
 from paradnn.backends.jax.models import count_from_shapes
 from paradnn.backends.jax.models.transformer_lm import build, fused_implementation
-from paradnn.specs import Workload, spec_from_dict
+from paradnn.workload import Workload, spec_from_dict
 
 ROOT = Path(__file__).resolve().parents[1]
-TINY = dict(layers=1, d_model=32, heads=2, d_ff=64, length=8, vocab=64)
+# The smallest Transformer the tests build (model dimensions, not measurement settings).
+TINY_DIMS = dict(layers=1, d_model=32, heads=2, d_ff=64, length=8, vocab=64)
 
 
 def spec(**overrides) -> Transformer:
-    return Transformer(**{**TINY, **overrides})
+    return Transformer(**{**TINY_DIMS, **overrides})
 
 
 # -- spec ------------------------------------------------------------------------------------
@@ -166,7 +167,7 @@ def test_fused_and_einsum_attention_agree():
 def test_decoder_is_causal_encoder_is_not():
     params, data = _params_and_batch(spec(), 2)
     inputs = data["inputs"]
-    changed = inputs.at[:, -1].set((inputs[:, -1] + 1) % TINY["vocab"])
+    changed = inputs.at[:, -1].set((inputs[:, -1] + 1) % TINY_DIMS["vocab"])
     for attention in ("fused", "einsum"):
         for stack in ("decoder", "encoder"):
             s = spec(stack=stack, attention=attention)

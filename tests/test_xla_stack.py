@@ -12,7 +12,8 @@ import paradnn
 from paradnn.backends.jax import step as wl
 from paradnn.backends.jax import xla_stack as xla_stack
 from paradnn.backends.jax.models import build
-from paradnn.specs import FC, Workload
+from paradnn.families.fc import FC
+from paradnn.workload import Workload
 
 SPEC = FC(layers=2, nodes=64, input=100, output=10)
 

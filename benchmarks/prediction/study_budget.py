@@ -20,7 +20,6 @@ import time
 import numpy as np
 import pandas as pd
 
-from paradnn import predictor
 from paradnn.store import load
 from study_common import cpu_time_target
 from paradnn.analysis import prediction as P
@@ -36,7 +35,7 @@ parser.add_argument("--target", choices=("wall", "cpu"), default="wall",
                     "benchmarks/prediction/study_common.py)")
 args = parser.parse_args()
 
-rows = predictor.sized(load(args.store))
+rows = P.sized(load(args.store))
 if args.target == "cpu":
     rows = cpu_time_target(rows)
 meas, left_out = P.measured(rows, args.include_unstable)

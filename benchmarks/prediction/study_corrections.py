@@ -7,14 +7,13 @@ import time
 
 import pandas as pd
 
-from paradnn import predictor
 from paradnn.store import load
 from study_common import cpu_time_target
 from paradnn.analysis import prediction as P
 
 pd.set_option("display.width", 200)
 store, unstable = sys.argv[1], "--include-unstable" in sys.argv
-rows = predictor.sized(load(store))
+rows = P.sized(load(store))
 if "--target-cpu" in sys.argv:  # CPU time per step, a diagnostic (benchmarks/prediction/study_common.py)
     rows = cpu_time_target(rows)
 for name in [c for c in P.CORRECTIONS if c != "none"]:

@@ -9,7 +9,6 @@ import time
 
 import pandas as pd
 
-from paradnn import predictor
 from paradnn.analysis import prediction as P
 from paradnn.store import load
 from study_common import cpu_time_target
@@ -19,7 +18,7 @@ parser.add_argument("store")
 parser.add_argument("--target", choices=("wall", "cpu"), default="wall")
 parser.add_argument("--correction", default=P.DEFAULT_CORRECTION)
 args = parser.parse_args()
-rows = predictor.sized(load(args.store))
+rows = P.sized(load(args.store))
 if args.target == "cpu":
     rows = cpu_time_target(rows)
 meas, left_out = P.measured(rows)

@@ -14,7 +14,7 @@ user code exists in the CLI and in executor child processes too. docs/frameworks
 whole framework in one screen.
 
 **Backend.** The runner, ``maxbatch``, the timing protocol, sweeps and executors talk to a
-framework only through :class:`Backend`. A backend turns a :class:`~paradnn.specs.Workload`
+framework only through :class:`Backend`. A backend turns a :class:`~paradnn.workload.Workload`
 into a :class:`Program` (built, compiled ahead of time where the framework can, its memory known
 where the framework reports it), initializes its state and batch on the device, runs K training
 steps per call, and reports executed FLOPs, memory and out-of-memory in its own terms. Facts

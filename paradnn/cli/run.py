@@ -10,7 +10,8 @@ from typing import Any, Callable
 
 from paradnn import backends, families, progress
 from paradnn.families.real import ZOO
-from paradnn.specs import DTYPES, OPTIMIZERS, Workload
+from paradnn.sizes import OPTIMIZERS
+from paradnn.workload import DTYPES, Workload
 from paradnn.units import precise_duration, si, significant
 
 #: Most data-parallel devices a workload may name (far above any single host).

@@ -30,7 +30,7 @@ from typing import Any, Union
 from paradnn import backends, hardware
 from paradnn.errors import InfrastructureError, ParadnnError
 from paradnn.record import PHASES, Record, phase_metric
-from paradnn.specs import Workload
+from paradnn.workload import Workload
 
 __all__ = ["Task", "Fault", "Outcome", "Executor", "Caches", "make_executor", "default_cache_dir",
            "check_environment", "run_config", "charge", "EXECUTORS"]

@@ -31,11 +31,10 @@ from paradnn.grids.presets import PAPER, PAPER_FIXED, PRESETS, preset
 from paradnn.grids.product import (WORKLOAD_AXES, Zipped, axes_of, check_size, concat, filter_grid,
                                    grid, max_params, param_count, zipped)
 from paradnn.grids.sweepfile import MAX_REPEAT, RUN_KEYS, GridLike, SweepPlan, load_sweep_file, resolve, resolve_settings
-from paradnn.units import parse_bytes, parse_duration, parse_int, parse_number  # sizes re-exported
 
 __all__ = [
     "MAX_CONFIGS", "MAX_REPEAT", "PAPER", "PAPER_FIXED", "PRESETS", "RUN_KEYS", "WORKLOAD_AXES", "GridLike", "SweepPlan",
     "Zipped", "axes_of", "check_size", "concat", "filter_grid", "geometric", "grid", "linear",
-    "load_sweep_file", "max_params", "param_count", "parse_bytes", "parse_duration", "parse_int",
-    "parse_number", "preset", "resolve", "resolve_settings", "zipped",
+    "load_sweep_file", "max_params", "param_count", "preset", "resolve", "resolve_settings",
+    "zipped",
 ]

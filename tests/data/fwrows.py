@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import functools
 
-from paradnn.specs import FC, RNN
+from paradnn.families.fc import FC
+from paradnn.families.rnn import RNN
 
 # (spec, batch): two FC batches and one RNN, so the figures have two families.
 CONFIGS = ((FC(2, 16, 8, 4), 4), (FC(2, 16, 8, 4), 8), (RNN("rnn", 1, 8, 3, 16), 2))
@@ -21,7 +22,7 @@ CONFIGS = ((FC(2, 16, 8, 4), 4), (FC(2, 16, 8, 4), 8), (RNN("rnn", 1, 8, 3, 16),
 @functools.lru_cache(maxsize=None)
 def _measured() -> tuple[dict, ...]:
     import paradnn
-    from conftest import TINY  # tests/conftest.py: the suite's tiny measurement settings
+    from helpers import TINY  # tests/helpers.py: the suite's tiny measurement settings
 
     return tuple(paradnn.run(spec, batch=batch, settings=TINY).to_dict() for spec, batch in CONFIGS)
 

@@ -17,7 +17,10 @@ import pandas as pd
 
 from paradnn.record import Record
 from paradnn import families
-from paradnn.specs import CNN, FC, RNN, Workload
+from paradnn.families.cnn import CNN
+from paradnn.families.fc import FC
+from paradnn.families.rnn import RNN
+from paradnn.workload import Workload
 
 PLATFORMS = {
     "a": dict(platform={"device_platform": "tpu", "device_kind": "synthetic-a", "device_count": 1,

@@ -20,7 +20,7 @@ import jax
 from paradnn.backends.jax import analyses
 from paradnn.backends.jax import step as wl
 from paradnn.backends.jax.models import ModelDef
-from paradnn.specs import Workload
+from paradnn.workload import Workload
 
 
 def _cost_dict(compiled: jax.stages.Compiled) -> dict[str, float]:

@@ -38,7 +38,7 @@ import numpy as np
 from paradnn.backends.jax import analyses
 from paradnn.backends.jax.models import ModelDef
 from paradnn.record import MEMORY_PARTS
-from paradnn.specs import Workload
+from paradnn.workload import Workload
 
 
 def tree_bytes(tree: Any) -> int:

@@ -23,7 +23,7 @@ from paradnn.errors import SpecError
 from paradnn.backends.jax.options import STEP_LOOPS
 from paradnn.sizes import optimizer as optimizer_entry
 from paradnn.backends.jax.models import ModelDef, build
-from paradnn.specs import Workload
+from paradnn.workload import Workload
 
 SEED = 0
 

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from paradnn.backends.jax.models.base import ModelDef
-from paradnn.specs import ModelSpec, Real
+from paradnn.families.real import Real
+from paradnn.workload import ModelSpec
 
 
 def build(spec: ModelSpec, dtype: str = "float32") -> ModelDef:

@@ -17,7 +17,7 @@ import jax.numpy as jnp
 
 from paradnn.families.cnn import GROUP_STRIDE, GROUP_WIDTH, train_flops_per_example
 from paradnn.backends.jax.models.base import ModelDef, softmax_xent
-from paradnn.specs import CNN
+from paradnn.families.cnn import CNN
 
 
 

@@ -11,7 +11,7 @@ import jax.numpy as jnp
 
 from paradnn.families.fc import train_flops_per_example
 from paradnn.backends.jax.models.base import ModelDef, softmax_xent
-from paradnn.specs import FC
+from paradnn.families.fc import FC
 
 
 class FCNet(nn.Module):

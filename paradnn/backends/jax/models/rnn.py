@@ -20,7 +20,7 @@ import jax.numpy as jnp
 
 from paradnn.families.rnn import GATES, LSTM_FORGET_BIAS, train_flops_per_example
 from paradnn.backends.jax.models.base import ModelDef, softmax_xent
-from paradnn.specs import RNN
+from paradnn.families.rnn import RNN
 
 
 

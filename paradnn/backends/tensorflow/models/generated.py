@@ -21,7 +21,9 @@ import tensorflow as tf
 from paradnn.families.cnn import GROUP_STRIDE, GROUP_WIDTH
 from paradnn.families.rnn import GATES, LSTM_FORGET_BIAS
 from paradnn.backends.tensorflow.models import TFModel, compute_dtype, policy, softmax_xent
-from paradnn.specs import CNN, FC, RNN
+from paradnn.families.cnn import CNN
+from paradnn.families.fc import FC
+from paradnn.families.rnn import RNN
 
 
 

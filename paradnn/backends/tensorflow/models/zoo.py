@@ -19,7 +19,7 @@ import tensorflow as tf
 from paradnn.errors import SpecError
 from paradnn.families.real import ZOO
 from paradnn.backends.tensorflow.models import TFModel, compute_dtype, policy, softmax_xent
-from paradnn.specs import Real
+from paradnn.families.real import Real
 
 IMAGENET_CLASSES = 1000
 AUX_WEIGHT = 0.4  # Inception v3's auxiliary loss weight

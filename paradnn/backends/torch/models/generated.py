@@ -18,7 +18,9 @@ from torch import nn
 from paradnn.families.cnn import GROUP_STRIDE, GROUP_WIDTH
 from paradnn.families.rnn import GATES, LSTM_FORGET_BIAS
 from paradnn.backends.torch.models import TorchModel, softmax_xent
-from paradnn.specs import CNN, FC, RNN
+from paradnn.families.cnn import CNN
+from paradnn.families.fc import FC
+from paradnn.families.rnn import RNN
 
 
 

@@ -25,7 +25,7 @@ import torch.nn.functional as F
 from paradnn.errors import SpecError
 from paradnn.families.real import ZOO
 from paradnn.backends.torch.models import TorchModel, softmax_xent
-from paradnn.specs import Real
+from paradnn.families.real import Real
 
 IMAGENET_CLASSES = 1000
 AUX_WEIGHT = 0.4  # Inception v3's auxiliary loss weight (as paradnn.backends.jax.models.zoo.inception)

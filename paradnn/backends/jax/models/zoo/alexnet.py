@@ -16,7 +16,7 @@ import jax.numpy as jnp
 from paradnn.backends.jax.models.base import ModelDef
 from paradnn.backends.jax.models.registry import Entry, register
 from paradnn.backends.jax.models.zoo.layers import IMAGENET_CLASSES, adaptive_avg_pool, conv, image_classifier, max_pool
-from paradnn.specs import Real
+from paradnn.families.real import Real
 
 
 class AlexNet(nn.Module):

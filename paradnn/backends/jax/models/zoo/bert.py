@@ -24,7 +24,7 @@ from paradnn.errors import SpecError
 from paradnn.backends.jax.models.base import ModelDef, softmax_xent
 from paradnn.backends.jax.models.registry import Entry, register
 from paradnn.backends.jax.models.zoo.layers import no_image, real_tags, sequence_length
-from paradnn.specs import Real
+from paradnn.families.real import Real
 
 VOCAB, MAX_POSITIONS, SEGMENTS = 30522, 512, 2
 HIDDEN, HEADS, D_FF, LAYERS = 768, 12, 3072, 12

@@ -10,7 +10,7 @@ from typing import Any
 
 from paradnn.families.real import ZOO
 from paradnn.backends.jax.models import build, count_from_shapes
-from paradnn.specs import Real
+from paradnn.families.real import Real
 
 
 def catalog(names: list[str] | None = None) -> list[dict[str, Any]]:

@@ -37,7 +37,7 @@ from paradnn.backends.jax.models.base import ModelDef
 from paradnn.backends.jax.models.registry import Entry, register
 from paradnn.backends.jax.models.zoo.layers import batch_norm, no_image, real_tags, sequence_length
 from paradnn.backends.jax.models.zoo.recurrent import GRU
-from paradnn.specs import Real
+from paradnn.families.real import Real
 
 FREQ_BINS = 161
 CHARACTERS = 29  # index 0 is the CTC blank

@@ -18,7 +18,7 @@ import jax.numpy as jnp
 from paradnn.backends.jax.models.base import ModelDef
 from paradnn.backends.jax.models.registry import Entry, register
 from paradnn.backends.jax.models.zoo.layers import IMAGENET_CLASSES, batch_norm, conv, image_classifier, max_pool
-from paradnn.specs import Real
+from paradnn.families.real import Real
 
 GROWTH = 32
 BOTTLENECK = 4  # the 1x1 conv widens to BOTTLENECK * GROWTH channels

@@ -22,7 +22,7 @@ import jax.numpy as jnp
 from paradnn.backends.jax.models.base import ModelDef, softmax_xent
 from paradnn.backends.jax.models.registry import Entry, register
 from paradnn.backends.jax.models.zoo.layers import IMAGENET_CLASSES, batch_norm, conv, image_classifier, max_pool
-from paradnn.specs import Real
+from paradnn.families.real import Real
 
 AUX_WEIGHT = 0.4
 

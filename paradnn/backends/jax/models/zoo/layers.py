@@ -16,7 +16,7 @@ import jax.numpy as jnp
 
 from paradnn.errors import SpecError
 from paradnn.backends.jax.models.base import ModelDef, softmax_xent
-from paradnn.specs import Real
+from paradnn.families.real import Real
 
 IMAGENET_CLASSES = 1000
 

@@ -19,7 +19,7 @@ from paradnn.backends.jax.models.base import ModelDef, softmax_xent
 from paradnn.backends.jax.models.registry import Entry, register
 from paradnn.backends.jax.models.zoo.layers import no_image, real_tags, sequence_length
 from paradnn.backends.jax.models.zoo.recurrent import LSTM
-from paradnn.specs import Real
+from paradnn.families.real import Real
 
 VOCAB, HIDDEN, LAYERS = 10_000, 1_500, 2
 

@@ -17,7 +17,7 @@ import jax.numpy as jnp
 from paradnn.backends.jax.models.base import ModelDef
 from paradnn.backends.jax.models.registry import Entry, register
 from paradnn.backends.jax.models.zoo.layers import IMAGENET_CLASSES, batch_norm, conv, image_classifier
-from paradnn.specs import Real
+from paradnn.families.real import Real
 
 # (pointwise channels, depthwise stride) of the thirteen separable blocks
 BLOCKS = ((64, 1), (128, 2), (128, 1), (256, 2), (256, 1), (512, 2),

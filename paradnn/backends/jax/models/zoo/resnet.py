@@ -17,7 +17,7 @@ import jax.numpy as jnp
 from paradnn.backends.jax.models.base import ModelDef
 from paradnn.backends.jax.models.registry import Entry, register
 from paradnn.backends.jax.models.zoo.layers import IMAGENET_CLASSES, batch_norm, conv, image_classifier, max_pool
-from paradnn.specs import Real
+from paradnn.families.real import Real
 
 # name -> (block type, blocks per stage)
 DEPTHS: dict[str, tuple[str, tuple[int, ...]]] = {

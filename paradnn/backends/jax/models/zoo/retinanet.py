@@ -27,7 +27,7 @@ from paradnn.backends.jax.models.base import ModelDef
 from paradnn.backends.jax.models.registry import Entry, register
 from paradnn.backends.jax.models.zoo.layers import conv, image_size, no_length, real_tags
 from paradnn.backends.jax.models.zoo.resnet import DEPTHS, Backbone
-from paradnn.specs import Real
+from paradnn.families.real import Real
 
 CLASSES = 80
 ANCHORS = 9  # 3 scales x 3 aspect ratios per location

@@ -18,7 +18,7 @@ import jax.numpy as jnp
 from paradnn.backends.jax.models.base import ModelDef
 from paradnn.backends.jax.models.registry import Entry, register
 from paradnn.backends.jax.models.zoo.layers import IMAGENET_CLASSES, conv, image_classifier, max_pool
-from paradnn.specs import Real
+from paradnn.families.real import Real
 
 # (squeeze, expand) channels of fire2..fire9; a max-pool follows fire4 and fire8.
 FIRES = ((16, 64), (16, 64), (32, 128), (32, 128), (48, 192), (48, 192), (64, 256), (64, 256))

@@ -23,7 +23,7 @@ import numpy as np
 from paradnn.backends.jax.models.base import ModelDef, softmax_xent
 from paradnn.backends.jax.models.registry import Entry, register
 from paradnn.backends.jax.models.zoo.layers import no_image, real_tags, sequence_length
-from paradnn.specs import Real
+from paradnn.families.real import Real
 
 VOCAB = 37000
 D_MODEL, HEADS, D_FF, LAYERS = 512, 8, 2048, 6

@@ -16,7 +16,7 @@ import jax.numpy as jnp
 from paradnn.backends.jax.models.base import ModelDef
 from paradnn.backends.jax.models.registry import Entry, register
 from paradnn.backends.jax.models.zoo.layers import IMAGENET_CLASSES, adaptive_avg_pool, conv, image_classifier
-from paradnn.specs import Real
+from paradnn.families.real import Real
 
 GROUPS = ((64, 2), (128, 2), (256, 3), (512, 3), (512, 3))  # (channels, convs)
 

@@ -1,0 +1,39 @@
+"""What many test files share: the tiny measurement settings, the repository's paths, and the
+environment of a child process that imports test modules.
+
+Test files import it as ``from helpers import TINY`` (setup.cfg's ``[tool:pytest] pythonpath``
+puts tests/ on ``sys.path``); a child process gets tests/ through ``PYTHONPATH``
+(:func:`child_env`), never through ``sys.path.insert`` in its code.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from paradnn.measure import MeasureSettings
+
+#: The repository's root folder and its tests folder.
+ROOT = Path(__file__).resolve().parents[1]
+TESTS = ROOT / "tests"
+
+#: The suite's measurement settings: enough to exercise the protocol (2 steps per call, 1
+#: warm-up call, 2-3 timed calls, a 0.2 s budget), small enough for a 2-core CI machine. The
+#: loose precision target (cv_target 0.5) is what such short runs can meet; a test that needs
+#: another value derives it (``TINY.replace(cv_target=1e-6)``) and says why.
+TINY = MeasureSettings(steps_per_call=2, warmup_calls=1, warmup_s=0.0, min_calls=2, max_calls=3,
+                       cv_target=0.5, time_budget_s=0.2)
+#: The same settings as a plain dict (``MeasureSettings.to_dict()``): a Record's ``settings``, a
+#: sweep's ``settings`` override, or a literal in a child process's code (``repr`` of it).
+TINY_FIELDS: dict[str, Any] = TINY.to_dict()
+
+
+def child_env(**extra: str) -> dict[str, str]:
+    """This process's environment for a child Python process that imports paradnn from this
+    checkout and test modules from tests/: ``PYTHONPATH`` starts with the repository root and
+    tests/ (then whatever it held), plus ``extra`` variables."""
+    path = [str(ROOT), str(TESTS)]
+    if os.environ.get("PYTHONPATH"):
+        path.append(os.environ["PYTHONPATH"])
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(path), **extra}
