@@ -344,7 +344,7 @@ def test_unstable_configs_are_retried_once_with_a_longer_budget_within_the_bound
 
     db = tmp_path / "r.db"
     # No call meets the target: timing runs until the budget (max_calls as far as allowed).
-    settings = {**TINY, "cv_target": 1e-6, "max_calls": 1_000_000}
+    settings = TINY.replace(cv_target=1e-6, max_calls=1_000_000)
     g = grid("fc", layers=2, nodes=[16, 32], input=12, output=5, batch=4)
     kw = dict(store=db, executor="inprocess", settings=settings, cache_dir=None)
 
@@ -375,7 +375,7 @@ def test_unstable_configs_are_retried_once_with_a_longer_budget_within_the_bound
 
     stream = io.StringIO()
     capped = sweep(g, retry_unstable_s=600, progress=stream, **{
-        **kw, "store": tmp_path / "capped.db", "settings": {**settings, "max_calls": 3}})
+        **kw, "store": tmp_path / "capped.db", "settings": settings.replace(max_calls=3)})
     assert len(capped) == 2 and (capped["timed_calls"] == 3).all()
     assert "2 unstable config(s) not retried: their timing ended at max_calls" in stream.getvalue()
 
