@@ -42,7 +42,10 @@ def calibrate(workloads: list[Workload], table: pd.DataFrame, settings: MeasureS
     with tempfile.TemporaryDirectory(prefix="paradnn-calibrate-") as tmp:
         path = os.path.join(tmp, "calibration.db")
         start = datetime.datetime.now(datetime.timezone.utc).isoformat()
-        sweep([workloads[i] for i in picks], store=path, settings=settings, progress=False)
+        # No automatic retry of unstable configs: the time model is fitted to what a config
+        # costs at the sweep's own time budget.
+        sweep([workloads[i] for i in picks], store=path, settings=settings, progress=False,
+              retry_unstable_s=0)
         frame = load(path)
     return fit_time_model(frame, platform, method="calibration run",
                           label=f"a calibration run of {len(picks)} config(s)", start_utc=start)

@@ -159,6 +159,11 @@ def parse_setting(value: Any, name: str) -> Any:
     raise SpecError("setting", name, "one of " + ", ".join(_settings_fields()))
 
 
+#: Up to this many samples the median's interval sums the binomial terms exactly (2**n fits a
+#: float to 1023); beyond, in log space.
+_EXACT_CI_CALLS = 1000
+
+
 def median_ci(sorted_x: np.ndarray, level: float = 0.95) -> tuple[float, float]:
     """Distribution-free confidence interval of the median from order statistics.
 
@@ -172,10 +177,24 @@ def median_ci(sorted_x: np.ndarray, level: float = 0.95) -> tuple[float, float]:
     # Coverage of (x[i], x[n-1-i]) is 1 - 2 P(B <= i) for B ~ Binomial(n, 1/2): take the
     # largest i whose tail P(B <= i) stays within (1 - level) / 2, else i = 0 (the full range).
     tail = (1.0 - level) / 2.0
-    i, cdf = 0, 2.0**-n
-    while i + 1 <= (n - 1) // 2 and cdf + math.comb(n, i + 1) / 2.0**n <= tail:
-        i += 1
-        cdf += math.comb(n, i) / 2.0**n
+    if n <= _EXACT_CI_CALLS:
+        i, cdf = 0, 2.0**-n
+        while i + 1 <= (n - 1) // 2 and cdf + math.comb(n, i + 1) / 2.0**n <= tail:
+            i += 1
+            cdf += math.comb(n, i) / 2.0**n
+    else:
+        # 2.0**n overflows past 1023 calls (a long budget with tiny steps times thousands):
+        # the binomial terms in log space, from where the lower tail is below exp(-200)
+        # (Hoeffding: P(B <= n/2 - t) <= exp(-2 t^2 / n), t = 10 sqrt(n)), which adds nothing.
+        def log_term(k: int) -> float:
+            return (math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1)
+                    - n * math.log(2.0))
+
+        i = max(0, int(n / 2 - 10 * math.sqrt(n)))
+        cdf = math.exp(log_term(i))
+        while i + 1 <= (n - 1) // 2 and cdf + math.exp(log_term(i + 1)) <= tail:
+            i += 1
+            cdf += math.exp(log_term(i))
     j = i
     return float(sorted_x[j]), float(sorted_x[n - 1 - j])
 
@@ -192,6 +211,7 @@ class Timing:
     cv_target: float
     timing_s: float
     meter: Any = None  # what ``window()`` yielded around the timed calls (paradnn.meters.Window)
+    time_budget_s: float | None = None  # the budget the protocol ran with (s); None: not said
 
     @property
     def timed_steps(self) -> int:
@@ -228,6 +248,7 @@ class Timing:
             "warmup_calls_used": self.warmup_calls,
             "warmup_elapsed_s": self.warmup_s,
             "timing_s": self.timing_s,
+            "time_budget_used_s": self.time_budget_s,
             "step_times_s": sample_list(self.step_times_s),
         }
 
@@ -319,4 +340,5 @@ def time_calls(
     timing_s = clock() - start
     final_loss = loss_value(loss)
     del state  # the donated state is not needed after timing; free it before cost compiles
-    return Timing(np.asarray(times) / k, final_loss, k, warm, warmup_s, settings.cv_target, timing_s, meter)
+    return Timing(np.asarray(times) / k, final_loss, k, warm, warmup_s, settings.cv_target, timing_s, meter,
+                  settings.time_budget_s)

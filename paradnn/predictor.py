@@ -392,9 +392,11 @@ def adaptive_sweep(
                            "fewest a model is fitted on)")
     stream: IO[str] | None = (sys.stderr if progress is True else None if progress is False
                               else progress)
+    # Each chosen config is measured once (``retry_unstable`` below is this sweep's own second
+    # try): no automatic retry of the sweeper's on top.
     options = {"executor": run.get("executor"), "timeout_s": run.get("timeout_s"),
                "memory_limit_bytes": run.get("memory_limit"), "repeat": 1,
-               "settings": settings or None, **sweep_options}
+               "settings": settings or None, "retry_unstable_s": 0, **sweep_options}
     if "cache_dir" in run and "cache_dir" not in sweep_options:
         options["cache_dir"] = run["cache_dir"]
     by_key = {w.key: w for w in workloads}

@@ -86,6 +86,9 @@ METRICS: dict[str, tuple[str, str]] = {
     "warmup_elapsed_s": ("s", "measured: wall time of the warm-up calls (the setting warmup_s is "
                          "their minimum)"),
     "timing_s": ("s", "measured: wall time of the whole timing phase (warm-up and timed calls)"),
+    "time_budget_used_s": ("s", "the time budget the timing protocol ran with: the settings' "
+                           "time_budget_s, or a multiple of it in a sweep's automatic retry of an "
+                           "unstable config (retry_unstable_s, docs/sweeps.md)"),
     "oom_predicted": ("bool", "an oom status predicted without running: from the analytic weights and "
                       "optimizer state, or the compiled memory analysis, against the memory limit"),
     "peak_method": ("", "how peak_flops was obtained: the vendor table entry, or the probe's methods "

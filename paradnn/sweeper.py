@@ -24,7 +24,7 @@ import dataclasses
 import os
 import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any
 
@@ -34,17 +34,41 @@ from paradnn.analysis.cost import estimate
 from paradnn.errors import InfrastructureError, SpecError, StoreError
 from paradnn.executors import EXECUTORS, Fault, RunFn, Task, default_cache_dir, make_executor
 from paradnn import progress as progress_lines
-from paradnn.grids.sweepfile import MAX_REPEAT, GridLike, parse_overlap, resolve, resolve_settings
+from paradnn.grids.sweepfile import (MAX_REPEAT, GridLike, parse_overlap, parse_retry_unstable,
+                                     resolve, resolve_settings)
 from paradnn.measure import MeasureSettings
 from paradnn.units import duration, parse_bytes, parse_duration, parse_int
 from paradnn.record import STATUSES, FrozenDict, Record, format_phase_totals, phase_totals, record_key
 from paradnn.store import Store
 from paradnn.workload import Workload, short_name
 
-__all__ = ["sweep", "SweepConfig", "DEFAULT_TIMEOUT_S", "DEFAULT_CACHE"]
+__all__ = ["sweep", "SweepConfig", "DEFAULT_TIMEOUT_S", "DEFAULT_CACHE",
+           "DEFAULT_RETRY_UNSTABLE_S", "RETRY_BUDGET_FACTOR", "is_retry"]
 
 #: Seconds one config (compile + measurement) may take in the process and Ray executors.
 DEFAULT_TIMEOUT_S = 1800.0
+
+#: A config that came back ``ok`` but unstable is measured once more with this many times its
+#: ``time_budget_s``: a longer warm-up, room for more timed calls (the CV rule stops it as soon
+#: as the target is met), and a later moment than the first try, when the burst of other work
+#: that spoiled it may be over.
+RETRY_BUDGET_FACTOR = 4
+
+#: Extra seconds a sweep spends on those retries unless told otherwise (``retry_unstable_s``):
+#: ten minutes whatever the sweep's size. A retry costs about its first measurement plus 3x
+#: the time budget (about 20 s for a small model at the default 5 s budget on a 2-core host:
+#: docs/sweeps.md), so this is a few dozen retries, a bounded cost on a small sweep and a few
+#: percent of a sweep of the paper's grids (hours), where a larger value is a deliberate
+#: choice; 0 turns the retry off.
+DEFAULT_RETRY_UNSTABLE_S = 600.0
+
+
+def default_retry_unstable_s() -> float:
+    """``retry_unstable_s`` when neither the caller nor the sweep file names it:
+    ``$PARADNN_RETRY_UNSTABLE_S`` where set (a site's or a test suite's own default, checked as
+    the setting is), else :data:`DEFAULT_RETRY_UNSTABLE_S`."""
+    text = os.environ.get("PARADNN_RETRY_UNSTABLE_S", "").strip()
+    return parse_retry_unstable(text, "$PARADNN_RETRY_UNSTABLE_S") if text else DEFAULT_RETRY_UNSTABLE_S
 
 
 class _Default:
@@ -93,6 +117,12 @@ class SweepConfig:
     #: ``ok`` rows that missed their precision target (``stable`` false) do not count towards
     #: ``repeat``, so those configs are measured again (their rows stay in the store).
     remeasure_unstable: bool = False
+    #: Extra seconds (>= 0; 0 turns it off) this sweep may spend, after the other configs,
+    #: measuring once more with ``RETRY_BUDGET_FACTOR`` times the time budget each config whose
+    #: ``ok`` rows all missed their precision target and that has no retry yet. The retry's row
+    #: keeps the settings asked for (so the config's record key: it counts on resume) and says
+    #: the budget it ran with in ``time_budget_used_s``.
+    retry_unstable_s: float = dataclasses.field(default_factory=default_retry_unstable_s)
     #: The sweep file's path, or ``"<grid>"`` for a list of workloads (named in progress lines).
     source: str = "<grid>"
     #: Workers compiling the next configs while one is measured (process executor): ``"auto"``
@@ -144,6 +174,7 @@ class SweepConfig:
             put("max_configs", parse_int(self.max_configs, "max_configs"))
         if not isinstance(self.remeasure_unstable, bool):
             raise SpecError("remeasure_unstable", self.remeasure_unstable, "True or False")
+        put("retry_unstable_s", parse_retry_unstable(self.retry_unstable_s))
         put("overlap", parse_overlap(self.overlap))
         if self.executor != "process" and self.overlap not in (0, "auto"):
             raise SpecError("overlap", self.overlap, f"0 or auto with executor={self.executor!r} "
@@ -168,6 +199,7 @@ class SweepConfig:
         resources: Mapping[str, Any] | None = None,
         max_configs: int | None = None,
         remeasure_unstable: bool = False,
+        retry_unstable_s: float | None = None,
         overlap: int | str | None = None,
     ) -> SweepConfig:
         """Resolve a grid or a sweep file plus overrides into a SweepConfig.
@@ -181,10 +213,12 @@ class SweepConfig:
         them) the protocol's defaults; ``cache_dir`` ``~/.cache/paradnn/xla`` (None disables
         the cache); ``address`` and ``resources`` none (Ray only); ``max_configs`` (checked
         before a file's grid is expanded) the file's ``run.max_configs``, else
-        ``paradnn.grids.MAX_CONFIGS``; ``overlap`` ``"auto"`` (workers compiling the next configs while
-        one is measured: 1 on a GPU host, else 0; a count from 0 to the CPU cores forces it;
-        process executor only). SpecError (naming the parameter, the value and what is
-        allowed) or the sweep file's ParadnnError for anything it cannot use.
+        ``paradnn.grids.MAX_CONFIGS``; ``retry_unstable_s`` (seconds, 0 = off) the file's
+        ``run.retry_unstable_s``, else :func:`default_retry_unstable_s`; ``overlap`` ``"auto"``
+        (workers compiling the next configs while one is measured: 1 on a GPU host, else 0; a
+        count from 0 to the CPU cores forces it; process executor only). SpecError (naming the
+        parameter, the value and what is allowed) or the sweep file's ParadnnError for anything
+        it cannot use.
         """
         plan = resolve(grid_or_file, max_configs)
         run = plan.run
@@ -200,6 +234,7 @@ class SweepConfig:
             raise SpecError("executor", executor, "one of " + ", ".join(EXECUTORS))
         if cache_dir is DEFAULT_CACHE:
             cache_dir = run.get("cache_dir", default_cache_dir())
+        retry = pick(retry_unstable_s, "retry_unstable_s", None)
         return cls(
             workloads=tuple(plan.workloads),
             store=store,
@@ -213,6 +248,7 @@ class SweepConfig:
             resources=pick(resources, "resources", None),
             max_configs=pick(max_configs, "max_configs", None),
             remeasure_unstable=remeasure_unstable,
+            retry_unstable_s=default_retry_unstable_s() if retry is None else retry,
             source=plan.path,
             overlap=pick(overlap, "overlap", "auto"),
         )
@@ -389,7 +425,8 @@ def sweep(config: SweepConfig | GridLike, store: str | os.PathLike | None = None
     sweep file, docs/sweeps.md), resolved here with ``store`` (default ``results.db``) and the
     keyword ``overrides`` (``executor``, ``repeat``, ``memory_limit_bytes``, ``timeout_s``,
     ``settings``, ``cache_dir``, ``address``, ``resources``, ``max_configs``,
-    ``remeasure_unstable``, ``overlap``: their meaning and defaults are :meth:`SweepConfig.resolve`'s), so
+    ``remeasure_unstable``, ``retry_unstable_s``, ``overlap``: their meaning and defaults are
+    :meth:`SweepConfig.resolve`'s), so
     ``paradnn.sweep("sweeps/smoke.yaml", store="smoke.db", repeat=2)`` works as before. A
     SweepConfig is already resolved: ``store`` and overrides are refused with it
     (``dataclasses.replace(config, ...)`` changes a field).
@@ -397,6 +434,9 @@ def sweep(config: SweepConfig | GridLike, store: str | os.PathLike | None = None
     ``progress``: a progress line on stderr (True), on a given stream, or none (False).
     ``run_fn``: replaces ``paradnn.runner.run_workload`` (for tests: a picklable top-level
     function ``(workload, settings, memory_limit_bytes) -> Record``).
+
+    After the configs, the ones that came back ``ok`` but unstable are measured once more with a
+    longer time budget, within ``retry_unstable_s`` seconds (:func:`_retry_unstable`).
 
     Returns the store's rows for this sweep's configs (all repeats, earlier runs included), one
     column per field, as :func:`paradnn.load` gives them.
@@ -423,6 +463,7 @@ def sweep(config: SweepConfig | GridLike, store: str | os.PathLike | None = None
             bar = _progress_bar(config, resume, db, stream)
             tally.setup_s = time.perf_counter() - tally.start
             _execute(config, resume, ex, db, bar, stream, tally)
+            _retry_unstable(config, resume, ex, db, stream, tally)
         frame = db.frame()
     _summarize(stream, tally)
     keys = set(resume.keyed) | tally.written
@@ -453,6 +494,15 @@ class _Tally:
     unrecorded: int = 0  # configs lost to infrastructure faults (measured by the next run)
     phase_rows: list[Mapping[str, Any]] = dataclasses.field(default_factory=list)
     written: set[str] = dataclasses.field(default_factory=set)  # record keys committed
+    # The automatic retry of unstable configs (_retry_unstable):
+    retry_candidates: int = 0  # configs unstable, without a retry, when the retries began
+    retried: int = 0  # retry records committed
+    retried_stable: int = 0  # of which ok and stable
+    retry_left: int = 0  # candidates not retried: the extra time would have passed the bound
+    retry_useless: int = 0  # unstable configs whose timing ended at max_calls: not retried
+    retry_budget_s: float = 0.0  # the time budget a retry runs with, s
+    retry_bound_s: float = 0.0  # retry_unstable_s, s
+    retry_s: float = 0.0  # wall time of the retries, s
 
 
 def _key_configs(config: SweepConfig, ex: Any, db: Store) -> _Resume:
@@ -532,9 +582,18 @@ def _execute(config: SweepConfig, resume: _Resume, ex: Any, db: Store, bar: Prog
                     bar.begin(w)
                 yield task
 
+    _commit(ex.execute(tasks()), claimed, db, bar, stream, tally)
+
+
+def _commit(results: Iterator[tuple[Task, Any]], claimed: dict[int, Task], db: Store,
+            bar: Progress, stream: IO[str] | None, tally: _Tally,
+            stored: Callable[[Task, Record], Record] | None = None) -> None:
+    """Commit each record of the executor's ``results`` the moment it exists (``stored`` turns
+    it into the record to store); a fault gives its claim back. Claims left in ``claimed``
+    (the tasks handed out and not finished) are released at the end, whatever happened."""
     warned = False
     try:
-        for task, record in ex.execute(tasks()):
+        for task, record in results:
             if isinstance(record, Fault):
                 # Not the workload's result: nothing is stored and the claim goes back,
                 # so the next run of the sweep measures this config.
@@ -552,6 +611,8 @@ def _execute(config: SweepConfig, resume: _Resume, ex: Any, db: Store, bar: Prog
                     stream.write(f"\nparadnn sweep: not recorded (retried by the next "
                                  f"run): {record.message}\n")
                 continue
+            if stored is not None:
+                record = stored(task, record)
             t_store = time.perf_counter()
             db.add(record, claim=task.claim)
             tally.store_s += time.perf_counter() - t_store
@@ -578,8 +639,138 @@ def _execute(config: SweepConfig, resume: _Resume, ex: Any, db: Store, bar: Prog
                 pass
 
 
+def is_retry(row: Mapping[str, Any]) -> bool:
+    """Whether a stored row (a record's ``to_dict()``, a DataFrame row) is a sweep's automatic
+    retry of an unstable config: it ran with a longer time budget (``time_budget_used_s``) than
+    its settings name (``time_budget_s``, the one the sweep asked for)."""
+    try:
+        return float(row.get("time_budget_used_s")) > float(row.get("time_budget_s")) * (1 + 1e-9)
+    except (TypeError, ValueError):
+        return False  # not recorded (older rows, predicted rows): not a retry
+
+
+def _unstable(row: Mapping[str, Any]) -> bool:
+    """An ok row whose timing missed its precision target (``stable`` false; unknown is not)."""
+    stable = row.get("stable")
+    return (row.get("status") == "ok" and isinstance(stable, (bool, int, float))
+            and stable == 0)
+
+
+def _number(value: Any) -> float:
+    """A stored number (seconds, a count), 0.0 where none was recorded."""
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        return 0.0
+    return value if value == value else 0.0
+
+
+def _retry_estimate_s(row: Mapping[str, Any], budget_s: float) -> float:
+    """Seconds a retry of the config of stored row ``row`` should take: the row's own wall time
+    (``phase_total_s``, else compile + timing) with its timing phase replaced by the longer
+    budget (or by its own timing, when a slow model's minimum of calls outlasted the budget)."""
+    timing = _number(row.get("timing_s"))
+    wall = _number(row.get("phase_total_s")) or _number(row.get("compile_s")) + timing
+    return max(wall - timing, 0.0) + max(budget_s, timing)
+
+
+def _retry_unstable(config: SweepConfig, resume: _Resume, ex: Any, db: Store,
+                    stream: IO[str] | None, tally: _Tally) -> None:
+    """Measure once more, with ``RETRY_BUDGET_FACTOR`` times the time budget, each config of this
+    sweep whose ok rows all missed their precision target and that has no retry yet (so resume
+    never repeats one, and a sweep stopped before its retries does them on resume), in grid
+    order, while the extra time stays within ``config.retry_unstable_s``.
+
+    A retry starts only if the time spent on retries so far, plus the estimates of the retries
+    running, plus its own estimate (:func:`_retry_estimate_s`) fit in the bound; one that takes
+    longer than estimated is not cut short, so the bound can be passed by that error only. The
+    retry's row keeps the settings asked for (the config's record key: it counts for the
+    config on resume) and ``time_budget_used_s`` says the budget it ran with; both rows stay."""
+    if config.retry_unstable_s <= 0:
+        return
+    rows: dict[str, list[dict[str, Any]]] = {}
+    for row in db.rows():
+        if row.get("key") in resume.keyed:
+            rows.setdefault(row["key"], []).append(row)
+    candidates = []
+    for key in resume.keyed:
+        mine = rows.get(key, [])
+        ok = [r for r in mine if r.get("status") == "ok"]
+        if ok and all(_unstable(r) for r in ok) and not any(is_retry(r) for r in mine):
+            if _number(ok[-1].get("timed_calls")) >= _number(ok[-1].get("max_calls")) > 0:
+                # Its timing ended at max_calls, not at the budget: a longer budget would time
+                # the same calls again (a longer warm-up aside).
+                tally.retry_useless += 1
+                continue
+            candidates.append((key, ok[-1], len(mine)))
+    if not candidates:
+        return
+    asked = config.settings
+    # The setting's own maximum (a day) caps the longer budget.
+    budget_s = min(asked.time_budget_s * RETRY_BUDGET_FACTOR, max(asked.time_budget_s, 86_400.0))
+    longer = asked.replace(time_budget_s=budget_s)
+    tally.retry_candidates, tally.retry_budget_s = len(candidates), budget_s
+    tally.retry_bound_s = config.retry_unstable_s
+    if stream is not None:
+        stream.write(f"paradnn sweep: {len(candidates)} config(s) came back unstable (step time "
+                     f"cv above cv_target {asked.cv_target * 100:.3g}%); measuring them once more with "
+                     f"a {budget_s:g} s time budget ({RETRY_BUDGET_FACTOR}x), within "
+                     f"{config.retry_unstable_s:g} s of extra time (retry_unstable_s)\n")
+        stream.flush()
+    stale_after_s = float(config.timeout_s) * 2 + 600
+    claimed: dict[int, Task] = {}
+    running: dict[int, float] = {}  # claim -> estimated seconds of a retry handed out
+    start = time.perf_counter()
+
+    def tasks() -> Iterator[Task]:
+        for key, row, stored_rows in candidates:
+            estimate_s = _retry_estimate_s(row, budget_s)
+            spent = time.perf_counter() - start + sum(running.values())
+            if spent + estimate_s > config.retry_unstable_s:
+                tally.retry_left += 1
+                continue
+            # One more row than the store has: a concurrent sweep retrying it takes it first.
+            claim = db.claim(key, stored_rows + 1, stale_after_s, unstable=True)
+            if claim is None:
+                continue
+            task = Task(resume.keyed[key], longer, config.memory_limit_bytes, key, claim)
+            claimed[claim] = task
+            running[claim] = estimate_s
+            yield task
+
+    def as_asked(task: Task, record: Record) -> Record:
+        running.pop(task.claim, None)
+        record = dataclasses.replace(record, settings={**record.settings,
+                                                       "time_budget_s": asked.time_budget_s},
+                                     metrics={**record.metrics, "time_budget_used_s": budget_s})
+        tally.retried += 1
+        stable = record.status == "ok" and bool(record.metrics.get("stable"))
+        tally.retried_stable += stable
+        if stream is not None:
+            cv = record.metrics.get("step_time_cv")
+            how = (record.status if record.status != "ok" else
+                   f"{'stable now' if stable else 'still unstable'}"
+                   + (f" (cv {cv:.2%})" if isinstance(cv, (int, float)) else ""))
+            stream.write(f"paradnn sweep: retried {short_name(task.workload)}: {how}\n")
+            stream.flush()
+        return record
+
+    def beat(task: Task, phase: str, phase_s: float, total_s: float) -> None:
+        if stream is not None:  # no progress bar is drawn for the retries: plain lines
+            stream.write(progress_lines.line(short_name(task.workload), phase, phase_s, total_s,
+                                             prefix="paradnn sweep") + "\n")
+            stream.flush()
+
+    ex.watch(started=None, waiting=beat, every_s=progress_lines.EVERY_S)
+    try:
+        _commit(ex.execute(tasks()), claimed, db, Progress(0, 0, None), stream, tally, as_asked)
+    finally:
+        tally.retry_s = time.perf_counter() - start
+
+
 def _summarize(stream: IO[str] | None, tally: _Tally) -> None:
-    """The sweep's last lines: where this run's time went, and the configs not recorded."""
+    """The sweep's last lines: where this run's time went, the retries of unstable configs, and
+    the configs not recorded."""
     if stream is not None and tally.phase_rows:
         totals = phase_totals(tally.phase_rows)
         stream.write(f"paradnn sweep: where the time went, summed over the "
@@ -589,6 +780,20 @@ def _summarize(stream: IO[str] | None, tally: _Tally) -> None:
                      "worker start-up is also its first record's startup); "
                      f"sweep wall time {time.perf_counter() - tally.start:.2f} s "
                      "(docs/metrics.md, Phases)\n")
+    if stream is not None and tally.retry_useless:
+        stream.write(f"paradnn sweep: {tally.retry_useless} unstable config(s) not retried: their "
+                     "timing ended at max_calls timed calls, which a longer time budget does not "
+                     "change (raise max_calls, or measure them again on a quieter host with "
+                     "--remeasure-unstable)\n")
+    if stream is not None and tally.retry_candidates:
+        left = tally.retry_left
+        stream.write(f"paradnn sweep: {tally.retried} of {tally.retry_candidates} unstable "
+                     f"config(s) measured again with a {tally.retry_budget_s:g} s time budget "
+                     f"({RETRY_BUDGET_FACTOR}x) in {tally.retry_s:.1f} s, {tally.retried_stable} "
+                     "of them stable now"
+                     + (f"; {left} not retried within the {tally.retry_bound_s:g} s of extra time "
+                        "(--retry-unstable-s / run.retry_unstable_s: more time; `paradnn status` "
+                        "prints the --remeasure-unstable recipe)" if left else "") + "\n")
     if tally.unrecorded and stream is not None:
         stream.write(f"paradnn sweep: {tally.unrecorded} config(s) met infrastructure faults "
                      "and were not recorded; run the sweep again to measure them\n")

@@ -9,6 +9,9 @@ os.environ.setdefault("PARADNN_CACHE", tempfile.mkdtemp(prefix="paradnn-test-cac
 # tests/test_probe.py checks the contention rule itself.
 os.environ.setdefault("PARADNN_PROBE_MAX_CV", "10")
 os.environ.setdefault("PARADNN_PROBE_MAX_LOAD", "1000")  # other processes' busy cores, likewise
+# Sweeps of the suite measure each config as asked: a test's row counts do not depend on how
+# busy the host was. The automatic retry's own tests name retry_unstable_s.
+os.environ.setdefault("PARADNN_RETRY_UNSTABLE_S", "0")
 
 import pytest  # noqa: E402
 

@@ -116,6 +116,21 @@ def test_median_ci_exact_ranks():
     assert all(math.isnan(v) for v in median_ci(np.array([])))
 
 
+def test_median_ci_of_thousands_of_calls():
+    """Past 1023 timed calls (2.0**n overflows a float) the ranks are still the exact ones: the
+    largest j with P(Binomial(n, 1/2) <= j) <= 2.5%, checked in exact integer arithmetic."""
+    from fractions import Fraction
+
+    for n in (1001, 1500, 4000):
+        total, cdf, j = 2**n, 0, -1
+        while Fraction(cdf + math.comb(n, j + 1), total) <= Fraction(0.025):
+            j += 1
+            cdf += math.comb(n, j)
+        assert median_ci(np.arange(float(n))) == (float(max(j, 0)), float(n - 1 - max(j, 0))), n
+    low, high = median_ci(np.arange(1e6))  # the most max_calls allows: quick, no overflow
+    assert 499_000 < low < 500_000 < high < 501_000
+
+
 def test_settings_validation():
     with pytest.raises(SpecError, match="steps_per_call"):
         MeasureSettings(steps_per_call=0)

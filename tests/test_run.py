@@ -188,3 +188,102 @@ def test_cli_list_families(paradnn_cmd):
     families = {row["family"]: row for row in json.loads(proc.stdout)}
     assert set(families) == {"fc", "cnn", "rnn", "transformer", "real"}  # the registry's families
     assert [p["name"] for p in families["rnn"]["parameters"]] == ["cell", "layers", "embed", "length", "vocab"]
+
+
+# -- start-up (issue 25: a first line within 2 s) ------------------------------------------------
+# Libraries that cost a second or more to import on a 2-core host; a framework is one of them.
+HEAVY = ("pandas", "pyarrow", "matplotlib", "scipy", "sklearn",
+         "jax", "jaxlib", "flax", "optax", "tensorflow", "keras", "torch", "torchvision")
+
+# A fresh interpreter records each heavy library's first import (in order) and whether the
+# command's first stderr line was already written, then runs the command in-process.
+_WATCH = textwrap.dedent("""
+    import importlib.abc, json, sys
+    HEAVY, ARGV = {heavy!r}, {argv!r}
+    lines, seen = [], []
+
+    class Watch(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path=None, target=None):
+            root = name.split(".")[0]
+            if root in HEAVY and root not in [r for r, _ in seen]:
+                seen.append((root, bool(lines)))
+            return None
+
+    class Stderr:
+        def write(self, text):
+            if text.strip() and not lines:
+                lines.append(text.strip())
+            return sys.__stderr__.write(text)
+
+        def flush(self):
+            sys.__stderr__.flush()
+
+    sys.meta_path.insert(0, Watch())
+    sys.stderr = Stderr()
+    from paradnn.cli import main
+    rc = main(ARGV)
+    sys.stdout.flush()
+    # Only what was imported: a library may look another up (importlib.util.find_spec) without
+    # importing it, as opt_einsum does for TensorFlow.
+    seen = [(root, after) for root, after in seen if root in sys.modules]
+    print("\\nWATCH " + json.dumps({{"rc": rc, "first": lines[0] if lines else None, "seen": seen}}))
+""")
+
+
+def _watch(argv: list[str]) -> tuple[dict, str]:
+    proc = subprocess.run([sys.executable, "-c", _WATCH.format(heavy=HEAVY, argv=argv)],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out, _, tail = proc.stdout.rpartition("\nWATCH ")
+    return json.loads(tail), out
+
+
+@pytest.mark.slow
+def test_cli_run_says_what_it_measures_before_any_heavy_import(tiny_settings):
+    """`paradnn run` builds only its own parser and prints its first line before pandas,
+    matplotlib or any framework is imported; the framework is the first heavy import (when the
+    run needs it), and the report's libraries are never loaded."""
+    argv = ["run", "fc", "--layers", "2", "--nodes", "32", "--input", "64", "--output", "10",
+            "--batch", "8", "--json", "--time-budget-s", str(tiny_settings.time_budget_s),
+            "--cv-target", str(tiny_settings.cv_target)]
+    result, out = _watch(argv)
+    assert result["rc"] == 0 and json.loads(out)["status"] == "ok", out
+    assert result["first"].startswith("paradnn: measuring fc (layers=2"), result["first"]
+    roots = [root for root, _ in result["seen"]]
+    # The framework (JAX and its libraries) first: nothing heavy is imported before it.
+    assert roots and roots[0] in ("jax", "jaxlib", "flax", "optax"), roots
+    assert all(after for _, after in result["seen"]), result["seen"]
+    assert not {"pandas", "matplotlib"} & set(roots), roots
+
+
+@pytest.mark.slow
+def test_cli_list_models_starts_no_framework():
+    """`paradnn list models` reads the framework-neutral zoo table (26 s once, tracing every
+    model with JAX): every model with its parameter count, no heavy import."""
+    from paradnn.families.real import ZOO
+
+    result, out = _watch(["list", "models"])
+    assert result["rc"] == 0 and result["seen"] == [], result["seen"]
+    lines = {line.split()[0]: line for line in out.splitlines() if line.strip()}
+    assert set(lines) == set(ZOO)
+    assert all(f"{ZOO[name].params:,} params" in lines[name] for name in ZOO)
+
+
+def test_cli_builds_only_the_named_commands_module():
+    """The table of subcommands per module (paradnn.cli.COMMANDS) is what the modules register:
+    a command line naming one builds exactly that module's subcommands, and the whole parser
+    (--help, no command, a typo) lists every subcommand in the table's order."""
+    import argparse
+
+    from paradnn import cli
+
+    def names(parser):
+        return list(next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices)
+
+    for module, commands in cli.COMMANDS.items():
+        for command in commands:
+            assert cli.module_of(command) == module
+            assert names(cli.build_parser(command)) == list(commands), command
+    every = [c for commands in cli.COMMANDS.values() for c in commands]
+    for line in (None, "--help", "-h", "--version", "runn"):
+        assert names(cli.build_parser(line)) == every, line

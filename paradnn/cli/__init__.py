@@ -1,8 +1,11 @@
 """The `paradnn` command: thin argparse subcommands over importable functions.
 
-Each module in ``_COMMAND_MODULES`` defines ``register(subparsers)``, adding its subcommands
-with ``set_defaults(func=handler)``; a handler takes the parsed ``argparse.Namespace`` and returns
-an exit status. Bad input (any ``ParadnnError``) and faults of the environment (an ``OSError``:
+Each module named in ``COMMANDS`` defines ``register(subparsers)``, adding the subcommands listed
+there with ``set_defaults(func=handler)``; a handler takes the parsed ``argparse.Namespace`` and
+returns an exit status. A command line that names a subcommand builds (and imports) only the
+module that registers it, so ``paradnn run`` never loads the report's or the store's libraries
+before it measures; ``--help``, no subcommand or an unknown one build every module, so the usage
+lists them all. Bad input (any ``ParadnnError``) and faults of the environment (an ``OSError``:
 an unwritable folder, a full disk) become one line on stderr and exit status 2; a
 ``ParadnnWarning`` becomes one line ``paradnn: warning: ...``. Set ``PARADNN_DEBUG=1`` to see
 the traceback of an environment fault.
@@ -18,7 +21,18 @@ import warnings
 
 from paradnn.errors import ParadnnError, ParadnnWarning
 
-_COMMAND_MODULES = ("run", "sweep", "report", "plan", "system", "infeed", "compare", "predict")
+#: Module of paradnn.cli -> the subcommands its ``register`` adds, in the order of `paradnn --help`
+#: (tests/test_faults.py checks this table against the parsers the modules build).
+COMMANDS: dict[str, tuple[str, ...]] = {
+    "run": ("run", "probe", "list", "maxbatch"),
+    "sweep": ("sweep", "status", "merge", "export"),
+    "report": ("report", "plot", "profile"),
+    "plan": ("plan",),
+    "system": ("ops", "collectives", "scaling"),
+    "infeed": ("infeed",),
+    "compare": ("compare",),
+    "predict": ("predict",),
+}
 
 #: Store that every store-reading or -writing command uses when none is named.
 DEFAULT_STORE = "results.db"
@@ -58,13 +72,23 @@ def typed(parse, *args, **kwargs):
     return convert
 
 
-def build_parser() -> argparse.ArgumentParser:
+def module_of(command: str | None) -> str | None:
+    """The module of paradnn.cli that registers the subcommand ``command``, or None for a name
+    that is no subcommand (an option such as ``--help``, a typo, nothing)."""
+    return next((module for module, names in COMMANDS.items() if command in names), None)
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The ``paradnn`` parser: with ``command`` (a subcommand's name) only the subcommands of the
+    module that registers it, which is all that parsing that command line needs; without it,
+    or for a name that is no subcommand, every subcommand (the usage and ``--help`` list all)."""
     parser = Parser(prog="paradnn", description="Benchmark deep-learning training platforms.")
     from paradnn import __version__
 
     parser.add_argument("--version", action="version", version=f"paradnn {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
-    for name in _COMMAND_MODULES:
+    only = module_of(command)
+    for name in COMMANDS if only is None else (only,):
         importlib.import_module(f"paradnn.cli.{name}").register(sub)
     return parser
 
@@ -88,7 +112,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         # The parser reads the family and framework registries, which import the plugins of
         # $PARADNN_PLUGINS: a bad one is the user's error, one line.
-        parser = build_parser()
+        # The subcommand is the first argument (the top level has no option that takes a value);
+        # anything else (--help, --version, a typo) gets the whole parser and its usage.
+        line = sys.argv[1:] if argv is None else argv
+        parser = build_parser(line[0] if line else None)
     except ParadnnError as exc:
         print(f"paradnn: error: {exc}", file=sys.stderr)
         return 2

@@ -135,9 +135,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def budget_sweep(args: argparse.Namespace) -> int:
     """``paradnn sweep FILE --budget N [--target-width W]``: the adaptive sweep."""
-    if args.repeat not in (None, 1) or args.remeasure_unstable:
-        raise ParadnnError("--budget measures each chosen config once: --repeat and "
-                           "--remeasure-unstable do not apply")
+    if args.repeat not in (None, 1) or args.remeasure_unstable or args.retry_unstable_s:
+        raise ParadnnError("--budget measures each chosen config once: --repeat, "
+                           "--remeasure-unstable and --retry-unstable-s do not apply")
     if args.no_cache and args.cache_dir:
         raise ParadnnError("--cache-dir and --no-cache exclude each other")
     if args.budget is None:

@@ -11,12 +11,13 @@ from paradnn.cli import DEFAULT_STORE, typed
 from paradnn.cli.plan import show_plan
 from paradnn.errors import ParadnnError
 from paradnn.grids import MAX_CONFIGS, MAX_REPEAT
-from paradnn.grids.sweepfile import parse_overlap
+from paradnn.grids.sweepfile import parse_overlap, parse_retry_unstable
 from paradnn.outputs import path_type
 from paradnn.status import failures
 from paradnn.record import format_phase_totals, phase_totals
 from paradnn.store import EXPORT_SUFFIXES, export, load, merge
-from paradnn.sweeper import DEFAULT_CACHE, sweep
+from paradnn.sweeper import (DEFAULT_CACHE, DEFAULT_RETRY_UNSTABLE_S, RETRY_BUDGET_FACTOR,
+                             is_retry, sweep)
 from paradnn.units import parse_bytes, parse_duration, parse_int, parse_number
 
 
@@ -36,7 +37,8 @@ def _sweep(args: argparse.Namespace) -> int:
         memory_limit_bytes=args.memory_limit, timeout_s=args.timeout, address=args.address,
         cache_dir=None if args.no_cache else (args.cache_dir or DEFAULT_CACHE),
         progress=not args.quiet, max_configs=args.max_configs,
-        remeasure_unstable=args.remeasure_unstable, overlap=args.overlap)
+        remeasure_unstable=args.remeasure_unstable, retry_unstable_s=args.retry_unstable_s,
+        overlap=args.overlap)
     # Rows written since this sweep started were measured now (by it, or by a sweep sharing
     # the store); the others were already in the store and were skipped.
     when = pd.to_datetime(df["time_utc"], utc=True, format="ISO8601") if len(df) else None
@@ -46,8 +48,12 @@ def _sweep(args: argparse.Namespace) -> int:
         counts = frame["status"].value_counts().to_dict() if len(frame) else {}
         return ", ".join(f"{s} {n}" for s, n in sorted(counts.items())) or "none"
 
+    retries = now[now.apply(is_retry, axis=1)] if len(now) else now
+    stable = int(retries["stable"].eq(True).sum()) if len(retries) else 0
     print(f"{args.store}: {len(now)} measured now ({summary(now)}), {len(df) - len(now)} already "
           f"in the store; {len(df)} rows for this sweep ({summary(df)})"
+          + (f"; {len(retries)} of them retries of unstable configs with a "
+             f"{RETRY_BUDGET_FACTOR}x time budget, {stable} stable now" if len(retries) else "")
           + ("; `paradnn status` groups the failures" if (df["status"] != "ok").any() else ""))
     return 0
 
@@ -116,9 +122,13 @@ def _print_unstable(df: pd.DataFrame, stores: list[str]) -> None:
             print(f"\nunstable: none of the {len(ok)} ok rows (every timing met its precision target)")
         return
     per_family = ok[bad]["family"].fillna("?").value_counts()
+    retries = int(ok[bad].apply(is_retry, axis=1).sum())
     print(f"\nunstable: {int(bad.sum())} of {len(ok)} ok rows missed their precision target (stable "
-          f"false; {', '.join(f'{f} {n}' for f, n in per_family.items())}); the report draws them "
-          "marked and leaves them out of regressions and speedup claims")
+          f"false; {', '.join(f'{f} {n}' for f, n in per_family.items())}"
+          + (f"; {retries} of them a sweep's automatic retry with a {RETRY_BUDGET_FACTOR}x time "
+             "budget" if retries else "")
+          + "); the report draws them marked and leaves them out of regressions and speedup "
+          "claims")
     again = remeasure_unstable(df, stores[0])
     if again is None:
         return
@@ -177,6 +187,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--remeasure-unstable", action="store_true",
                    help="measure again the configs whose stored runs missed their precision "
                    "target (stable false); their old rows stay")
+    p.add_argument("--retry-unstable-s", type=typed(parse_retry_unstable, "retry-unstable-s"),
+                   default=None, metavar="SECONDS",
+                   help="extra seconds the sweep may spend, after the other configs, measuring "
+                   f"once more with {RETRY_BUDGET_FACTOR}x its time_budget_s each config that "
+                   "came back ok but missed its cv_target (stable false); the retry keeps the "
+                   "config's settings "
+                   "and record key (time_budget_used_s says the budget it had), both rows stay "
+                   "and resume never repeats it; 0 turns it off (default: the file's "
+                   "run.retry_unstable_s, else $PARADNN_RETRY_UNSTABLE_S, else "
+                   f"{DEFAULT_RETRY_UNSTABLE_S:g})")
     p.add_argument("--budget", type=typed(parse_int, "budget"), default=None, metavar="N",
                    help="measure at most N configs, chosen adaptively for `paradnn predict` "
                    "(a space-filling start, then the widest prediction intervals), then predict "

@@ -18,7 +18,7 @@ from paradnn.families.ranges import MAX_CONFIGS, geometric, linear_range
 from paradnn.grids.product import Zipped, axes_of, check_size, concat, grid, max_params
 from paradnn.grids.yamlsafe import read_yaml
 from paradnn.measure import SETTINGS_FIELDS, MeasureSettings, parse_setting
-from paradnn.units import parse_bytes, parse_int
+from paradnn.units import parse_bytes, parse_int, parse_number
 from paradnn.workload import Workload
 
 # A sweep file (YAML) names a family, fixed values and swept axes, filters, measurement settings
@@ -44,6 +44,8 @@ RUN_KEYS: dict[str, str] = {
     "resources": "Ray resources per task, e.g. {num_gpus: 1} or {resources: {TPU: 4}}",
     "overlap": "auto or an integer from 0 to the number of CPU cores: workers compiling the next "
                "configs while one is measured (process executor; auto: 1 on a GPU host, else 0)",
+    "retry_unstable_s": "a number of seconds >= 0: extra time to measure unstable configs again "
+                        "with a longer time budget (0: no automatic retry)",
 }
 
 
@@ -59,6 +61,20 @@ def parse_overlap(value: Any) -> int | str:
         return parse_int(value, "overlap", minimum=0, maximum=cores)
     except SpecError:
         raise SpecError("overlap", value, f"auto or an integer from 0 to {cores} (the CPU cores)") from None
+
+#: Most seconds ``retry_unstable_s`` may name (a year, as any other duration).
+MAX_RETRY_UNSTABLE_S = 366 * 86400.0
+
+
+def parse_retry_unstable(value: Any, parameter: str = "retry_unstable_s") -> float:
+    """The extra seconds a sweep may spend measuring unstable configs again: a finite number
+    from 0 (no retry) to :data:`MAX_RETRY_UNSTABLE_S`; SpecError naming ``parameter`` otherwise.
+    The one check of this value: the ``--retry-unstable-s`` flag, the ``run:`` key and
+    :class:`paradnn.sweeper.SweepConfig` use it."""
+    if isinstance(value, bool):
+        raise SpecError(parameter, value, f"a finite number in [0, {MAX_RETRY_UNSTABLE_S:g}] seconds")
+    return parse_number(value, parameter, 0.0, MAX_RETRY_UNSTABLE_S, exclusive_minimum=False,
+                        unit="seconds")
 # Measurement settings are parsed and range-checked where they are defined (their fields'
 # metadata in paradnn.measure): one place for each setting's type, limits and meaning.
 
@@ -296,6 +312,12 @@ def _check_run_value(key: str, value: Any) -> str | None:
             parse_overlap(value)
         except ParadnnError as exc:
             return exc.allowed if isinstance(exc, SpecError) else RUN_KEYS[key]
+        return None
+    if key == "retry_unstable_s":
+        try:
+            parse_retry_unstable(value)
+        except ParadnnError:
+            return RUN_KEYS[key]
         return None
     return RUN_KEYS.get(key, "known")
 
