@@ -195,3 +195,22 @@ def test_bad_overlap_flag_is_one_line_exit_2(tmp_path, value):
     assert len(lines) == 1 and lines[0].startswith("paradnn: error: "), proc.stderr
     assert "overlap" in lines[0] and repr(value) in lines[0] and "auto or an integer from 0 to" in lines[0]
     assert proc.stdout == ""
+
+
+def test_a_heartbeat_on_a_terminal_is_its_own_line_and_the_bar_is_drawn_again():
+    from paradnn.sweeper import Progress
+
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    out = Tty()
+    bar = Progress(2, 0, out)
+    bar.begin(grid("fc", layers=1, nodes=8, input=8, output=2, batch=4)[0])
+    bar.note("paradnn sweep: fc: compiling for 5s (5s so far)")
+    text = out.getvalue()
+    _, found, tail = text.partition("\rparadnn sweep: fc: compiling for 5s (5s so far)")
+    assert found and "\n" in tail, text
+    padding, _, redrawn = tail.partition("\n")
+    # The heartbeat covers the old bar (padded), ends its line, and the bar is drawn below it.
+    assert padding.strip() == "" and redrawn.startswith("\r[") and "running fc" in redrawn, text
