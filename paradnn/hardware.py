@@ -475,8 +475,16 @@ def best_quiet(entries: list[dict[str, Any]], dtype: str) -> dict[str, Any] | No
     highest FLOP/s for it, or None. The best, not the newest: a quiet probe can only come out
     low (a method slowed down), never high, so the best one on record is the closest to the
     hardware, and a later, lower quiet probe does not move every utilization."""
-    quiet = [e for e in entries if not e.get("contended") and dtype in e.get("peak_flops", {})]
+    quiet = [e for e in entries if usable(e, dtype)]
     return max(quiet, key=lambda e: e["peak_flops"][dtype], default=None)
+
+
+def usable(entry: dict[str, Any], dtype: str) -> bool:
+    """Whether a probe measurement may divide ``dtype``'s utilization: measured for it, on a
+    quiet host (not ``contended``), and with that dtype's own spread within the target (not in
+    ``noisy_dtypes``)."""
+    return (not entry.get("contended") and dtype in entry.get("peak_flops", {})
+            and dtype not in (entry.get("noisy_dtypes") or {}))
 
 
 def on_record(framework: str = backends.DEFAULT) -> list[dict[str, Any]]:
@@ -502,7 +510,8 @@ def _answer(entries: list[dict[str, Any]], dtypes: tuple[str, ...], now: float) 
     quiet = [best_quiet(entries, d) for d in dtypes]
     if all(quiet):
         return {**quiet[0], "in_use": True}
-    recent = [e for e in entries if e.get("contended") and all(d in e.get("peak_flops", {}) for d in dtypes)
+    recent = [e for e in entries if not all(usable(e, d) for d in dtypes)
+              and all(d in e.get("peak_flops", {}) for d in dtypes)
               and now - e.get("measured_epoch_s", 0.0) < PROBE_RETRY_S]
     return {**recent[-1], "in_use": False} if recent else None
 
@@ -620,7 +629,12 @@ def _measure(backend: Any, methods: dict[str, Callable], info: dict[str, Any],
     spread = {d: g["cv"] for d, g in gemm.items()}
     spread["bandwidth"] = bw_cv
     max_cv, max_load = probe_max_cv(), probe_max_load()
-    reasons = [f"{d} spread cv {cv:.0%} > {max_cv:.0%}" for d, cv in spread.items() if cv > max_cv]
+    wide = {d: f"{d} spread cv {cv:.0%} > {max_cv:.0%}" for d, cv in spread.items() if cv > max_cv}
+    # float32 (every dtype's floor) and the bandwidth judge the whole probe; a reduced precision
+    # whose own spread is wide (float16 is emulated on most CPUs and its GEMMs vary by about
+    # 10% on a quiet host) is only not used for that dtype.
+    noisy = {d: why for d, why in wide.items() if d not in ("float32", "bandwidth")}
+    reasons = [why for d, why in wide.items() if d not in noisy]
     if other_cores is not None and other_cores > max_load:
         reasons.append(f"other processes kept {other_cores:.2f} CPU cores busy > {max_load:g}")
     try:
@@ -631,7 +645,7 @@ def _measure(backend: Any, methods: dict[str, Callable], info: dict[str, Any],
         **info, "versions": versions, "framework": backend.name,
         "peak_flops": peak_flops, "gemm": {d: g["by_method"] for d, g in gemm.items()},
         "best_method": best_method, "spread": spread, "peak_bytes_per_sec": bandwidth,
-        "contended": bool(reasons), "contended_reasons": reasons,
+        "contended": bool(reasons), "contended_reasons": reasons, "noisy_dtypes": noisy,
         "max_cv": max_cv, "max_other_cores": max_load,
         "host_load": {"other_busy_cores": other_cores, "loadavg_1m": loadavg, "cpus": os.cpu_count()},
         "incomplete": {d: g["skipped"] for d, g in gemm.items() if g["skipped"]},
@@ -666,7 +680,8 @@ def peaks(device_kind: str, dtype: str, backend: str | None = None) -> Peak:
     answer = probe(dtypes=(dtype,))
     chosen = best_quiet(on_record(), dtype)
     if chosen is None:
-        reasons = "; ".join(answer.get("contended_reasons", [])) or "contended"
+        reasons = "; ".join(answer.get("contended_reasons", [])
+                            + [v for d, v in (answer.get("noisy_dtypes") or {}).items() if d == dtype]) or "contended"
         return Peak(None, None, "none",
                     f"no quiet probe on record for this host and software: the last one ({answer['measured_utc']}, "
                     f"id {answer['id']}) was contended ({reasons}); run `paradnn probe --refresh` on a quiet host",

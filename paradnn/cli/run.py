@@ -298,6 +298,9 @@ def _cmd_probe(args: argparse.Namespace) -> int:
           "contended); utilization divides by "
           + (f"probe {used['id']} ({used['measured_utc']}, float32 {si(used['peak_flops']['float32'], 'FLOP/s')})"
              if used else "nothing: no quiet probe on record"))
+    if result.get("noisy_dtypes") and not result["contended"]:
+        print(f"paradnn: warning: {'; '.join(result['noisy_dtypes'].values())}: this probe is not used for "
+              f"{', '.join(result['noisy_dtypes'])} utilization (float32 and the others are)", file=sys.stderr)
     if result["contended"]:
         print(f"paradnn: warning: the host was busy ({'; '.join(result.get('contended_reasons', []))}): this "
               "probe is stored as contended and never used for utilization; run it again on a quiet host "
