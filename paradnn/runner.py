@@ -101,7 +101,9 @@ def run_workload(
     too_big = sizes.predicted_oom(workload, limit)
     if too_big is not None:
         return Record.failed(workload, "oom", too_big["error"], metrics=too_big["metrics"], **context_)
-    metrics: dict[str, Any] = {"oom_predicted": False}
+    # Measured alone unless an executor that compiles ahead says otherwise (it replaces these).
+    metrics: dict[str, Any] = {"oom_predicted": False, "overlap_workers": 0, "prepared_ahead": False,
+                               "preparers_stopped": False, "prepare_wait_s": 0.0}
     tags: dict[str, Any] = {}
     phases = Phases(metrics)
     try:
