@@ -10,7 +10,9 @@ order that alternates between rounds so that the host's load drift hits both sid
 * the reference checkout (``--reference``, e.g. the old main), cold and warm the same way.
 
 Each side has its own peak-probe cache (``PARADNN_CACHE`` in a temporary folder), probed before
-the first round (:func:`probe_cache`), so that no timed sweep measures the host's peak.
+the first round (:func:`probe_cache`), so that no timed sweep measures the host's peak. The
+automatic retry of unstable configs is off (``PARADNN_RETRY_UNSTABLE_S=0``): it adds timed work
+on some runs and not others.
 
 Printed: one JSON object with every run's wall time (s, ``time.perf_counter`` around the
 process), the medians, the ratios ``reference cold / cold`` (target >= 3) and ``cold / warm``
@@ -67,7 +69,9 @@ def run_sweep(checkout: Path, sweep_file: str, store: Path, cache: Path,
               probes: Path | None = None) -> float:
     """Wall time (s) of one ``paradnn sweep`` process of ``checkout`` (``probes``: its own
     peak-probe cache folder, :func:`probe_cache`)."""
-    env = {**os.environ, "PYTHONPATH": str(checkout)}
+    # No automatic retry of unstable configs (issue 25): it adds timed work by design, on some
+    # runs and not others, which is not the sweep overhead measured here.
+    env = {**os.environ, "PYTHONPATH": str(checkout), "PARADNN_RETRY_UNSTABLE_S": "0"}
     if probes is not None:
         env["PARADNN_CACHE"] = str(probes)
     t0 = time.perf_counter()
