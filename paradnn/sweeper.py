@@ -183,6 +183,12 @@ class SweepConfig:
             raise SpecError("store", self.store, "the path of a SQLite store file")
         put("store", Path(self.store))
 
+    @property
+    def stale_after_s(self) -> float:
+        """Seconds after which another host's claim on a config counts as dead (its sweep was
+        killed): twice the time limit of one config, plus ten minutes."""
+        return float(self.timeout_s) * 2 + 600
+
     @classmethod
     def resolve(
         cls,
@@ -550,7 +556,6 @@ def _execute(config: SweepConfig, resume: _Resume, ex: Any, db: Store, bar: Prog
              stream: IO[str] | None, tally: _Tally) -> None:
     """Hand the configs to the executor and commit each record the moment it exists."""
     counts, repeat = resume.counts, config.repeat
-    stale_after_s = float(config.timeout_s) * 2 + 600
     claimed: dict[int, Task] = {}
 
     def beat(task: Task, phase: str, phase_s: float, total_s: float) -> None:
@@ -571,7 +576,7 @@ def _execute(config: SweepConfig, resume: _Resume, ex: Any, db: Store, bar: Prog
             for key, w in resume.keyed.items():
                 if counts.get(key, 0) > rep:
                     continue
-                claim = db.claim(key, rep + 1, stale_after_s,
+                claim = db.claim(key, rep + 1, config.stale_after_s,
                                  unstable=not config.remeasure_unstable)
                 if claim is None:
                     bar.skip(w)
@@ -717,7 +722,6 @@ def _retry_unstable(config: SweepConfig, resume: _Resume, ex: Any, db: Store,
                      f"a {budget_s:g} s time budget ({RETRY_BUDGET_FACTOR}x), within "
                      f"{config.retry_unstable_s:g} s of extra time (retry_unstable_s)\n")
         stream.flush()
-    stale_after_s = float(config.timeout_s) * 2 + 600
     claimed: dict[int, Task] = {}
     running: dict[int, float] = {}  # claim -> estimated seconds of a retry handed out
     start = time.perf_counter()
@@ -730,7 +734,7 @@ def _retry_unstable(config: SweepConfig, resume: _Resume, ex: Any, db: Store,
                 tally.retry_left += 1
                 continue
             # One more row than the store has: a concurrent sweep retrying it takes it first.
-            claim = db.claim(key, stored_rows + 1, stale_after_s, unstable=True)
+            claim = db.claim(key, stored_rows + 1, config.stale_after_s, unstable=True)
             if claim is None:
                 continue
             task = Task(resume.keyed[key], longer, config.memory_limit_bytes, key, claim)

@@ -28,6 +28,17 @@ TINY = MeasureSettings(steps_per_call=2, warmup_calls=1, warmup_s=0.0, min_calls
 #: sweep's ``settings`` override, or a literal in a child process's code (``repr`` of it).
 TINY_FIELDS: dict[str, Any] = TINY.to_dict()
 
+#: A sweep file of one tiny FC config with tiny settings, for tests of the sweep command.
+SMALL_FILE = """\
+family: fc
+layers: 1
+nodes: 8
+input: 8
+output: 2
+batch: 4
+settings: {steps_per_call: 1, warmup_calls: 1, min_calls: 2, max_calls: 3, time_budget_s: 0.2}
+"""
+
 
 def child_env(**extra: str) -> dict[str, str]:
     """This process's environment for a child Python process that imports paradnn from this

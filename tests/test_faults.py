@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import TINY, TINY_FIELDS, child_env
+from helpers import SMALL_FILE, TINY, TINY_FIELDS, child_env
 from paradnn.errors import InfrastructureError, ParadnnError
 from paradnn.grids import grid
 from paradnn.record import Record
@@ -106,15 +106,6 @@ def sweep_file(path: Path, body: str) -> Path:
     return path
 
 
-SMALL_FILE = """\
-family: fc
-layers: 1
-nodes: 8
-input: 8
-output: 2
-batch: 4
-settings: {steps_per_call: 1, warmup_calls: 1, min_calls: 2, max_calls: 3, time_budget_s: 0.2}
-"""
 
 
 def _namespace_works() -> bool:

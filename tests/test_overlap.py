@@ -9,7 +9,6 @@ import re
 import signal
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -20,7 +19,7 @@ from paradnn.grids import grid
 from paradnn.record import Record
 from paradnn.sweeper import sweep
 
-from helpers import TINY, child_env
+from helpers import SMALL_FILE, TINY, child_env
 
 
 def mixed_grid():
@@ -180,14 +179,7 @@ def test_overlap_is_checked_where_it_is_given(tmp_path):
 @pytest.mark.parametrize("value", ["x", "-1", "999"])
 def test_bad_overlap_flag_is_one_line_exit_2(tmp_path, value):
     path = tmp_path / "s.yaml"
-    path.write_text(textwrap.dedent("""\
-        family: fc
-        layers: 1
-        nodes: 8
-        input: 8
-        output: 2
-        batch: 4
-        """))
+    path.write_text(SMALL_FILE)
     proc = subprocess.run([sys.executable, "-m", "paradnn", "sweep", str(path), "--overlap", value],
                           capture_output=True, text=True, cwd=tmp_path, timeout=120, env=child_env())
     lines = proc.stderr.strip().splitlines()

@@ -62,6 +62,7 @@ def parse_overlap(value: Any) -> int | str:
     except SpecError:
         raise SpecError("overlap", value, f"auto or an integer from 0 to {cores} (the CPU cores)") from None
 
+
 #: Most seconds ``retry_unstable_s`` may name (a year, as any other duration).
 MAX_RETRY_UNSTABLE_S = 366 * 86400.0
 

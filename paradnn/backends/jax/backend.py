@@ -194,11 +194,10 @@ class JaxBackend:
             compiled, loop = wl.compile_measured(model, optimizer, mesh, state_shapes, batch_shapes,
                                                  options.xla_preset, known or options.step_loop,
                                                  phases=phases)
+            hit = _JAX_CACHE_COUNTS["hits"] > before["hits"]
             # Fresh: JAX looked in its persistent cache, missed, and compiled here (no hit).
-            fresh = (_JAX_CACHE_COUNTS["hits"] == before["hits"]
-                     and _JAX_CACHE_COUNTS["misses"] > before["misses"])
-            source = ("compiled" if fresh or _JAX_CACHE_COUNTS["hits"] == before["hits"]
-                      else "JAX persistent cache")
+            fresh = not hit and _JAX_CACHE_COUNTS["misses"] > before["misses"]
+            source = "JAX persistent cache" if hit else "compiled"
             if options.step_loop == "auto" and known is None:
                 analyses.store("step_loop", workload.key, loop)
             if fresh and mesh is None and analyses.enabled():
@@ -259,12 +258,8 @@ class JaxBackend:
         self.costs(program)
         self.memory_breakdown(program)
         h: _Compiled = program.handle
-        shapes = (h.state_shapes, h.batch_shapes)
-        if (h.mesh is None and jax.default_backend() == "cpu" and analyses.storable(shapes)
-                and analyses.load_arrays("init", workload.key, shapes) is None):
-            state, batch = wl.init_inputs(workload, h.model, h.optimizer, h.mesh)
-            analyses.save_arrays("init", workload.key, (state, batch))
-            del state, batch
+        if h.mesh is None and jax.default_backend() == "cpu" and analyses.storable((h.state_shapes, h.batch_shapes)):
+            self.init(program)  # computes and keeps the state and batch (loads them if kept)
             return "compiled, analysed, initial state kept"
         wl.compile_init(workload, h.model, h.optimizer, h.mesh)
         return "compiled, analysed, init compiled"
