@@ -242,6 +242,37 @@ def test_a_slow_repeat_makes_the_config_inconclusive():
     assert AC.verdict(est.ratio, est.ci_low, est.ci_high, est.p, est.noise) == "inconclusive"
 
 
+def test_an_unstable_run_is_left_out_where_its_config_has_a_stable_one(tmp_path):
+    """A sweep's automatic retry leaves two rows of an unstable config: the first run (3x slow,
+    missed its precision target) and the retry (stable). Compared against BASE, the stable run
+    alone counts and the config is unchanged; pooled with the unstable run it was at best
+    inconclusive. A config whose runs are all unstable keeps them (nothing else to compare)."""
+    rng = np.random.default_rng(6)
+    t = "2026-01-01T00:00:00+00:00"
+    base = [_record(FC(2, n, 64, 10), 8, _samples(rng, _median(n, 8)), t) for n in NODES]
+    new = [_record(FC(2, n, 64, 10), 8, _samples(rng, _median(n, 8)), t, software={"paradnn_revision": "git:bbbb"})
+           for n in NODES]
+    slow_first = _record(FC(2, 64, 64, 10), 8, _samples(rng, 3 * _median(64, 8)), "2026-01-01T00:05:00+00:00",
+                         software={"paradnn_revision": "git:bbbb"}).with_metrics(stable=False)
+
+    def frame(recs):
+        path = tmp_path / f"s{len(list(tmp_path.iterdir()))}.db"
+        with Store(path) as s:
+            for r in recs:
+                s.add(r)
+        return load(path)
+
+    result = AC.compare_frames(frame(base), frame(new + [slow_first]))
+    row = result.table.set_index("nodes").loc[64]
+    assert row["runs_new"] == 1 and row["verdict"] == "unchanged", row.to_dict()
+    assert any("1 run(s) that missed their precision target left out" in n for n in result.notes)
+    # Every run of the config unstable: both stay, and no note claims otherwise.
+    only_unstable = [r.with_metrics(stable=False) if r.workload["nodes"] == 64 else r for r in new]
+    result = AC.compare_frames(frame(base), frame(only_unstable + [slow_first]))
+    assert result.table.set_index("nodes").loc[64, "runs_new"] == 2
+    assert not any("precision target left out" in n for n in result.notes)
+
+
 def test_a_over_a_has_no_regression_over_many_seeds(tmp_path):
     """Measured twice with the same code: no config called a regression or improvement at the
     default threshold, over 20 simulated A/A pairs of 16 configs (calls 4% apart, runs 1%)."""

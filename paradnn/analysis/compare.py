@@ -42,7 +42,7 @@ import numpy as np
 import pandas as pd
 
 from paradnn.analysis.columns import (
-    FAMILY_FIELDS, PLATFORM_KEY, WORKLOAD_FIELDS, fmt, ok_rows, workload_label,
+    FAMILY_FIELDS, PLATFORM_KEY, WORKLOAD_FIELDS, fmt, ok_rows, unstable_mask, workload_label,
 )
 from paradnn.errors import ParadnnError
 from paradnn.measure import SETTINGS_FIELDS
@@ -752,6 +752,16 @@ def _no_match(base: pd.DataFrame, new: pd.DataFrame, on: Sequence[str]) -> str:
     return "no combination of the join columns matches"
 
 
+def _prefer_stable(rows: pd.DataFrame) -> tuple[pd.DataFrame, int]:
+    """``(rows, n_left_out)``: a config's runs on one side without those that missed their
+    precision target, where at least one run met it; all of them otherwise (then the verdict's
+    noise says how far they are to be trusted)."""
+    bad = unstable_mask(rows)
+    if bad.any() and not bad.all():
+        return rows[~bad], int(bad.sum())
+    return rows, 0
+
+
 def compare_frames(base: pd.DataFrame, new: pd.DataFrame, axes: str | Sequence[str] | None = None,
                    threshold: float = DEFAULT_THRESHOLD, alpha: float = DEFAULT_ALPHA,
                    level: float = LEVEL) -> CompareResult:
@@ -793,8 +803,11 @@ def compare_frames(base: pd.DataFrame, new: pd.DataFrame, axes: str | Sequence[s
     out: list[dict[str, Any]] = []
     methods: dict[str, int] = {}
     k_differs: list[str] = []
+    superseded = 0
     for k in common:
         rb, rn = b_rows.iloc[groups_b[k]], n_rows.iloc[groups_n[k]]
+        (rb, gone_b), (rn, gone_n) = _prefer_stable(rb), _prefer_stable(rn)
+        superseded += gone_b + gone_n
         kb_used, kn_used = _steps_per_call(rb), _steps_per_call(rn)
         if kb_used and kn_used and kb_used != kn_used:
             k_differs.append(f"{config_label(rb.iloc[0], vary)} (BASE {_ints(kb_used)}; NEW {_ints(kn_used)})")
@@ -820,6 +833,10 @@ def compare_frames(base: pd.DataFrame, new: pd.DataFrame, axes: str | Sequence[s
                      "and confidence intervals (method ci): their runs lack per-call step times "
                      "(step_times_s, kept by records since paradnn stores them); a weaker test "
                      "than on the samples")
+    if superseded:
+        notes.append(f"{superseded} run(s) that missed their precision target left out where the "
+                     "same config has a run that met it on that side (e.g. a sweep's automatic "
+                     "retry of an unstable config): the stable runs are compared")
     if k_differs:
         notes.append(f"{len(k_differs)} config(s) ran a different number of steps per call (K) "
                      f"on the two sides, e.g. {k_differs[0]}: a different compiled program, whose "
