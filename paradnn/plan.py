@@ -46,11 +46,13 @@ from paradnn.analysis.cost import TimeModel, estimate, fit_time_model
 from paradnn.calibration import calibrate as calibration_run
 from paradnn.calibration import calibration_configs
 from paradnn.errors import ParadnnError
-from paradnn.grids.sweepfile import GridLike, resolve, resolve_settings
+from paradnn.analysis.columns import ok_rows, unstable_mask
+from paradnn.grids.sweepfile import GridLike, parse_retry_unstable, resolve, resolve_settings
 from paradnn.measure import MeasureSettings
 from paradnn.record import record_key
 from paradnn.runner import context
 from paradnn.store import load
+from paradnn.sweeper import RETRY_BUDGET_FACTOR, default_retry_unstable_s
 from paradnn.units import parse_bytes
 from paradnn.workload import Workload, short_name
 
@@ -206,6 +208,7 @@ def plan(
     parts = table["overhead_s"] + table["compile_s"] + table["timing_s"]
     table["wall_s"] = np.where(fitted, parts, table["wall_s"]) * table["to_measure"]
     table.loc[table["predicted"] == "stored", ["compile_s", "timing_s", "overhead_s", "wall_s"]] = 0.0
+    retry = _retry_estimate(parsed.run, frame, table, platform)
 
     lo_hi = [model.flops_range.get(f) for f in table["family"]]
     table["extrapolated"] = [r is None or not (r[0] / 2 <= x <= r[1] * 2)
@@ -235,7 +238,11 @@ def plan(
         "memory_limit_source": limit_source,
         "memory_method": "compiled" if compile else "analytic",
         # Seconds; None without a calibrated time model.
-        "wall_s": _total(table, "wall_s", model),
+        "wall_s": (None if model.method == "none"
+                   else _total(table, "wall_s", model) + retry["retry_s"]),
+        # The sweep's automatic retry of unstable configs (seconds, inside wall_s): its bound
+        # and the expected share (the store's unstable share of ok rows on this platform).
+        **retry,
         "compile_s": _total(table, "compile_s", model),
         "timing_s": _total(table, "timing_s", model),
         "calibration": {"method": model.method, "records": model.records, "source": model.source,
@@ -247,6 +254,26 @@ def plan(
         "plan_s": time.perf_counter() - t_start,
     }
     return Plan(table, summary)
+
+
+def _retry_estimate(run: dict[str, Any], frame: pd.DataFrame, table: pd.DataFrame,
+                    platform: dict[str, Any]) -> dict[str, Any]:
+    """What the sweep's automatic retry of unstable configs should add (``paradnn.sweeper``):
+    ``retry_bound_s`` (s, its ``retry_unstable_s``), ``retry_unstable_share`` (the share of the
+    store's ok rows on this device kind that missed their precision target; None without rows)
+    and ``retry_s`` (s): that share of the configs to measure, each again with
+    ``RETRY_BUDGET_FACTOR`` times its timing, at most the bound; 0 without a share or a time."""
+    value = run.get("retry_unstable_s")
+    bound = parse_retry_unstable(value) if value is not None else default_retry_unstable_s()
+    rows = ok_rows(frame) if len(frame) else frame
+    if len(rows) and "device_kind" in rows.columns:
+        rows = rows[rows["device_kind"] == platform["device_kind"]]
+    share = float(unstable_mask(rows).mean()) if len(rows) else None
+    todo = table[table["predicted"] == "run"]
+    per_config = (todo["wall_s"] / todo["to_measure"].clip(lower=1)
+                  + (RETRY_BUDGET_FACTOR - 1) * todo["timing_s"]).sum()
+    expected = share * float(per_config) if share and per_config == per_config else 0.0
+    return {"retry_bound_s": bound, "retry_unstable_share": share, "retry_s": min(bound, expected)}
 
 
 def _extreme(column: pd.Series, pick: Any, cast: Any = int) -> Any:

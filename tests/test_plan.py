@@ -125,6 +125,32 @@ def test_time_model_calibrated_from_store_and_resume_counts(tmp_path):
     assert again.summary["stored"] == 0 and again.summary["to_run"] == 5
 
 
+def test_plan_counts_the_automatic_retries_of_unstable_configs(tmp_path):
+    """A store whose rows all missed their precision target: the plan expects every config to
+    measure to be retried (its timing again at 4x), within the sweep file's retry_unstable_s,
+    adds that to its wall time and says so."""
+    from paradnn.cli.plan import format_plan
+    from paradnn.sweeper import RETRY_BUDGET_FACTOR
+
+    db = tmp_path / "r.db"
+    strict = TINY.replace(cv_target=1e-6)  # no run of 2-3 calls meets it: every row unstable
+    sweep(grid("fc", layers=2, nodes=[32, 64], input=64, output=10, batch=8), store=db,
+          executor="inprocess", settings=strict, cache_dir=None, progress=False)
+    assert not load(db)["stable"].astype(bool).any()
+    for bound in (1e4, 0.5, 0.0):
+        path = tmp_path / f"retry{bound}.yaml"
+        path.write_text(json.dumps({
+            "family": "fc", "layers": 2, "nodes": [96, 112], "input": 64, "output": 10, "batch": 8,
+            "settings": strict.to_dict(), "run": {"retry_unstable_s": bound}}))
+        p = plan(str(path), store=db)
+        s, todo = p.summary, p.table[p.table["predicted"] == "run"]
+        assert s["retry_unstable_share"] == 1.0 and s["retry_bound_s"] == bound
+        expected = (todo["wall_s"] + (RETRY_BUDGET_FACTOR - 1) * todo["timing_s"]).sum()
+        assert s["retry_s"] == pytest.approx(min(bound, expected))
+        assert s["wall_s"] == pytest.approx(todo["wall_s"].sum() + s["retry_s"])
+        assert "100% of the store's ok rows on this device missed their precision target" in format_plan(p)
+
+
 def test_plan_and_progress_line_give_the_same_estimate(tmp_path):
     """One estimator: for the same store and configs, ``paradnn plan`` and the sweep's progress
     line (its first line, written before anything runs) say the same seconds per config and the

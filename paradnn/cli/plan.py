@@ -66,7 +66,14 @@ def format_plan(result: Plan, rows: int = 10) -> str:
     else:
         lines.append(f"estimated time   {duration(s['wall_s'])} wall for the configs to measure "
                      f"(compile {duration(s['compile_s'])}, timed steps "
-                     f"{duration(s['timing_s'])}, the rest per-config overhead)")
+                     f"{duration(s['timing_s'])}, retries {duration(s['retry_s'])}, the rest "
+                     "per-config overhead)")
+        share = s["retry_unstable_share"]
+        lines.append(f"retries          automatic retries of unstable configs: at most "
+                     f"{duration(s['retry_bound_s'])} (retry_unstable_s); "
+                     + (f"{share:.0%} of the store's ok rows on this device missed their precision "
+                        "target" if share is not None else "no store rows to say how many configs "
+                        "will miss their precision target, so none is counted"))
         lines.append(f"calibration      {cal['source']}")
         ranges = "; ".join(f"{f} {si(lo, 'FLOP')} .. {si(hi, 'FLOP')}"
                            for f, (lo, hi) in cal["flops_range"].items())
