@@ -109,17 +109,33 @@ _shown: set[str] = set()
 
 
 def main(argv: list[str] | None = None) -> int:
+    # The subcommand is the first argument (the top level has no option that takes a value);
+    # anything else (--help, --version, a typo) gets the whole parser and its usage.
+    line = sys.argv[1:] if argv is None else argv
+    spawn = None
+    if line[:1] == ["sweep"] and not {"--dry-run", "--help", "-h"} & set(line):
+        # Its measuring worker starts Python and imports the default framework while this
+        # process imports the sweep's modules; the process executor adopts it, and it is killed
+        # below if none does (bad input, another executor).
+        from paradnn import backends, spawn
+
+        spawn.prestart(backends.DEFAULT)
+    try:
+        return _main(line)
+    finally:
+        if spawn is not None:
+            spawn.discard()
+
+
+def _main(line: list[str]) -> int:
     try:
         # The parser reads the family and framework registries, which import the plugins of
         # $PARADNN_PLUGINS: a bad one is the user's error, one line.
-        # The subcommand is the first argument (the top level has no option that takes a value);
-        # anything else (--help, --version, a typo) gets the whole parser and its usage.
-        line = sys.argv[1:] if argv is None else argv
         parser = build_parser(line[0] if line else None)
     except ParadnnError as exc:
         print(f"paradnn: error: {exc}", file=sys.stderr)
         return 2
-    args = parser.parse_args(argv)
+    args = parser.parse_args(line)
     warnings.showwarning = _show_warning
     try:
         return int(args.func(args) or 0)

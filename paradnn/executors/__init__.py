@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Union
 
-from paradnn import backends, hardware
+from paradnn import backends, hardware, spawn
 from paradnn.errors import InfrastructureError, ParadnnError, SpecError
 from paradnn.record import PHASES, Record, phase_metric
 from paradnn.workload import Workload
@@ -242,6 +242,9 @@ def make_executor(name: str, *, timeout_s: float, cache_dir: str | os.PathLike |
         from paradnn.executors.process import ProcessExecutor
 
         return ProcessExecutor(timeout_s=timeout_s, cache_dir=cache_dir, run_fn=run_fn, overlap=overlap)
+    # A measuring worker `paradnn sweep` pre-started is of no use to the others: it goes now,
+    # rather than import a framework beside them.
+    spawn.discard()
     if name == "inprocess":
         from paradnn.executors.inprocess import InProcessExecutor
 

@@ -1,15 +1,18 @@
 """The child process of the process executor: ``python -m paradnn.executors.child IN OUT PARENT
-ROLE``.
+ROLE [PRELOAD]``.
 
 ROLE is ``measure`` (the default: it runs configs and sends their records) or ``prepare`` (a
 worker that compiles ahead, :func:`paradnn.runner.prepare_workload`; its outcome is never a
 record). If ``$PARADNN_CPUS_MEASURE`` / ``$PARADNN_CPUS_PREPARE`` name CPU cores (``0``,
 ``0,2-3``), the child of that role keeps to them (``os.sched_setaffinity``): a benchmark's way
-to emulate a host whose measuring worker leaves cores free, not a user setting.
+to emulate a host whose measuring worker leaves cores free, not a user setting. PRELOAD names a
+framework to import while it waits for ``init`` (:func:`paradnn.spawn.prestart`): an import only,
+its caches and devices are set up on the ``context`` request as without it.
 
 It reads pickled messages from file descriptor IN and writes replies to OUT:
 
-* ``("init", cache_dir, run_fn)`` -> ``("ready",)``
+* ``("init", cache_dir, run_fn)`` -> ``("ready",)`` (an ``("exit",)`` or a closed pipe instead:
+  it exits)
 * ``("context", framework)`` -> ``("context", platform, software)`` of that framework here (its
   compilation cache pointed at ``cache_dir`` first), or ``("fault", Fault)`` when the
   environment cannot run it (an unwritable cache folder, a device platform that cannot start),
@@ -104,19 +107,32 @@ def main(argv: list[str]) -> int:
     conn_out = Connection(int(argv[1]), readable=False)
     parent = int(argv[2]) if len(argv) > 2 else os.getppid()
     role = argv[3] if len(argv) > 3 else "measure"
+    preload = argv[4] if len(argv) > 4 else ""
     cpus = os.environ.get(CPUS_ENV.get(role, ""), "")
     if cpus:
         os.sched_setaffinity(0, parse_cpus(cpus))  # before any framework starts its threads
     threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
 
-    message = conn_in.recv()
-    assert message[0] == "init", message
-    _, cache_dir, run_fn = message
     from paradnn import backends, progress
     from paradnn.errors import InfrastructureError, ParadnnError
     from paradnn.executors import Caches, Fault, check_environment, local_context, run_config
     from paradnn.record import Record
 
+    if preload:
+        # Import only, while the parent is busy: its caches are configured and its devices
+        # started on the parent's "context" request, after "init" names the cache folder.
+        try:
+            backends.get(preload)
+        except Exception:  # noqa: BLE001 - the "context" request meets it again and reports it
+            pass
+    try:
+        message = conn_in.recv()
+    except EOFError:  # a pre-started worker nobody adopted
+        return 0
+    if message[0] == "exit":
+        return 0
+    assert message[0] == "init", message
+    _, cache_dir, run_fn = message
     caches = Caches(cache_dir)
     contexts: dict[str, tuple] = {}
 

@@ -22,17 +22,15 @@ import os
 import pickle
 import signal
 import subprocess
-import sys
 import time
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
 from multiprocessing import connection as mp_connection
-from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-from paradnn import backends, progress
+from paradnn import backends, progress, spawn
 from paradnn.errors import InfrastructureError, ParadnnError
 from paradnn.executors import Executor, Fault, Outcome, RunFn, Task, charge
 from paradnn.record import Record
@@ -89,48 +87,31 @@ class Child:
     """One child process and its two pipes."""
 
     def __init__(self, cache_dir: str | None, run_fn: RunFn | None, role: str = "measure",
-                 wait_ready: bool = True):
-        """Start a child of ``role`` (``measure`` or ``prepare``, :mod:`paradnn.executors.child`);
-        with ``wait_ready`` False its ``("ready",)`` reply is left for the caller to read, so a
-        prepare worker starts while the parent goes on."""
+                 wait_ready: bool = True, started: spawn.Started | None = None):
+        """Start a child of ``role`` (``measure`` or ``prepare``, :mod:`paradnn.executors.child`),
+        or adopt ``started``, one that :func:`paradnn.spawn.prestart` started (killed here if
+        ``run_fn`` cannot be sent); with ``wait_ready`` False its ``("ready",)`` reply is left for
+        the caller to read, so a prepare worker starts while the parent goes on."""
         try:
             init = pickle.dumps(("init", cache_dir, run_fn))
         except (pickle.PicklingError, AttributeError, TypeError) as exc:
+            if started is not None:
+                started.kill()
             raise ParadnnError(f"run_fn={run_fn!r} cannot be sent to a child process ({exc}); "
                                "use a top-level function of an importable module") from None
-        to_child_r, to_child_w = os.pipe()
-        from_child_r, from_child_w = os.pipe()
-        env = dict(os.environ)
-        # The child must import what this process imports: paradnn, and the module of run_fn.
-        paths = [p or os.getcwd() for p in sys.path]
-        env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
-        if role == "prepare":
-            env.update(PREPARE_ENV)
+        if started is None:
+            started = spawn.start(role, env=PREPARE_ENV if role == "prepare" else None)
         self.role = role
-        try:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "paradnn.executors.child", str(to_child_r),
-                 str(from_child_w), str(os.getpid()), role],
-                pass_fds=(to_child_r, from_child_w), env=env,
-                # Own process group: a timeout kills the child and anything it started, and a
-                # Ctrl-C in the terminal reaches only the driver, which then stops the child.
-                # A prepare worker's group stays in the driver's session: should the driver die
-                # while the worker is stopped (SIGSTOP, for a timed call), its group becomes
-                # orphaned with a stopped member and the kernel sends it SIGHUP and SIGCONT, so
-                # it exits rather than stay stopped (a new session's group is orphaned from the
-                # start and would get neither).
-                **({"process_group": 0} if role == "prepare" else {"start_new_session": True}))
-        finally:
-            os.close(to_child_r)
-            os.close(from_child_w)
-        self.to_child = Connection(to_child_w, readable=False)
-        self.from_child = Connection(from_child_r, writable=False)
+        self.proc, self.to_child, self.from_child = started.proc, started.to_child, started.from_child
         self.configs = 0
         #: Seconds this child took to start that no record has been charged yet.
         self.unbilled_startup_s = 0.0
         #: Frameworks this child has started (their contexts, by name).
         self.contexts: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {}
-        self.to_child.send_bytes(init)
+        try:
+            self.to_child.send_bytes(init)
+        except OSError:
+            pass  # the child is gone (a pre-started one may have died): the wait below says how
         if wait_ready:
             self._expect(self.wait(STARTUP_TIMEOUT_S), "ready", "did not start")
 
@@ -321,7 +302,9 @@ class ProcessExecutor(Executor):
         child = self._children.get(framework)
         if child is None:
             t0 = time.perf_counter()
-            child = Child(self.cache_dir, self.run_fn)
+            # The worker `paradnn sweep` started for this framework while it imported its own
+            # modules, if any: only the wait from here on is this sweep's start-up cost.
+            child = Child(self.cache_dir, self.run_fn, started=spawn.take(framework))
             self._children[framework] = child
             try:
                 child.context(framework)
