@@ -4,6 +4,7 @@ compiled programs, real child processes for the slow tests."""
 
 from __future__ import annotations
 
+import importlib.util
 import io
 import subprocess
 import sys
@@ -191,3 +192,97 @@ def test_plan_wall_time_of_a_record_is_its_measured_phase_total():
     walls = cost.wall_seconds(df)
     assert walls[0] == 2.5 and walls[2] == 3.0  # measured, although the gaps are NaN and 10 s
     assert walls[1] == 50.0  # no breakdown: the gap
+
+
+@pytest.fixture
+def starts(monkeypatch) -> list:
+    """Every child process the executor's module paradnn.spawn starts in this test, as
+    (role, preload, Started): the real processes, only recorded."""
+    from paradnn import spawn
+
+    started: list = []
+    real = spawn.start
+
+    def recording(role: str, preload: str = "", env: dict | None = None):
+        found = real(role, preload, env)
+        started.append((role, preload, found))
+        return found
+
+    monkeypatch.setattr(spawn, "start", recording)
+    yield started
+    spawn.discard()
+
+
+def assert_reaped(starts: list) -> None:
+    """No process of ``starts`` is left: each one exited and was waited for (no zombie)."""
+    from paradnn import spawn
+
+    assert spawn._prestarted is None
+    for _, _, found in starts:
+        assert found.proc.returncode is not None, found.proc.pid
+        assert not Path(f"/proc/{found.proc.pid}").exists(), found.proc.pid
+
+
+@pytest.mark.slow
+def test_cli_sweep_measures_in_the_worker_it_prestarted(tmp_path, starts):
+    """`paradnn sweep` starts its measuring worker before it imports its modules (JAX is
+    imported there meanwhile); the process executor adopts it: one child for the whole sweep,
+    and it is charged to the first record only, as the wait the sweep had."""
+    from helpers import SMALL_FILE
+    from paradnn.cli import main
+
+    f = tmp_path / "s.yaml"
+    f.write_text(SMALL_FILE.replace("nodes: 8", "nodes: [8, 12]"))
+    store = tmp_path / "r.db"
+    assert main(["sweep", str(f), "--store", str(store), "--cache-dir", str(tmp_path / "xla"),
+                 "--quiet"]) == 0
+    assert [(role, preload) for role, preload, _ in starts] == [("measure", "jax")]
+    df = load(store).sort_values("time_utc")
+    assert list(df["status"]) == ["ok", "ok"]
+    first, second = df["phase_startup_s"]
+    assert first > 0 and second == 0
+    assert_reaped(starts)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", ["bad value", "missing file", "bad flag", "inprocess", "dry run"])
+def test_cli_sweep_leaves_no_unused_worker_behind(tmp_path, starts, case):
+    """A pre-started worker that no executor adopts (bad input exiting 2, another executor) is
+    killed and reaped before `paradnn sweep` returns; a dry run starts none."""
+    from helpers import SMALL_FILE
+    from paradnn.cli import main
+
+    f = tmp_path / "s.yaml"
+    f.write_text(SMALL_FILE.replace("batch: 4", "batch: -4") if case == "bad value" else SMALL_FILE)
+    args = ["sweep", str(tmp_path / "none.yaml" if case == "missing file" else f),
+            "--store", str(tmp_path / "r.db"), "--no-cache", "--quiet"]
+    args += {"inprocess": ["--executor", "inprocess"], "dry run": ["--dry-run"],
+             "bad flag": ["--repeat", "many"]}.get(case, [])
+    if case == "bad flag":  # argparse's own usage error: exit 2 through SystemExit
+        with pytest.raises(SystemExit) as exc:
+            main(args)
+        assert exc.value.code == 2
+    else:
+        assert main(args) == (2 if case in ("bad value", "missing file") else 0)
+    assert [(role, preload) for role, preload, _ in starts] == ([] if case == "dry run" else
+                                                                [("measure", "jax")])
+    assert_reaped(starts)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(importlib.util.find_spec("torch") is None,
+                    reason="needs the torch extra: pip install 'paradnn[torch]'")
+def test_cli_torch_sweep_gets_a_worker_that_never_imported_jax(tmp_path, starts):
+    """The pre-started worker imports JAX: a torch config never runs in it, but in a fresh
+    child that imported nothing before its init (a child never hosts two frameworks)."""
+    from helpers import SMALL_FILE
+    from paradnn.cli import main
+
+    f = tmp_path / "s.yaml"
+    f.write_text(SMALL_FILE + "framework: torch\n")
+    store = tmp_path / "r.db"
+    assert main(["sweep", str(f), "--store", str(store), "--no-cache", "--quiet"]) == 0
+    assert list(load(store)["status"]) == ["ok"]
+    # The JAX worker (adopted for the platform that keys the configs) and torch's own.
+    assert [(role, preload) for role, preload, _ in starts] == [("measure", "jax"), ("measure", "")]
+    assert_reaped(starts)
