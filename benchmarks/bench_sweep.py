@@ -26,6 +26,11 @@ and a second cold sweep (fresh cache) whose wall time ``paradnn plan``'s estimat
 Printed: per config, the median of wall minus the timing phase (``phase_total_s -
 phase_warmup_s - phase_timed_s``, s) cold and warm; the timing phases' share of the warm sweep's
 wall time; and estimate / actual.
+
+``--agreement`` instead measures six mid-size FC, CNN and RNN configs at the default timing
+protocol with both checkouts, ``--rounds`` runs of each in alternating order, and compares the
+two stores with this checkout's ``paradnn compare`` (:func:`agreement`): whether the new
+sweeper measures the same step times as the old one.
 """
 
 from __future__ import annotations
@@ -66,9 +71,9 @@ def probe_cache(checkout: Path, folder: Path, tries: int = 3) -> bool:
 
 
 def run_sweep(checkout: Path, sweep_file: str, store: Path, cache: Path,
-              probes: Path | None = None) -> float:
+              probes: Path | None = None, extra: tuple[str, ...] = ()) -> float:
     """Wall time (s) of one ``paradnn sweep`` process of ``checkout`` (``probes``: its own
-    peak-probe cache folder, :func:`probe_cache`)."""
+    peak-probe cache folder, :func:`probe_cache`; ``extra``: more arguments of the command)."""
     # No automatic retry of unstable configs (issue 25): it adds timed work by design, on some
     # runs and not others, which is not the sweep overhead measured here.
     env = {**os.environ, "PYTHONPATH": str(checkout), "PARADNN_RETRY_UNSTABLE_S": "0"}
@@ -76,7 +81,7 @@ def run_sweep(checkout: Path, sweep_file: str, store: Path, cache: Path,
         env["PARADNN_CACHE"] = str(probes)
     t0 = time.perf_counter()
     done = subprocess.run([sys.executable, "-m", "paradnn", "sweep", sweep_file, "--store",
-                           str(store), "--cache-dir", str(cache), "--quiet"],
+                           str(store), "--cache-dir", str(cache), "--quiet", *extra],
                           env=env, cwd=checkout, capture_output=True, text=True)
     wall = time.perf_counter() - t0
     if done.returncode != 0:
@@ -146,6 +151,66 @@ def grid40() -> dict:
         }
 
 
+AGREEMENT = """\
+# Six configs big enough for their step times to repeat (0.3-30 ms), at the default timing
+# protocol: does the new sweeper measure what the old one did? (issue 20)
+parts:
+  - family: fc
+    fixed: {layers: 4, input: 512, output: 100, batch: 64}
+    axes: {nodes: [256, 1024]}
+  - family: cnn
+    fixed: {block: residual, blocks: 1, image: 32, output: 10, batch: 8}
+    axes: {filters: [8, 16]}
+  - family: rnn
+    fixed: {cell: lstm, layers: 1, length: 16, vocab: 256, batch: 16}
+    axes: {embed: [64, 128]}
+settings:
+  time_budget_s: 1
+"""
+
+
+def agreement(reference: Path, rounds: int, keep: Path | None = None) -> dict:
+    """The same six configs measured by this checkout and ``reference``, one run of each per
+    round in alternating order (``--repeat r``), then compared as a user would: ``paradnn
+    compare REFERENCE NEW`` of this checkout (runs pooled per config, a test and a noise floor
+    per config, docs/compare.md). Printed: its verdict counts, the median of the per-config
+    ratios (x, new / reference step time) and each config's ratio with its 95% interval.
+    ``keep``: a folder for the two stores (``new.db``, ``reference.db``), kept afterwards."""
+    sides = {"new": ROOT, "reference": reference}
+    with tempfile.TemporaryDirectory() as scratch:
+        tmp = Path(scratch)
+        stores = keep if keep is not None else tmp
+        stores.mkdir(parents=True, exist_ok=True)
+        f = Path(tmp) / "agreement.yaml"
+        f.write_text(AGREEMENT)
+        probes = {side: Path(tmp) / f"{side}-probe" for side in sides}
+        for side in sides:
+            probe_cache(sides[side], probes[side])
+        for r in range(rounds):
+            for side in (list(sides) if r % 2 == 0 else list(reversed(sides))):
+                wall = run_sweep(sides[side], str(f), stores / f"{side}.db", tmp / f"{side}-xla",
+                                 probes[side], extra=("--repeat", str(r + 1)))
+                print(f"agreement round {r + 1} {side}: {wall:.1f} s", file=sys.stderr)
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        done = subprocess.run([sys.executable, "-m", "paradnn", "compare", str(stores / "reference.db"),
+                               str(stores / "new.db"), "--json"], env=env, cwd=ROOT,
+                              capture_output=True, text=True)
+        if done.returncode not in (0, 1, 3):
+            raise SystemExit(f"compare failed ({done.returncode}):\n{done.stderr[-3000:]}")
+        result = json.loads(done.stdout)
+    configs = result["configs"]
+    return {
+        "rounds": rounds, "reference": str(reference), "axes": result["axes"],
+        "verdicts": result["counts"],
+        "median_ratio_new_over_reference": round(statistics.median(c["ratio"] for c in configs), 3),
+        "configs": [{"config": c["label"], "ratio": round(c["ratio"], 3),
+                     "ci": [round(c["ci_low"], 3), round(c["ci_high"], 3)], "verdict": c["verdict"]}
+                    for c in configs],
+        "notes": result["notes"],
+        "load_average": os.getloadavg()[0],
+    }
+
+
 def step_time_agreement(stores: dict[str, list[Path]]) -> dict:
     """Whether the two checkouts measured the same step times: over every pair of runs of one
     round and one cache state, the configs (joined on ``workload_key``) whose 95% confidence
@@ -178,11 +243,18 @@ def main() -> None:
                         "b5637c9` for the main before the throughput work (default: %(default)s)")
     parser.add_argument("--no-reference", action="store_true", help="measure this checkout only")
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds")
+    parser.add_argument("--agreement", action="store_true", help="six mid-size configs measured "
+                        "by both checkouts, --rounds runs each, compared with paradnn compare")
+    parser.add_argument("--keep", type=Path, default=None, help="with --agreement: a folder that "
+                        "keeps the two stores")
     parser.add_argument("--grid40", action="store_true", help="the 40-config FC+CNN check "
                         "(module notes) instead of the comparison")
     args = parser.parse_args()
     if args.grid40:
         print(json.dumps(grid40(), indent=1))
+        return
+    if args.agreement:
+        print(json.dumps(agreement(Path(args.reference), args.rounds, args.keep), indent=1))
         return
     sides = {"new": ROOT} if args.no_reference else {"new": ROOT, "reference": Path(args.reference)}
     walls: dict[str, list[float]] = {f"{s}_{k}": [] for s in sides for k in ("cold", "warm")}

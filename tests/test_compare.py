@@ -273,6 +273,29 @@ def test_an_unstable_run_is_left_out_where_its_config_has_a_stable_one(tmp_path)
     assert not any("precision target left out" in n for n in result.notes)
 
 
+def test_stores_of_several_families_pool_each_configs_runs(tmp_path):
+    """FC and RNN rows in one store leave the other family's columns empty (NaN in pandas):
+    each config's two runs must still be one config, matched across the stores (found when
+    the benchmark compared six FC, CNN and RNN configs: every run was a config of its own and
+    nothing matched)."""
+    rng = np.random.default_rng(7)
+    specs = [FC(2, 64, 64, 10), paradnn.RNN("lstm", 1, 16, 4, 32)]
+
+    def store(name: str, revision: str) -> Path:
+        path = tmp_path / f"{name}.db"
+        with Store(path) as s:
+            for i, minute in enumerate((0, 5)):
+                for spec in specs:
+                    s.add(_record(spec, 8, _samples(rng, 1e-3), f"2026-01-01T00:{minute:02d}:00+00:00",
+                                  software={"paradnn_revision": revision}))
+        return path
+
+    result = AC.compare_frames(load(store("a", "git:aaaa")), load(store("b", "git:bbbb")))
+    assert len(result.table) == 2
+    assert list(result.table["runs_base"]) == [2, 2] and list(result.table["runs_new"]) == [2, 2]
+    assert set(result.table["family"]) == {"fc", "rnn"}
+
+
 def test_a_over_a_has_no_regression_over_many_seeds(tmp_path):
     """Measured twice with the same code: no config called a regression or improvement at the
     default threshold, over 20 simulated A/A pairs of 16 configs (calls 4% apart, runs 1%)."""

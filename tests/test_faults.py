@@ -1376,3 +1376,28 @@ def test_cuda_platform_on_a_host_without_cuda_is_one_line(tmp_path):
     one_error_line(without_progress(run), "JAX_PLATFORMS='cuda'")
     one_error_line(bounded("sweep", f, "--store", store, "--quiet", environ=cuda), "JAX_PLATFORMS='cuda'")
     assert len(load(store)) == 0
+
+
+def thread_masks(workload, settings, memory_limit_bytes):
+    """A record of the CPU masks of every thread of the measuring worker (numpy's BLAS pool
+    included: it started before the worker pinned itself)."""
+    import numpy  # noqa: F401 - its BLAS threads are what is checked
+
+    masks = sorted({",".join(map(str, sorted(os.sched_getaffinity(int(t)))))
+                    for t in os.listdir("/proc/self/task")})
+    record = fake_ok(workload, settings, memory_limit_bytes)
+    return record.with_metrics(thread_masks=";".join(masks))
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="pinning needs two CPUs to tell apart")
+def test_a_pinned_measuring_worker_keeps_every_thread_to_its_cpus(tmp_path, monkeypatch):
+    """PARADNN_CPUS_MEASURE (benchmarks) pins the whole worker, not only its main thread: a
+    worker whose BLAS threads kept every core probed a one-CPU peak on two."""
+    from paradnn.sweeper import sweep
+
+    one = min(os.sched_getaffinity(0))
+    monkeypatch.setenv("PARADNN_CPUS_MEASURE", str(one))
+    df = sweep(grid("fc", layers=1, nodes=8, input=8, output=2, batch=4), store=tmp_path / "p.db",
+               settings=TINY, run_fn=thread_masks, cache_dir=None, progress=False)
+    assert list(df["thread_masks"]) == [str(one)]
+    assert df["device_kind"].iloc[0].startswith("cpu (affinity 1 of ")

@@ -143,7 +143,10 @@ def config_keys(df: pd.DataFrame, columns: Sequence[str]) -> list[tuple]:
     of one config match (64 and 64.0 are one value; a missing column or value is None)."""
     if not columns:
         return [()] * len(df)
-    cols = [df[c].map(_norm).tolist() if c in df.columns else [None] * len(df) for c in columns]
+    # A list, not Series.map: pandas gives the mapped values a dtype again (None and 64 in a
+    # float column come back as NaN and 64.0, and NaN never equals NaN in a key).
+    cols = [[_norm(v) for v in df[c].tolist()] if c in df.columns else [None] * len(df)
+            for c in columns]
     return list(zip(*cols))
 
 

@@ -102,6 +102,19 @@ def _prepare(message: tuple, context) -> tuple:
                 clear()
 
 
+def pin_process(cpus: set[int]) -> None:
+    """Keep every thread of this process to ``cpus``. ``os.sched_setaffinity(0, ...)`` sets the
+    calling thread's mask only (and those of threads started later): a BLAS thread pool that
+    started when numpy was imported kept both cores, so a worker labelled "affinity 1 of 2"
+    multiplied on two (its probe's float32 peak was 199 GFLOP/s, one core's numpy GEMM is 105
+    on the host of docs/prediction.md)."""
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            os.sched_setaffinity(int(tid), cpus)
+        except ProcessLookupError:
+            pass  # a thread that ended meanwhile
+
+
 def main(argv: list[str]) -> int:
     conn_in = Connection(int(argv[0]), writable=False)
     conn_out = Connection(int(argv[1]), readable=False)
@@ -110,7 +123,7 @@ def main(argv: list[str]) -> int:
     preload = argv[4] if len(argv) > 4 else ""
     cpus = os.environ.get(CPUS_ENV.get(role, ""), "")
     if cpus:
-        os.sched_setaffinity(0, parse_cpus(cpus))  # before any framework starts its threads
+        pin_process(parse_cpus(cpus))  # before any framework starts its threads
     threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
 
     from paradnn import backends, progress
