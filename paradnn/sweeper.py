@@ -33,6 +33,7 @@ import pandas as pd
 from paradnn.analysis.cost import estimate
 from paradnn.errors import InfrastructureError, SpecError, StoreError
 from paradnn.executors import EXECUTORS, Fault, RunFn, Task, default_cache_dir, make_executor
+from paradnn import backends
 from paradnn import progress as progress_lines
 from paradnn.grids.sweepfile import (MAX_REPEAT, GridLike, parse_overlap, parse_retry_unstable,
                                      resolve, resolve_settings)
@@ -514,17 +515,20 @@ class _Tally:
 def _key_configs(config: SweepConfig, ex: Any, db: Store) -> _Resume:
     """Key every config with the executor's platform and software (what resume compares) and
     count the store's records of each."""
+    # The sweep's platform (its progress estimates) is that of its first config's framework: a
+    # torch-only sweep starts no JAX worker.
+    first = config.workloads[0].framework if config.workloads else backends.DEFAULT
     try:
-        platform, software = ex.context()
+        platform, _software = ex.context(first)
     except InfrastructureError as exc:
         raise InfrastructureError(f"{exc}; nothing was run or recorded: fix it and run "
                                   "the sweep again to resume", retry=exc.retry) from None
     settings_dict = config.settings.to_dict()
     keyed: dict[str, Workload] = {}
     for w in config.workloads:
-        # Each framework's records carry its own context (devices it sees, versions).
-        fw_platform, fw_software = ((platform, software) if w.framework == "jax"
-                                    else ex.context(w.framework))
+        # Each framework's records carry its own context (devices it sees, versions); the
+        # executor keeps each framework's context once started.
+        fw_platform, fw_software = ex.context(w.framework)
         key = record_key(w.to_dict(), fw_platform, fw_software, settings_dict)
         keyed.setdefault(key, w)
     counts = db.counts_by_key(keyed, unstable=not config.remeasure_unstable)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import io
+import signal
 import subprocess
 import sys
 import textwrap
@@ -283,6 +284,8 @@ def test_cli_torch_sweep_gets_a_worker_that_never_imported_jax(tmp_path, starts)
     store = tmp_path / "r.db"
     assert main(["sweep", str(f), "--store", str(store), "--no-cache", "--quiet"]) == 0
     assert list(load(store)["status"]) == ["ok"]
-    # The JAX worker (adopted for the platform that keys the configs) and torch's own.
+    # The pre-started JAX worker, killed unused when the sweep asked for torch's (the configs
+    # are keyed with torch's context alone), and torch's own.
     assert [(role, preload) for role, preload, _ in starts] == [("measure", "jax"), ("measure", "")]
     assert_reaped(starts)
+    assert starts[0][2].proc.returncode == -signal.SIGKILL
