@@ -33,22 +33,24 @@ class Started:
     from_child: Connection
     preload: str = ""
 
-    def kill(self) -> None:
-        """Kill its process group and reap it (it has run nothing: nothing is lost)."""
+    def kill(self) -> int | None:
+        """Kill its process group, reap it and close its pipes; returns its exit code (None if
+        it did not end within 30 s)."""
         if self.proc.poll() is None:
             try:
                 os.killpg(self.proc.pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
         try:
-            self.proc.wait(timeout=30)
+            code = self.proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
-            pass
+            code = None
         for conn in (self.to_child, self.from_child):
             try:
                 conn.close()
             except OSError:
                 pass
+        return code
 
 
 def start(role: str, preload: str = "", env: dict[str, str] | None = None) -> Started:

@@ -7,12 +7,8 @@ PY="nice -n 19 ${PYTHON:-python3}"
 B=benchmarks/prediction
 R=$B/results
 mkdir -p $R
-step() {  # step OUTPUT COMMAND...
-  local out=$1; shift
-  echo "$(date -u +%FT%TZ) start $out" >> $R/study_all.log
-  "$@" > $R/$out 2>&1
-  echo "$(date -u +%FT%TZ) end $out rc=$?" >> $R/study_all.log
-}
+LOG=$R/study_all.log
+source $B/study_step.sh
 for s in fc_1cpu cnn_1cpu rnn_1cpu; do
   step score_$s.txt $PY -m paradnn predict --score --store $B/$s.db
 done

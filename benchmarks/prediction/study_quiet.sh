@@ -1,19 +1,15 @@
 #!/bin/bash
 # Every number of docs/prediction.md's quiet-host study (2026-11-25) from the stores that
 # run_quiet.sh measured, into results/quiet/ (no measurement; each line timestamped in
-# results/quiet/study.log). Run from anywhere; about half an hour on two cores.
+# results/quiet/study.log). Run from anywhere; about 10 minutes on two cores.
 cd "$(dirname "$0")/../.." || exit 1
 export PYTHONPATH=${PYTHONPATH:-$PWD}
 PY="nice -n 10 ${PYTHON:-python3}"
 B=benchmarks/prediction
 R=$B/results/quiet
 mkdir -p $R
-step() {  # step OUTPUT COMMAND...
-  local out=$1; shift
-  echo "$(date -u +%FT%TZ) start $out" >> $R/study.log
-  "$@" > $R/$out 2>&1
-  echo "$(date -u +%FT%TZ) end $out rc=$?" >> $R/study.log
-}
+LOG=$R/study.log
+source $B/study_step.sh
 for s in fc_1cpu_quiet cnn_1cpu_quiet rnn_1cpu_quiet fc_2cpu_quiet; do
   step score_$s.txt $PY -m paradnn predict --score --store $B/$s.db
 done

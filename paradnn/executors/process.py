@@ -102,6 +102,7 @@ class Child:
         if started is None:
             started = spawn.start(role, env=PREPARE_ENV if role == "prepare" else None)
         self.role = role
+        self._started = started
         self.proc, self.to_child, self.from_child = started.proc, started.to_child, started.from_child
         self.configs = 0
         #: Seconds this child took to start that no record has been charged yet.
@@ -171,18 +172,8 @@ class Child:
         return self.kill(), killed
 
     def kill(self) -> int | None:
-        """Kill the child's process group; returns its exit code."""
-        if self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        try:
-            code = self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            code = None
-        self._close_pipes()
-        return code
+        """Kill the child's process group and close its pipes; returns its exit code."""
+        return self._started.kill()
 
     def stop(self) -> None:
         """Ask the child to exit; kill it if it does not."""
@@ -192,13 +183,6 @@ class Child:
         except (OSError, subprocess.TimeoutExpired):
             pass
         self.kill()
-
-    def _close_pipes(self) -> None:
-        for conn in (self.to_child, self.from_child):
-            try:
-                conn.close()
-            except OSError:
-                pass
 
 
 @dataclass
