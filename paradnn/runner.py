@@ -241,7 +241,8 @@ def derived_metrics(m: dict[str, Any], workload: Workload, platform: dict[str, A
     """Throughput, FLOPS, utilization and intensity from the measured and counted quantities, and
     which peak the utilizations divide by (``peak_id``: none where only contended probes of
     this host are on record, and then no utilization)."""
-    peak = hardware.peaks(platform["device_kind"], workload.dtype, platform["device_platform"])
+    peak = hardware.peaks(platform["device_kind"], workload.dtype, platform["device_platform"],
+                          m.get("matmul_precision_used"))
     peak_flops = peak.flops
     step = m["step_time_s"]
     executed = m.get("flops_per_step")  # None where the framework does not count them
