@@ -240,14 +240,23 @@ class Phases:
 def derived_metrics(m: dict[str, Any], workload: Workload, platform: dict[str, Any]) -> dict[str, Any]:
     """Throughput, FLOPS, utilization and intensity from the measured and counted quantities, and
     which peak the utilizations divide by (``peak_id``: none where only contended probes of
-    this host are on record, and then no utilization)."""
+    this host are on record, and then no utilization); the same utilizations against the
+    measured ceiling (``ceiling_id``: the peak's own probe where the peak is measured)."""
     peak = hardware.peaks(platform["device_kind"], workload.dtype, platform["device_platform"])
+    ceiling = hardware.ceiling(platform["device_platform"], workload.dtype, workload.framework, peak)
     peak_flops = peak.flops
     step = m["step_time_s"]
     executed = m.get("flops_per_step")  # None where the framework does not count them
     flops_per_sec = executed / step if executed else None
     total_peak = peak_flops * workload.devices if peak_flops else None
+    total_ceiling = ceiling.flops * workload.devices if ceiling.flops else None
     return {
+        "ceiling_flops": ceiling.flops,
+        "ceiling_bytes_per_sec": ceiling.bytes_per_sec,
+        "ceiling_id": ceiling.id,
+        "ceiling_method": ceiling.method,
+        "ceiling_utilization": flops_per_sec / total_ceiling if executed and total_ceiling else None,
+        "model_ceiling_utilization": m["model_flops_per_step"] / step / total_ceiling if total_ceiling else None,
         "examples_per_sec": workload.batch / step,
         "flops_per_sec": flops_per_sec,
         "peak_flops": peak_flops,

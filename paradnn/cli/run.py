@@ -167,6 +167,12 @@ def _summary(record) -> str:
         lines.insert(-2, f"memory per device {si(d['memory_peak_bytes'], 'B')} peak (args "
                      f"{si(d['memory_argument_bytes'], 'B')}, temp {si(d['memory_temp_bytes'], 'B')}; "
                      "compiled memory analysis)")
+    # The measured ceiling beside the peak (docs/metrics.md, Peaks).
+    lines.insert(next(i for i, line in enumerate(lines) if line.startswith("peak ")) + 1, "ceiling           " + (
+        "the peak's own probe" + ("" if d.get("ceiling_flops") else " (none)") if d.get("ceiling_id") == d.get("peak_id") else
+        f"{si(d['ceiling_flops'], 'FLOP/s')} per device (measured: {d['ceiling_method']}); utilization "
+        f"{d['model_ceiling_utilization']:.1%} of it from useful FLOPs" if d.get("model_ceiling_utilization") is not None
+        else f"none ({d.get('ceiling_method')})"))
     return "\n".join(lines + _meter_lines(d))
 
 
@@ -265,13 +271,31 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return 0 if record.status == "ok" else 1
 
 
+def peak_and_ceiling(peak: Any, ceiling: Any) -> str:
+    """What utilization divides by and the measured ceiling beside it, each with its source
+    (``paradnn.hardware.Peak`` values), e.g. ``peak 989 TFLOP/s (spec: vendor table: NVIDIA
+    H100 80GB HBM3), ceiling 795 TFLOP/s (measured, probe 1a2b...)``."""
+    def one(p: Any) -> str:
+        if p.flops is None:
+            return "n/a (no usable probe on record)"
+        return f"{si(p.flops, 'FLOP/s')} ({'spec: ' + p.method if p.source == 'spec' else 'measured, probe ' + str(p.id)})"
+
+    same = ceiling.id is not None and ceiling.id == peak.id
+    return f"peak {one(peak)}, ceiling " + ("the same probe" if same else one(ceiling))
+
+
 def _cmd_probe(args: argparse.Namespace) -> int:
-    from paradnn.hardware import best_quiet, on_record, probe
+    from paradnn.hardware import PROBE_DTYPES, best_quiet, ceilings, on_record, peaks, probe
 
     check_backend()
     result = probe(refresh=args.refresh)
+    # The ceiling of each dtype (the best usable probe on record, which may be an earlier one
+    # than this) and the peak utilization divides by, named by their sources.
+    ceiling = ceilings(tuple(d for d in PROBE_DTYPES if d in result["peak_flops"]))
+    peak = {d: peaks(result["device_kind"], d, result["device_platform"]) for d in ceiling}
     if args.json:
-        print(json.dumps(result, default=str))
+        print(json.dumps({**result, "ceilings": {d: c._asdict() for d, c in ceiling.items()},
+                          "peaks": {d: p._asdict() for d, p in peak.items()}}, default=str))
         return 0
     print(f"device     {result['device_platform']} / {result['device_kind']} ({result['cpu_model']})")
     for dtype, value in result["peak_flops"].items():
@@ -284,8 +308,8 @@ def _cmd_probe(args: argparse.Namespace) -> int:
               f"({result['nominal_basis']}; not used for utilization)")
     print(f"bandwidth  {si(result['peak_bytes_per_sec'], 'B/s')} (measured; spread cv "
           f"{result['spread']['bandwidth']:.1%})")
-    if result.get("spec"):
-        print(f"spec peaks {result['spec']}")
+    for dtype, c in ceiling.items():
+        print(f"peak/ceil  {dtype:9s} {peak_and_ceiling(peak[dtype], c)}")
     load = result.get("host_load") or {}
     other = load.get("other_busy_cores")
     print(f"method     {result['method']}; measured {result['measured_utc']} (probe {result.get('id')}"
@@ -301,6 +325,12 @@ def _cmd_probe(args: argparse.Namespace) -> int:
     if result.get("noisy_dtypes") and not result["contended"]:
         print(f"paradnn: warning: {'; '.join(result['noisy_dtypes'].values())}: this probe is not used for "
               f"{', '.join(result['noisy_dtypes'])} utilization (float32 and the others are)", file=sys.stderr)
+    if result.get("above_nominal"):
+        print(f"paradnn: warning: impossible probe: {'; '.join(result['above_nominal'].values())}; it is "
+              "stored and never used for utilization", file=sys.stderr)
+    if result.get("above_spec"):
+        print(f"paradnn: warning: faster than the vendor's datasheet: {'; '.join(result['above_spec'].values())}",
+              file=sys.stderr)
     if result["contended"]:
         print(f"paradnn: warning: the host was busy ({'; '.join(result.get('contended_reasons', []))}): this "
               "probe is stored as contended and never used for utilization; run it again on a quiet host "
