@@ -45,6 +45,9 @@ def cache(tmp_path, monkeypatch):
     # Other processes' load on a shared test host is not what these tests are about (one test
     # sets its own threshold and load).
     monkeypatch.setenv("PARADNN_PROBE_MAX_LOAD", "1000")
+    # The sleeping GEMMs "reach" TFLOP/s, beyond this CPU's nominal peak: no nominal here (the
+    # tests of that bound give their own).
+    monkeypatch.setattr(hardware, "nominal_cpu_flops", lambda: None)
     return path
 
 
@@ -58,7 +61,7 @@ def test_best_method_wins_and_quiet_result_is_cached(cache, monkeypatch):
     _methods(monkeypatch, {"slow": _sleeper(0.04), "fast": _sleeper(0.02)})
     result = hardware.probe(dtypes=("float32",))
     assert result["best_method"]["float32"] == "fast"
-    n = max(hardware._PROBE_SIZES["float32"])
+    n = max(hardware.probe_plan("cpu")["gemm_sizes"]["float32"])
     assert result["peak_flops"]["float32"] == pytest.approx(2 * n**3 / 0.02, rel=0.3)
     assert result["gemm"]["float32"]["slow"] < result["gemm"]["float32"]["fast"]
     assert result["contended"] is False and result["in_use"] is True
@@ -221,7 +224,7 @@ def test_two_probes_at_once_measure_once(tmp_path):
     assert outs[0] == outs[1]  # the second one read the first one's result
     # One measurement: per dtype and size a warm call + the timed repetitions, then the winner's
     # spread.
-    calls = sum(len(hardware._PROBE_SIZES[d]) * (1 + hardware._PROBE_REPS) + hardware._SPREAD_REPS
+    calls = sum(len(hardware.probe_plan("cpu")["gemm_sizes"][d]) * (1 + hardware._PROBE_REPS) + hardware._SPREAD_REPS
                 for d in hardware.PROBE_DTYPES)
     assert len(log.read_text()) == calls
 
@@ -270,3 +273,133 @@ def test_a_noisy_reduced_precision_is_not_used_for_itself_only(cache, monkeypatc
     assert none16.flops is None and "float16 spread" in none16.method
     again = hardware.probe(dtypes=("float32", "float16"))
     assert again["id"] == result["id"] and len(_measurements(cache)) == 1
+
+
+# -- probe sizes per platform, the ceiling, and probes faster than their bounds ---------------
+
+def test_accelerators_get_gemms_and_arrays_large_enough_for_their_plateau():
+    """A CPU's sizes (N 1024-3072, 256 MiB) are seconds on a 2-core host; an H100 needs N 8192
+    for its bfloat16 plateau (about 790-800 of its 989 TFLOP/s dense) and an array far beyond
+    its 50 MiB L2."""
+    cpu = hardware.probe_plan("cpu")
+    for platform in ("gpu", "tpu", "cuda", "rocm"):
+        plan = hardware.probe_plan(platform)
+        assert plan is not cpu
+        for dtype in hardware.PROBE_DTYPES:
+            sizes = plan["gemm_sizes"][dtype]
+            assert 8192 in sizes and min(sizes) >= 4096, (platform, dtype)
+            assert max(sizes) > max(cpu["gemm_sizes"][dtype])
+        assert plan["bandwidth_mib"] >= 10 * 50  # ten times the H100's L2
+        assert plan["bandwidth_calls"] > 1
+    assert max(cpu["gemm_sizes"]["float32"]) <= 3072 and cpu["bandwidth_calls"] == 1
+
+
+def _fake_h100(monkeypatch, gemm_s=0.03, bandwidth=2.9e12):
+    """Make the probe's framework look like an H100 SXM: JAX's device info says so, its GEMMs
+    sleep ``gemm_s`` and record their sizes, its bandwidth loop records its arguments."""
+    jax_backend = backends.get("jax")
+    real_info = jax_backend.device_info()
+    monkeypatch.setattr(jax_backend, "device_info", lambda: {
+        **real_info, "device_platform": "gpu", "device_kind": "NVIDIA H100 80GB HBM3"})
+    sizes, streams = [], []
+
+    def factory(dtype, n):
+        sizes.append((dtype, n))
+
+        def call():
+            time.sleep(gemm_s)
+        call.matmuls = 8  # queued per call, as the JAX backend's accelerator method does
+        return call
+
+    _methods(monkeypatch, {"xla-stock": factory})
+    monkeypatch.setattr(jax_backend, "measure_bandwidth", lambda megabytes, calls: (
+        streams.append((megabytes, calls)) or {"bytes_per_sec": bandwidth, "cv": 0.01, "method": "fake"}))
+    return sizes, streams
+
+
+def test_a_gpu_probe_uses_the_accelerator_sizes_and_gives_the_ceiling_beside_the_spec_peak(cache, monkeypatch):
+    monkeypatch.setenv("PARADNN_PROBE_MAX_CV", "5")
+    sizes, streams = _fake_h100(monkeypatch)
+    result = hardware.probe()
+    plan = hardware.probe_plan("gpu")
+    assert {n for d, n in sizes} == set(plan["gemm_sizes"]["bfloat16"]) == {4096, 8192}
+    assert streams == [(plan["bandwidth_mib"], plan["bandwidth_calls"])]
+    # The FLOPs of a call are its queued matmuls': 8 x 2 N^3 in about 30 ms (293 TFLOP/s).
+    assert result["peak_flops"]["bfloat16"] == pytest.approx(8 * 2 * 8192**3 / 0.03, rel=0.3)
+    assert result["spec"]["peak_flops"]["bfloat16"] == hardware.PEAKS["h100 sxm"]["flops"]["bfloat16"]
+    assert result["above_spec"] == {} and result["nominal_flops"] is None
+    peak = hardware.peaks("NVIDIA H100 80GB HBM3", "bfloat16", "gpu")
+    ceiling = hardware.ceiling("gpu", "bfloat16", "jax", peak)
+    assert (peak.source, peak.flops, peak.id) == ("spec", 989e12, "spec:h100 sxm")
+    assert (ceiling.source, ceiling.id, ceiling.flops) == ("measured", result["id"], result["peak_flops"]["bfloat16"])
+    assert ceiling.bytes_per_sec == 2.9e12
+
+
+def test_a_gpu_probe_faster_than_the_datasheet_flags_the_table_entry(cache, monkeypatch):
+    """A 'measured' 1.1 PFLOP/s bfloat16 and 3.6 TB/s on an H100 SXM (989 TFLOP/s, 3.35 TB/s
+    in the table): the entry is wrong for this device. The measurement stays the ceiling."""
+    monkeypatch.setenv("PARADNN_PROBE_MAX_CV", "5")
+    _fake_h100(monkeypatch, gemm_s=8 * 2 * 8192**3 / 1.1e15, bandwidth=3.6e12)
+    result = hardware.probe()
+    assert {"bfloat16", "float16", "float32", "bandwidth"} <= set(result["above_spec"])
+    assert "NVIDIA H100 80GB HBM3" in result["above_spec"]["bfloat16"]
+    assert result["contended"] is False and result["in_use"] is True
+    assert hardware.ceiling("gpu", "bfloat16", "jax").id == result["id"]
+
+
+def test_a_probe_above_the_nominal_peak_of_its_cpus_is_never_used(cache, monkeypatch):
+    """The pinning bug of an earlier session: a worker whose main thread alone was pinned to
+    one CPU probed 199 GFLOP/s (its BLAS threads kept both cores) where one core's nominal
+    peak is 166. Such a probe measured another platform: stored, flagged, never a denominator;
+    one within the tolerance is used."""
+    monkeypatch.setenv("PARADNN_PROBE_MAX_CV", "5")
+    n = max(hardware.probe_plan("cpu")["gemm_sizes"]["float32"])
+    _methods(monkeypatch, {"lib": _sleeper(0.02)})
+    rate = 2 * n**3 / 0.02
+    one_core = {"float32": rate / 1.2, "bfloat16": rate / 1.2 * 2, "float16": rate / 1.2}
+    monkeypatch.setattr(hardware, "nominal_cpu_flops", lambda: (one_core, "1 cores x ..."))
+    result = hardware.probe()
+    assert "float32" in result["above_nominal"] and "nominal" in result["above_nominal"]["float32"]
+    assert result["contended"] is False and result["in_use"] is False
+    for dtype in hardware.PROBE_DTYPES:  # every dtype: the probe ran on CPUs it may not use
+        assert not hardware.usable(result, dtype)
+        peak = hardware.peaks("cpu", dtype, "cpu")
+        assert peak.flops is None and peak.source == "none" and "nominal" in peak.method
+    # A cached entry of an earlier paradnn (no above_nominal field) is judged from its own data.
+    old = {k: v for k, v in result.items() if k != "above_nominal"}
+    assert hardware.best_quiet([old], "float32") is None
+    within = {**old, "nominal_flops": {d: v * 1.15 for d, v in one_core.items()}}
+    assert hardware.above_nominal(within) == {} and hardware.best_quiet([within], "float32") is within
+
+
+def test_a_queued_gemm_call_counts_each_matmul():
+    def factory(matmuls):
+        def make(dtype, n):
+            def call():
+                time.sleep(0.02)
+            call.matmuls = matmuls
+            return call
+        return make
+
+    one = hardware.measure_gemm("float32", {"m": factory(1)}, sizes=(512,))["flops"]
+    four = hardware.measure_gemm("float32", {"m": factory(4)}, sizes=(512,))["flops"]
+    assert four / one == pytest.approx(4, rel=0.3)
+
+
+@pytest.mark.slow
+def test_another_frameworks_ceiling_comes_from_a_child_probe(tmp_path, monkeypatch):
+    """On an accelerator a PyTorch run gets the ceiling from ``paradnn probe --json`` in a child
+    process (JAX in its own process would reserve the device memory): the child's answer, read
+    back, is the probe on record."""
+    monkeypatch.setenv("PARADNN_CACHE", str(tmp_path))
+    monkeypatch.setenv("PARADNN_PROBE_BUDGET_S", "2")
+    monkeypatch.setenv("PARADNN_PROBE_MAX_CV", "10")
+    monkeypatch.setattr(hardware, "_CHILD_CEILINGS", {})
+    spec = hardware.Peak(989e12, 3.35e12, "spec", "vendor table: NVIDIA H100 80GB HBM3", "spec:h100 sxm", None, 0.0)
+    ceiling = hardware.ceiling("gpu", "float32", "torch", spec)
+    assert ceiling.source == "measured" and ceiling.flops > 0 and ceiling.bytes_per_sec > 0
+    [entry] = _measurements(tmp_path / "probe.json")
+    assert ceiling.id == entry["id"] and ceiling.flops == entry["peak_flops"]["float32"]
+    # Once per process: a second config reads the answer it already has.
+    assert hardware.ceiling("gpu", "bfloat16", "torch", spec).id == entry["id"]
+    assert len(_measurements(tmp_path / "probe.json")) == 1

@@ -52,6 +52,12 @@ def test_record_carries_every_contracted_metric(tiny_settings):
     assert row["flops_per_sec"] == pytest.approx(row["flops_per_step"] / row["step_time_s"])
     assert row["params"] == 100 * 64 + 64 + 2 * (64 * 64 + 64) + 64 * 10 + 10
     assert row["peak_source"] == "measured"  # a CPU has no spec peak
+    # The ceiling is the peak's own probe on a CPU (measured once), and both utilizations
+    # divide by it.
+    assert (row["ceiling_flops"], row["ceiling_bytes_per_sec"], row["ceiling_id"], row["ceiling_method"]) == (
+        row["peak_flops"], row["peak_bytes_per_sec"], row["peak_id"], row["peak_method"])
+    assert row["ceiling_utilization"] == pytest.approx(row["flops_per_sec"] / row["ceiling_flops"])
+    assert row["model_ceiling_utilization"] == pytest.approx(row["model_flops_utilization"])
     for field in ("jax_version", "jaxlib_version", "flax_version", "python_version", "device_kind",
                   "device_platform", "cpu_model", "steps_per_call", "cv_target"):
         assert row[field] not in (None, ""), field
