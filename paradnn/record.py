@@ -18,6 +18,7 @@ from typing import Any
 
 from paradnn import backends, families
 from paradnn.measure import PROTOCOL_FIELDS
+from paradnn.units import si
 from paradnn.workload import Workload, stable_hash
 
 # 2: device platform field `backend` -> `device_platform`, plus `framework`.
@@ -290,6 +291,30 @@ def physics_warnings(metrics: dict[str, Any], devices: int = 1, cv_target: float
     if flops_mismatch(metrics):
         codes.append("flops_mismatch")
     return codes
+
+
+def peak_and_ceiling(m: Mapping[str, Any]) -> str:
+    """What a record's utilizations divide by, in words with units and sources, from its
+    ``peak_flops``, ``peak_source``, ``peak_method``, ``peak_id``, ``ceiling_flops`` and
+    ``ceiling_id`` (a record's metrics, a stored row; absent or NaN values are unknown), e.g.
+    ``peak 989 TFLOP/s (spec: vendor table: NVIDIA H100 80GB HBM3), ceiling 795 TFLOP/s
+    (measured, probe 1a2b3c4d5e6f)``; on a CPU ``peak 199 GFLOP/s (measured, probe ...),
+    ceiling: the same probe``. A row written before ceilings were recorded says so."""
+    def value(name: str) -> Any:
+        v = m.get(name)
+        return None if v is None or (isinstance(v, float) and v != v) else v
+
+    def one(flops: Any, source: Any, method: Any, id_: Any) -> str:
+        if flops is None:
+            return "n/a (no usable probe on record)"
+        return f"{si(flops, 'FLOP/s')} ({f'spec: {method}' if source == 'spec' else f'measured, probe {id_}'})"
+
+    peak = one(value("peak_flops"), value("peak_source"), value("peak_method"), value("peak_id"))
+    if not value("ceiling_method"):  # every record since ceilings exist says how it got one
+        return f"peak {peak}, ceiling not recorded"
+    if value("ceiling_id") == value("peak_id"):
+        return f"peak {peak}, ceiling: the same probe"
+    return f"peak {peak}, ceiling {one(value('ceiling_flops'), 'measured', None, value('ceiling_id'))}"
 
 
 def warning_codes(value: Any) -> list[str]:

@@ -271,21 +271,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return 0 if record.status == "ok" else 1
 
 
-def peak_and_ceiling(peak: Any, ceiling: Any) -> str:
-    """What utilization divides by and the measured ceiling beside it, each with its source
-    (``paradnn.hardware.Peak`` values), e.g. ``peak 989 TFLOP/s (spec: vendor table: NVIDIA
-    H100 80GB HBM3), ceiling 795 TFLOP/s (measured, probe 1a2b...)``."""
-    def one(p: Any) -> str:
-        if p.flops is None:
-            return "n/a (no usable probe on record)"
-        return f"{si(p.flops, 'FLOP/s')} ({'spec: ' + p.method if p.source == 'spec' else 'measured, probe ' + str(p.id)})"
-
-    same = ceiling.id is not None and ceiling.id == peak.id
-    return f"peak {one(peak)}, ceiling " + ("the same probe" if same else one(ceiling))
-
-
 def _cmd_probe(args: argparse.Namespace) -> int:
     from paradnn.hardware import PROBE_DTYPES, best_quiet, ceilings, on_record, peaks, probe
+    from paradnn.record import peak_and_ceiling
 
     check_backend()
     result = probe(refresh=args.refresh)
@@ -309,7 +297,10 @@ def _cmd_probe(args: argparse.Namespace) -> int:
     print(f"bandwidth  {si(result['peak_bytes_per_sec'], 'B/s')} (measured; spread cv "
           f"{result['spread']['bandwidth']:.1%})")
     for dtype, c in ceiling.items():
-        print(f"peak/ceil  {dtype:9s} {peak_and_ceiling(peak[dtype], c)}")
+        p = peak[dtype]
+        print(f"peak/ceil  {dtype:9s} " + peak_and_ceiling({
+            "peak_flops": p.flops, "peak_source": p.source, "peak_method": p.method, "peak_id": p.id,
+            "ceiling_flops": c.flops, "ceiling_id": c.id, "ceiling_method": c.method}))
     load = result.get("host_load") or {}
     other = load.get("other_busy_cores")
     print(f"method     {result['method']}; measured {result['measured_utc']} (probe {result.get('id')}"
