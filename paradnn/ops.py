@@ -228,6 +228,7 @@ def measure_op(shape: OpShape, dtype: str = "float32", settings: MeasureSettings
     step = metrics["step_time_s"]
     if peak is None:
         peak = hardware.peaks(platform["device_kind"], dtype, platform["device_platform"])
+    ceiling = hardware.ceiling(platform["device_platform"], dtype, framework, peak)
     xla_bytes = op["bytes"]
     metrics.update(
         model_flops_per_step=flops,
@@ -244,6 +245,12 @@ def measure_op(shape: OpShape, dtype: str = "float32", settings: MeasureSettings
         peak_spread=peak.spread,
         flops_utilization=flops / step / peak.flops if peak.flops else None,
         model_flops_utilization=flops / step / peak.flops if peak.flops else None,
+        ceiling_flops=ceiling.flops,
+        ceiling_bytes_per_sec=ceiling.bytes_per_sec,
+        ceiling_id=ceiling.id,
+        ceiling_method=ceiling.method,
+        ceiling_utilization=flops / step / ceiling.flops if ceiling.flops else None,
+        model_ceiling_utilization=flops / step / ceiling.flops if ceiling.flops else None,
         arithmetic_intensity=flops / xla_bytes if xla_bytes else None,
         useful_flops_ratio=1.0,
         op_label=shape.label(),
