@@ -798,6 +798,28 @@ def measured_peak(dtype: str) -> Peak:
                 chosen["id"], chosen["measured_utc"], float(chosen["spread"][dtype]))
 
 
+def utilization_metrics(peak: Peak, ceiling: Peak, executed: float | None, useful: float | None,
+                        devices: int = 1) -> dict[str, Any]:
+    """A record's columns of what it divides by: the peak (``peak_*``) and the measured ceiling
+    (``ceiling_*``) of one device, and the achieved FLOP/s over each times ``devices``:
+    ``flops_utilization`` and ``ceiling_utilization`` from ``executed`` (FLOP/s counted by the
+    framework), ``model_flops_utilization`` and ``model_ceiling_utilization`` from ``useful``
+    (analytic FLOP/s); None where a figure is missing (``paradnn.record.METRICS``)."""
+    def over(achieved: float | None, per_device: float | None) -> float | None:
+        return achieved / (per_device * devices) if achieved is not None and per_device else None
+
+    return {
+        "peak_flops": peak.flops, "peak_bytes_per_sec": peak.bytes_per_sec, "peak_source": peak.source,
+        "peak_method": peak.method, "peak_id": peak.id, "peak_measured_utc": peak.measured_utc,
+        "peak_spread": peak.spread,
+        "flops_utilization": over(executed, peak.flops), "model_flops_utilization": over(useful, peak.flops),
+        "ceiling_flops": ceiling.flops, "ceiling_bytes_per_sec": ceiling.bytes_per_sec,
+        "ceiling_id": ceiling.id, "ceiling_method": ceiling.method,
+        "ceiling_utilization": over(executed, ceiling.flops),
+        "model_ceiling_utilization": over(useful, ceiling.flops),
+    }
+
+
 #: Seconds a run waits for the ceiling probe of another framework's process (:func:`ceiling`):
 #: the probe's GEMM budget plus the child's start, compiles and bandwidth loop, with room.
 CEILING_CHILD_TIMEOUT_S = 600.0

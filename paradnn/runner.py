@@ -244,30 +244,14 @@ def derived_metrics(m: dict[str, Any], workload: Workload, platform: dict[str, A
     measured ceiling (``ceiling_id``: the peak's own probe where the peak is measured)."""
     peak = hardware.peaks(platform["device_kind"], workload.dtype, platform["device_platform"])
     ceiling = hardware.ceiling(platform["device_platform"], workload.dtype, workload.framework, peak)
-    peak_flops = peak.flops
     step = m["step_time_s"]
     executed = m.get("flops_per_step")  # None where the framework does not count them
     flops_per_sec = executed / step if executed else None
-    total_peak = peak_flops * workload.devices if peak_flops else None
-    total_ceiling = ceiling.flops * workload.devices if ceiling.flops else None
     return {
-        "ceiling_flops": ceiling.flops,
-        "ceiling_bytes_per_sec": ceiling.bytes_per_sec,
-        "ceiling_id": ceiling.id,
-        "ceiling_method": ceiling.method,
-        "ceiling_utilization": flops_per_sec / total_ceiling if executed and total_ceiling else None,
-        "model_ceiling_utilization": m["model_flops_per_step"] / step / total_ceiling if total_ceiling else None,
         "examples_per_sec": workload.batch / step,
         "flops_per_sec": flops_per_sec,
-        "peak_flops": peak_flops,
-        "peak_bytes_per_sec": peak.bytes_per_sec,
-        "peak_source": peak.source,
-        "peak_method": peak.method,
-        "peak_id": peak.id,
-        "peak_measured_utc": peak.measured_utc,
-        "peak_spread": peak.spread,
+        **hardware.utilization_metrics(peak, ceiling, flops_per_sec, m["model_flops_per_step"] / step,
+                                       workload.devices),
         "useful_flops_ratio": m["model_flops_per_step"] / executed if executed else None,
-        "flops_utilization": flops_per_sec / total_peak if executed and total_peak else None,
-        "model_flops_utilization": m["model_flops_per_step"] / step / total_peak if total_peak else None,
         "arithmetic_intensity": executed / m["bytes_per_step"] if executed and m.get("bytes_per_step") else None,
     }
