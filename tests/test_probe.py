@@ -335,6 +335,23 @@ def test_a_gpu_probe_uses_the_accelerator_sizes_and_gives_the_ceiling_beside_the
     assert ceiling.bytes_per_sec == 2.9e12
 
 
+def test_a_busy_host_cpu_does_not_make_a_gpu_probe_contended(cache, monkeypatch):
+    """A GPU's GEMMs run on the device: other processes' CPU load (a busy host's data loaders)
+    is recorded but judges nothing, where on a CPU it makes the probe contended."""
+    monkeypatch.setenv("PARADNN_PROBE_MAX_CV", "5")
+    monkeypatch.setenv("PARADNN_PROBE_MAX_LOAD", "0.3")
+    _fake_h100(monkeypatch)
+    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(0.3)
+        result = hardware.probe(dtypes=("float32",))
+    finally:
+        spinner.kill()
+        spinner.wait()
+    assert result["host_load"]["other_busy_cores"] > 0.3
+    assert result["contended"] is False and result["in_use"] is True
+
+
 def test_a_gpu_probe_faster_than_the_datasheet_flags_the_table_entry(cache, monkeypatch):
     """A 'measured' 1.1 PFLOP/s bfloat16 and 3.6 TB/s on an H100 SXM (989 TFLOP/s, 3.35 TB/s
     in the table): the entry is wrong for this device. The measurement stays the ceiling."""
