@@ -153,6 +153,10 @@ def test_cli_summary_says_units_and_sources(paradnn_cmd):
     # The headline utilization is the useful-FLOP one, the executed one beside it.
     line = next(l for l in out.splitlines() if l.startswith("utilization"))
     assert line.index("useful") < line.index("executed")
+    # The ceiling beside the peak: on a CPU it is the peak's own probe.
+    lines = out.splitlines()
+    peak_at = next(i for i, l in enumerate(lines) if l.startswith("peak "))
+    assert lines[peak_at + 1] == "ceiling           the peak's own probe"
 
 
 @pytest.mark.parametrize(
@@ -186,6 +190,11 @@ def test_cli_probe_json(paradnn_cmd):
     assert set(result["peak_flops"]) >= {"float32", "bfloat16", "float16"}
     assert all(v > 1e8 for v in result["peak_flops"].values())  # any CPU does more than 0.1 GFLOP/s
     assert result["peak_bytes_per_sec"] > 1e8
+    # Each dtype's ceiling and peak; on a CPU both are the best usable probe on record.
+    assert result["above_nominal"] == {} and result["above_spec"] == {}
+    for dtype in ("float32", "bfloat16", "float16"):
+        ceiling, peak = result["ceilings"][dtype], result["peaks"][dtype]
+        assert ceiling == peak and ceiling["source"] in ("measured", "none")
 
 
 def test_cli_list_families(paradnn_cmd):
