@@ -167,13 +167,20 @@ def _summary(record) -> str:
         lines.insert(-2, f"memory per device {si(d['memory_peak_bytes'], 'B')} peak (args "
                      f"{si(d['memory_argument_bytes'], 'B')}, temp {si(d['memory_temp_bytes'], 'B')}; "
                      "compiled memory analysis)")
-    # The measured ceiling beside the peak (docs/metrics.md, Peaks).
-    lines.insert(next(i for i, line in enumerate(lines) if line.startswith("peak ")) + 1, "ceiling           " + (
-        "the peak's own probe" + ("" if d.get("ceiling_flops") else " (none)") if d.get("ceiling_id") == d.get("peak_id") else
-        f"{si(d['ceiling_flops'], 'FLOP/s')} per device (measured: {d['ceiling_method']}); utilization "
-        f"{d['model_ceiling_utilization']:.1%} of it from useful FLOPs" if d.get("model_ceiling_utilization") is not None
-        else f"none ({d.get('ceiling_method')})"))
+    lines.insert(next(i for i, line in enumerate(lines) if line.startswith("peak ")) + 1, _ceiling_line(d))
     return "\n".join(lines + _meter_lines(d))
+
+
+def _ceiling_line(d: dict[str, Any]) -> str:
+    """The measured ceiling beside the peak (docs/metrics.md, "Peak and ceiling"): on a CPU the
+    peak's own probe, on a device with a vendor peak its probe and the utilization against it."""
+    if d.get("ceiling_id") == d.get("peak_id"):
+        return "ceiling           the peak's own probe" + ("" if d.get("ceiling_flops") else " (none)")
+    if d.get("ceiling_flops") is None:
+        return f"ceiling           none ({d.get('ceiling_method')})"
+    used = d.get("model_ceiling_utilization")
+    return (f"ceiling           {si(d['ceiling_flops'], 'FLOP/s')} per device ({d['ceiling_method']})"
+            + (f"; utilization {used:.1%} of it from useful FLOPs" if used is not None else ""))
 
 
 def _meter_lines(d: dict[str, Any]) -> list[str]:
@@ -272,7 +279,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_probe(args: argparse.Namespace) -> int:
-    from paradnn.hardware import PROBE_DTYPES, best_quiet, ceilings, on_record, peaks, probe
+    from paradnn.hardware import PROBE_DTYPES, best_quiet, ceilings, on_record, peaks, probe, utilization_metrics
     from paradnn.record import peak_and_ceiling
 
     check_backend()
@@ -297,10 +304,7 @@ def _cmd_probe(args: argparse.Namespace) -> int:
     print(f"bandwidth  {si(result['peak_bytes_per_sec'], 'B/s')} (measured; spread cv "
           f"{result['spread']['bandwidth']:.1%})")
     for dtype, c in ceiling.items():
-        p = peak[dtype]
-        print(f"peak/ceil  {dtype:9s} " + peak_and_ceiling({
-            "peak_flops": p.flops, "peak_source": p.source, "peak_method": p.method, "peak_id": p.id,
-            "ceiling_flops": c.flops, "ceiling_id": c.id, "ceiling_method": c.method}))
+        print(f"peak/ceil  {dtype:9s} {peak_and_ceiling(utilization_metrics(peak[dtype], c, None, None))}")
     load = result.get("host_load") or {}
     other = load.get("other_busy_cores")
     print(f"method     {result['method']}; measured {result['measured_utc']} (probe {result.get('id')}"
