@@ -151,19 +151,24 @@ def test_a_peak_noisier_than_the_target_flags_the_utilization(cache, monkeypatch
     assert "peak_spread_above_target" in rec.warnings  # ...but never silently
 
 
+def _probe_beside_a_spinner():
+    """A float32 probe while a child process spins on one core (another process's load)."""
+    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(0.3)
+        return hardware.probe(dtypes=("float32",))
+    finally:
+        spinner.kill()
+        spinner.wait()
+
+
 def test_a_busy_neighbour_makes_the_probe_contended(cache, monkeypatch):
     """Load from another process (a spinning child) is seen and recorded, even when the probe's
     own timings are steady (its GEMMs sleep, so the neighbour does not slow them)."""
     monkeypatch.setenv("PARADNN_PROBE_MAX_CV", "5")
     monkeypatch.setenv("PARADNN_PROBE_MAX_LOAD", "0.3")
     _methods(monkeypatch, {"lib": _sleeper(0.05)})
-    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
-    try:
-        time.sleep(0.3)
-        result = hardware.probe(dtypes=("float32",))
-    finally:
-        spinner.kill()
-        spinner.wait()
+    result = _probe_beside_a_spinner()
     assert result["host_load"]["other_busy_cores"] > 0.3
     assert result["contended"] is True and "other processes" in " ".join(result["contended_reasons"])
     assert hardware.peaks("cpu", "float32", "cpu").flops is None
@@ -341,13 +346,7 @@ def test_a_busy_host_cpu_does_not_make_a_gpu_probe_contended(cache, monkeypatch)
     monkeypatch.setenv("PARADNN_PROBE_MAX_CV", "5")
     monkeypatch.setenv("PARADNN_PROBE_MAX_LOAD", "0.3")
     _fake_h100(monkeypatch)
-    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
-    try:
-        time.sleep(0.3)
-        result = hardware.probe(dtypes=("float32",))
-    finally:
-        spinner.kill()
-        spinner.wait()
+    result = _probe_beside_a_spinner()
     assert result["host_load"]["other_busy_cores"] > 0.3
     assert result["contended"] is False and result["in_use"] is True
 
