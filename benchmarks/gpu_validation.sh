@@ -123,7 +123,7 @@ EOF
 
 # 2. The test suite's GPU tests (skipped with a reason on a CPU), and the version-sensitive
 #    CPU tests (peak table, jaxpr FLOP counter) under this machine's jax.
-step pytest_gpu 150 "$PY" -m pytest -q -rs -m gpu -p no:cacheprovider --junitxml="$OUT_DIR/pytest_gpu.xml" tests
+step pytest_gpu 180 "$PY" -m pytest -q -rs -m gpu -p no:cacheprovider --junitxml="$OUT_DIR/pytest_gpu.xml" tests
 step pytest_jax 90 "$PY" -m pytest -q -rs -p no:cacheprovider --junitxml="$OUT_DIR/pytest_jax.xml" \
   tests/test_hardware.py tests/test_jaxpr_flops.py
 
