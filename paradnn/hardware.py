@@ -24,6 +24,8 @@ import math
 import os
 import platform as _platform
 import re
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -161,8 +163,6 @@ def paradnn_revision() -> str:
     virtual environment that happens to live inside some git repository reports its version,
     not that repository's commit. No git, a timeout or any git failure gives the version.
     """
-    import subprocess
-
     import paradnn
 
     package_dir = Path(paradnn.__file__).resolve().parent
@@ -606,8 +606,6 @@ def _answer(entries: list[dict[str, Any]], dtypes: tuple[str, ...], now: float) 
 def notify(message: str) -> None:
     """One progress line on stderr (``paradnn: ...``): the probe says when it measures, so that a
     run that spends seconds on it is never silent."""
-    import sys
-
     print(f"paradnn: {message}", file=sys.stderr, flush=True)
 
 
@@ -848,6 +846,8 @@ def ceiling(device_platform: str, dtype: str, framework: str = backends.DEFAULT,
         if framework != backends.DEFAULT:
             return _child_ceiling(dtype)
         return measured_peak(dtype)
+    except ParadnnError:
+        raise  # bad settings (PARADNN_PROBE_*) or an unwritable cache are the user's to fix
     except Exception as exc:  # noqa: BLE001 - the spec peak still gives utilization
         return Peak(None, None, "none", f"the ceiling probe failed: {type(exc).__name__}: {exc}"[:1000])
 
@@ -861,9 +861,6 @@ def ceilings(dtypes: tuple[str, ...] = PROBE_DTYPES) -> dict[str, Peak]:
 def _child_ceiling(dtype: str) -> Peak:
     """The ceiling for ``dtype`` measured (or read from the cache) by ``paradnn probe --json``
     in a child process of the reference framework, once per process."""
-    import subprocess
-    import sys
-
     if "ceilings" not in _CHILD_CEILINGS:
         env = {**os.environ, "XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
         # stderr is the run's: the child says when it measures.
