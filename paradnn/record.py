@@ -307,7 +307,9 @@ def peak_and_ceiling(m: Mapping[str, Any]) -> str:
     def one(flops: Any, source: Any, method: Any, id_: Any) -> str:
         if flops is None:
             return "n/a (no usable probe on record)"
-        return f"{si(flops, 'FLOP/s')} ({f'spec: {method}' if source == 'spec' else f'measured, probe {id_}'})"
+        if source == "spec":
+            return f"{si(flops, 'FLOP/s')} (spec: {method})"
+        return f"{si(flops, 'FLOP/s')} (measured" + (f", probe {id_})" if id_ else ")")
 
     peak = one(value("peak_flops"), value("peak_source"), value("peak_method"), value("peak_id"))
     if not value("ceiling_method"):  # every record since ceilings exist says how it got one
