@@ -762,11 +762,13 @@ def _measure(backend: Any, methods: dict[str, Callable], info: dict[str, Any],
     return result
 
 
-def peaks(device_kind: str, dtype: str, backend: str | None = None) -> Peak:
-    """The peak of one device for ``dtype``: the spec table for known accelerators, else the best
-    quiet probe of this host and software on record (measured once, :func:`measured_peak`).
-    Where only contended probes are on record, ``flops`` is None (``source`` "none", ``method``
-    says why): a peak measured under load would inflate utilization."""
+def peaks(device_kind: str, dtype: str, backend: str | None = None,
+          framework: str = backends.DEFAULT) -> Peak:
+    """The peak of one device (``backend``: its platform, cpu|gpu|tpu) for ``dtype``: the spec
+    table for known accelerators, else the best quiet probe of this host and software on record
+    (measured once, :func:`measured_peak`; for a run of ``framework`` on an accelerator, see
+    :func:`ceiling`). Where only contended probes are on record, ``flops`` is None (``source``
+    "none", ``method`` says why): a peak measured under load would inflate utilization."""
     if backend != "cpu":
         name = spec_name(device_kind)
         if name is not None:
@@ -774,7 +776,7 @@ def peaks(device_kind: str, dtype: str, backend: str | None = None) -> Peak:
             flops = entry["flops"].get(dtype, entry["flops"]["float32"])
             return Peak(float(flops), float(entry["bw"]), "spec", f"vendor table: {device_kind}",
                         f"spec:{name}", None, 0.0)
-    return measured_peak(dtype)
+    return _probed(backend or "cpu", dtype, framework)
 
 
 def measured_peak(dtype: str) -> Peak:
@@ -843,13 +845,20 @@ def ceiling(device_platform: str, dtype: str, framework: str = backends.DEFAULT,
     if device_platform == "cpu":
         return measured_peak(dtype)
     try:
-        if framework != backends.DEFAULT:
-            return _child_ceiling(dtype)
-        return measured_peak(dtype)
+        return _probed(device_platform, dtype, framework)
     except ParadnnError:
         raise  # bad settings (PARADNN_PROBE_*) or an unwritable cache are the user's to fix
     except Exception as exc:  # noqa: BLE001 - the spec peak still gives utilization
         return Peak(None, None, "none", f"the ceiling probe failed: {type(exc).__name__}: {exc}"[:1000])
+
+
+def _probed(device_platform: str, dtype: str, framework: str) -> Peak:
+    """The best quiet probe for ``dtype`` as a run of ``framework`` on ``device_platform`` gets
+    it: in its own process (:func:`measured_peak`) on a CPU or with the reference framework,
+    else from a child process (:func:`ceiling` says why)."""
+    if device_platform == "cpu" or framework == backends.DEFAULT:
+        return measured_peak(dtype)
+    return _child_ceiling(dtype)
 
 
 def ceilings(dtypes: tuple[str, ...] = PROBE_DTYPES) -> dict[str, Peak]:
