@@ -128,13 +128,19 @@ step pytest_jax 90 "$PY" -m pytest -q -rs -p no:cacheprovider --junitxml="$OUT_D
   tests/test_hardware.py tests/test_jaxpr_flops.py
 
 # 3. The measured ceiling (paradnn probe: GEMMs of N 4096 and 8192 per dtype, 1 GiB bandwidth
-#    loop on a GPU), which the runs below then find in the cache, and the compute-bound FC in
-#    bfloat16 and float32 against the spec peak and that ceiling.
+#    loop on a GPU), which the runs below then find in the cache; the compute-bound FC in
+#    bfloat16 and float32 against the spec peak and that ceiling; float32 also pinned to full
+#    float32 (JAX's default is TF32 on Hopper) and under PyTorch (whose default matmul is full
+#    float32): the measured matmul_precision_used of each, and the peak it divides by.
 step probe 120 --stdout "$OUT_DIR/probe.json" "$PY" -m paradnn probe --json
 for dt in bfloat16 float32; do
   step "fc_$dt" 90 --stdout "$OUT_DIR/fc_$dt.json" "$PY" -m paradnn run fc "${FC_ARGS[@]}" --dtype "$dt" \
     "${FC_SETTINGS[@]}" --json
 done
+step fc_float32_highest 90 --stdout "$OUT_DIR/fc_float32_highest.json" "$PY" -m paradnn run fc "${FC_ARGS[@]}" \
+  --dtype float32 --matmul-precision highest "${FC_SETTINGS[@]}" --json
+step fc_float32_torch 120 --stdout "$OUT_DIR/fc_float32_torch.json" "$PY" -m paradnn run fc "${FC_ARGS[@]}" \
+  --dtype float32 --framework torch "${FC_SETTINGS[@]}" --json
 
 # 4. Out-of-memory predicted without allocating: weights + optimizer state just above 80 GB
 #    (26 x 16384^2 float32 weights, 3 copies with rmsprop: ~80.9 GB), and activations above the
@@ -280,6 +286,20 @@ for dt in ("bfloat16", "float32"):
               "recorded; above the non-tensor FP32 peak means TF32 tensor cores ran",
               (r["peak_source"] == "spec") if gpu else None,
               f"TF32 in use: {tf32} (non-tensor FP32 peak {si(full, 'FLOP/s')})" if full else "")
+
+# The precision each float32 run measured itself using, and the peak that follows from it: on an
+# Ampere or later GPU JAX's default is TF32, the pinned run and PyTorch's default matmul full
+# float32 (divided by the non-tensor FP32 peak).
+expected = {"fc_float32": "tf32", "fc_float32_highest": "highest", "fc_float32_torch": "highest"}
+for name, want in expected.items():
+    r = load(f"{name}.json") or {}
+    used = r.get("matmul_precision_used")
+    value = (f"{used} ({r.get('matmul_precision_bits')} bits), setting {r.get('matmul_precision')}; "
+             f"peak {si(r.get('peak_flops'), 'FLOP/s')} ({r.get('peak_method')}); "
+             f"{si(r.get('flops_per_sec'), 'FLOP/s')}" if r.get("status") == "ok" else
+             (r.get("error") or steps.get(name, {}).get("status")))
+    check(f"matmul precision measured: {name}", value, f"{want} on an NVIDIA GPU",
+          (used == want and (r.get("flops_utilization") or 0) <= 1) if gpu else None)
 
 for name, label, needle in (("oom_80gb", "OOM predicted, weights+state just above 80 GB", "before compiling"),
                             ("oom_activations", "OOM predicted from compiled memory analysis", "memory analysis")):

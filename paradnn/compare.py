@@ -305,6 +305,12 @@ def _ms(seconds: float) -> str:
     return f"{seconds * 1e3:.3g}" if np.isfinite(seconds) else "n/a"
 
 
+def _marked(row: Any) -> str:
+    """A config's label, marked where its two sides ran float32 matmuls at different measured
+    precisions (the notes say which)."""
+    return row.label + (" [matmul precision differs]" if getattr(row, "precision_differs", False) else "")
+
+
 def _x(ratio: float) -> str:
     return f"{ratio:.3f}" if np.isfinite(ratio) else "n/a"
 
@@ -352,7 +358,7 @@ def text(result: CompareResult, rows: int | None = None) -> str:
         ci = f"{_x(r.ci_low)}-{_x(r.ci_high)}"
         lines.append(f"{r.verdict:<12} {_x(r.ratio):>6} {ci:>15} {r.q:>7.3g} "
                      f"{(r.noise * 100 if np.isfinite(r.noise) else float('nan')):>5.0f}% "
-                     f"{_ms(r.base_s):>8} {_ms(r.new_s):>8} {str(r.bound or '?'):<7} {r.label}")
+                     f"{_ms(r.base_s):>8} {_ms(r.new_s):>8} {str(r.bound or '?'):<7} {_marked(r)}")
     if rows is not None and len(result.table) > rows:
         lines.append(f"... {len(result.table) - rows} more (--json for all)")
     lines.append("")
@@ -377,7 +383,7 @@ def markdown(result: CompareResult, rows: int = 30) -> str:
         out += ["| verdict | config | bound | ratio (x) | 95% CI (x) | q | noise | BASE (ms) | NEW (ms) |",
                 "|---|---|---|---:|---:|---:|---:|---:|---:|"]
         for r in shown.itertuples():
-            out.append(f"| {r.verdict} | {r.label} | {r.bound or '?'} | {_x(r.ratio)} | "
+            out.append(f"| {r.verdict} | {_marked(r)} | {r.bound or '?'} | {_x(r.ratio)} | "
                        f"{_x(r.ci_low)} - {_x(r.ci_high)} | {r.q:.3g} | "
                        f"{r.noise * 100:.0f}% | {_ms(r.base_s)} | {_ms(r.new_s)} |")
         if (t["verdict"] != "unchanged").sum() > rows:

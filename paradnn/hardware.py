@@ -33,7 +33,7 @@ from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
-from paradnn import backends
+from paradnn import backends, precision
 from paradnn.errors import InfrastructureError, ParadnnError
 from paradnn.units import si
 
@@ -45,8 +45,8 @@ T = 1e12
 # default float32 matmul on Ampere/Hopper uses TF32 tensor cores (JAX's "Matmul precision"
 # docs: "TF32 on recent GPUs" unless jax_default_matmul_precision asks for more): those float32
 # peaks are the ones the default precision can reach. The GPU entries also record "float32_full", the non-tensor-core
-# FP32 peak that precision="highest" (true float32) is bounded by; utilization never divides by
-# it.
+# FP32 peak that true float32 is bounded by: a float32 run whose measured matmul_precision_used
+# is "highest" divides by it (:func:`_spec_flops`).
 # NVIDIA datasheets print tensor-core peaks "with sparsity"; the dense figures here are half.
 #   H100 SXM/PCIe/NVL: NVIDIA H100 Tensor Core GPU datasheet (nvidia.com/en-us/data-center/h100):
 #     SXM 67 FP32, 989 TF32*, 1979 BF16/FP16*, 3.35 TB/s, 80 GB; PCIe 51, 756*, 1513*, 2.0 TB/s,
@@ -762,10 +762,32 @@ def _measure(backend: Any, methods: dict[str, Callable], info: dict[str, Any],
     return result
 
 
-def peaks(device_kind: str, dtype: str, backend: str | None = None,
+def _spec_flops(entry: dict[str, Any], dtype: str, precision_used: str | None) -> tuple[float, str]:
+    """(FLOP/s, which rate) of a vendor-table entry for ``dtype`` computed at the measured
+    ``matmul_precision_used`` (:mod:`paradnn.precision`). The table's float32 rate is what the
+    default precision reaches (TF32 on NVIDIA Ampere and later, bfloat16 passes on a TPU); a run
+    measured at full float32 on a GPU divides by the non-tensor FP32 rate (``float32_full``),
+    one at bfloat16 passes by the bfloat16 rate (a third of it for 3 passes, a sixth for full
+    float32 on a TPU). Not yet validated on a GPU or TPU (docs/gpu.md). A label naming two
+    levels (matmul and convolution) takes the faster, so that utilization is never overstated."""
+    flops = entry["flops"]
+    if dtype != "float32" or not precision_used:
+        return flops.get(dtype, flops["float32"]), f"{dtype} rate"
+    # A TPU (no float32_full) computes full float32 as 6 bfloat16 passes (JAX's BF16_BF16_F32_X6).
+    by_level = {"highest": ((entry["float32_full"], "FP32 non-tensor rate") if "float32_full" in entry
+                            else (flops["bfloat16"] / 6, "bfloat16 rate / 6 passes")),
+                "tf32": (flops["float32"], "float32 (TF32) rate"),
+                "bf16x3": (flops.get("bfloat16", flops["float32"]) / 3, "bfloat16 rate / 3 passes"),
+                "bf16": (flops.get("bfloat16", flops["float32"]), "bfloat16 rate")}
+    rates = [by_level[level] for level in precision.levels_of(precision_used) if level in by_level]
+    return max(rates) if rates else (flops["float32"], "float32 rate")
+
+
+def peaks(device_kind: str, dtype: str, backend: str | None = None, precision_used: str | None = None,
           framework: str = backends.DEFAULT) -> Peak:
     """The peak of one device (``backend``: its platform, cpu|gpu|tpu) for ``dtype``: the spec
-    table for known accelerators, else the best quiet probe of this host and software on record
+    table for known accelerators (for float32, the rate of the measured ``precision_used``:
+    :func:`_spec_flops`), else the best quiet probe of this host and software on record
     (measured once, :func:`measured_peak`; for a run of ``framework`` on an accelerator, see
     :func:`ceiling`). Where only contended probes are on record, ``flops`` is None (``source``
     "none", ``method`` says why): a peak measured under load would inflate utilization."""
@@ -773,8 +795,8 @@ def peaks(device_kind: str, dtype: str, backend: str | None = None,
         name = spec_name(device_kind)
         if name is not None:
             entry = PEAKS[name]
-            flops = entry["flops"].get(dtype, entry["flops"]["float32"])
-            return Peak(float(flops), float(entry["bw"]), "spec", f"vendor table: {device_kind}",
+            flops, rate = _spec_flops(entry, dtype, precision_used)
+            return Peak(float(flops), float(entry["bw"]), "spec", f"vendor table: {device_kind}, {rate}",
                         f"spec:{name}", None, 0.0)
     return _probed(backend or "cpu", dtype, framework)
 

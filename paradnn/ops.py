@@ -227,7 +227,7 @@ def measure_op(shape: OpShape, dtype: str = "float32", settings: MeasureSettings
     metrics.update(timing.stats())
     step = metrics["step_time_s"]
     if peak is None:
-        peak = hardware.peaks(platform["device_kind"], dtype, platform["device_platform"], framework)
+        peak = hardware.peaks(platform["device_kind"], dtype, platform["device_platform"], framework=framework)
     ceiling = hardware.ceiling(platform["device_platform"], dtype, framework, peak)
     xla_bytes = op["bytes"]
     metrics.update(

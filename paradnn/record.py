@@ -24,7 +24,13 @@ from paradnn.workload import Workload, stable_hash
 # 2: device platform field `backend` -> `device_platform`, plus `framework`.
 # 3: the key covers a record's own framework only: its software fields (no other framework's
 #    versions, no None placeholders for them) and its options (no other framework's settings).
-SCHEMA_VERSION = 3
+# 4: the option matmul_precision (every built-in framework); rows before it ran at each
+#    framework's default precision and read as matmul_precision "default" (SETTINGS_ADDED).
+SCHEMA_VERSION = 4
+#: Framework options added after the first schema: schema version -> {option: the value rows of
+#: earlier versions ran with}. Migration (``paradnn.store.migrate_row``) fills them in where the
+#: row's framework declares the option, so that an old row keys as the same config run now.
+SETTINGS_ADDED: dict[int, dict[str, Any]] = {4: {"matmul_precision": "default"}}
 
 #: A predicted row (paradnn.predictor) is not a measurement: no analysis or figure of measured
 #: rows uses it (they take ``ok`` rows), and it never counts as a config's record on resume.
@@ -96,6 +102,15 @@ METRICS: dict[str, tuple[str, str]] = {
     "steps_per_call_used": ("1", "measured: training steps per timed call (K) the protocol chose"),
     "step_loop_used": ("", "measured program: device (K steps in a loop inside the compiled program) "
                        "or host (a one-step program called K times); settings step_loop"),
+    "matmul_precision_used": ("", "measured: the internal precision of the run's float32 matmuls and "
+                              "convolutions (highest, bf16x3, tf32, bf16; 'matmul X, conv Y' where "
+                              "they differ), from a probe matmul and convolution run by the "
+                              "framework with the run's settings against exact products "
+                              "(paradnn.precision); a reduced compute dtype's name (bfloat16, "
+                              "float16) where the run multiplies in it; settings matmul_precision"),
+    "matmul_precision_bits": ("bits", "measured: effective mantissa bits of that probe (the fewer of "
+                              "matmul and convolution): about 22-24 full float32, 16 bf16x3, 11 "
+                              "tf32, 8 bf16; empty for a reduced compute dtype"),
     "warmup_calls_used": ("1", "measured: untimed warm-up calls"),
     "warmup_elapsed_s": ("s", "measured: wall time of the warm-up calls (the setting warmup_s is "
                          "their minimum)"),

@@ -242,7 +242,8 @@ def derived_metrics(m: dict[str, Any], workload: Workload, platform: dict[str, A
     which peak the utilizations divide by (``peak_id``: none where only contended probes of
     this host are on record, and then no utilization); the same utilizations against the
     measured ceiling (``ceiling_id``: the peak's own probe where the peak is measured)."""
-    peak = hardware.peaks(platform["device_kind"], workload.dtype, platform["device_platform"], workload.framework)
+    peak = hardware.peaks(platform["device_kind"], workload.dtype, platform["device_platform"],
+                          m.get("matmul_precision_used"), framework=workload.framework)
     ceiling = hardware.ceiling(platform["device_platform"], workload.dtype, workload.framework, peak)
     step = m["step_time_s"]
     executed = m.get("flops_per_step")  # None where the framework does not count them

@@ -43,8 +43,10 @@ import pandas as pd
 
 from paradnn.errors import ParadnnError, ParadnnWarning, StoreError, echo
 from paradnn.measure import SETTINGS_FIELDS
-from paradnn import families
-from paradnn.record import METRICS, PLATFORM_FIELDS, SCHEMA_VERSION, SOFTWARE_FIELDS, Record, row_key
+from paradnn import backends, families
+from paradnn.record import (
+    METRICS, PLATFORM_FIELDS, SCHEMA_VERSION, SETTINGS_ADDED, SOFTWARE_FIELDS, Record, row_key,
+)
 
 __all__ = ["STORE_SCHEMA_VERSION", "COLUMNS", "EXPORT_SUFFIXES", "Store", "load", "merge", "export", "migrate_row",
            "status_counts", "check_store", "Unreadable", "UNREADABLE_CAUSES", "DAMAGE_ATTR",
@@ -52,7 +54,7 @@ __all__ = ["STORE_SCHEMA_VERSION", "COLUMNS", "EXPORT_SUFFIXES", "Store", "load"
 
 #: Version of the file layout (tables, columns). Bump when the layout changes; readers refuse
 #: stores with a higher version. Independent of ``record.SCHEMA_VERSION`` (meaning of fields).
-STORE_SCHEMA_VERSION = 3
+STORE_SCHEMA_VERSION = 4
 _FORMAT = "paradnn-store"
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 # Seconds a writer waits for another writer's lock before failing; sweeps on one store commit a
@@ -74,17 +76,25 @@ def migrate_row(row: dict[str, Any]) -> dict[str, Any]:
     Store schema 1 (paradnn before frameworks) ran JAX only and called the device platform
     ``backend``: it becomes ``device_platform`` and the row gains ``framework: "jax"``.
     Record schema 2 keyed a row on every framework's version fields and options (JAX rows on
-    ``tf_version: None`` and ``torch_compile``, PyTorch rows on JAX's versions): its ``key``
-    becomes the one the current code gives the same config (:func:`paradnn.record.row_key`),
-    so sweeps resume across the upgrade; rows whose family or framework is not registered keep
-    theirs. Every field is kept. Idempotent, so rows of any version pass through it on every
+    ``tf_version: None`` and ``torch_compile``, PyTorch rows on JAX's versions); rows before
+    schema 4 lack the options added since (``paradnn.record.SETTINGS_ADDED``: they ran with the
+    value filled in). An older row's ``key`` becomes the one the current code gives the same
+    config (:func:`paradnn.record.row_key`), so sweeps resume across the upgrade; rows whose
+    family or framework is not registered keep theirs. Every field is kept. Idempotent, so rows of any version pass through it on every
     read.
     """
     if "backend" in row and "device_platform" not in row:
         row["device_platform"] = row.pop("backend")
     row.setdefault("framework", "jax")
     version = row.get("schema_version")
-    if isinstance(version, int) and version < 3:
+    if isinstance(version, int) and version < SCHEMA_VERSION:
+        framework = row["framework"]
+        declared = backends.option_names(framework) if framework in backends.names() else ()
+        for added, defaults in SETTINGS_ADDED.items():
+            if version < added:
+                for name, value in defaults.items():
+                    if name in declared:
+                        row.setdefault(name, value)
         key = row_key(row)
         if key is not None:
             row["key"] = key

@@ -41,7 +41,7 @@ NODES, BATCHES = (64, 128, 256, 512), (8, 16, 64, 256)
 
 def _record(spec, batch: int, samples: np.ndarray, t: str, dtype: str = "float32",
             framework: str = "jax", software: dict | None = None, settings: dict | None = None,
-            keep_samples: bool = True) -> Record:
+            keep_samples: bool = True, measured: dict | None = None) -> Record:
     """An ok record whose timing metrics are the real Timing statistics of ``samples``;
     batch <= 16 is memory-bound (intensity 1 FLOP/B), larger batches compute-bound (8)."""
     timing = Timing(np.asarray(samples, dtype=float), 1.0, 4, 1, 0.1, SETTINGS["cv_target"], 2.0)
@@ -50,7 +50,8 @@ def _record(spec, batch: int, samples: np.ndarray, t: str, dtype: str = "float32
         metrics.pop("step_times_s")
     metrics.update(examples_per_sec=batch / metrics["step_time_s"], peak_flops=PEAK_FLOPS,
                    peak_bytes_per_sec=PEAK_BYTES, arithmetic_intensity=1.0 if batch <= 16 else 8.0,
-                   flops_per_sec=1e9, steps_per_call_used=4, params=getattr(spec, "nodes", 8) * 1000)
+                   flops_per_sec=1e9, steps_per_call_used=4, params=getattr(spec, "nodes", 8) * 1000,
+                   **(measured or {}))
     return Record(status="ok", workload=Workload(spec, batch, dtype=dtype, framework=framework).to_dict(),
                   platform=PLATFORM, software={**SOFTWARE, **(software or {})},
                   settings={**SETTINGS, **(settings or {})}, metrics=metrics, time_utc=t)
@@ -628,3 +629,25 @@ def test_report_section_compares_the_two_newest_versions(tmp_path):
         compare_section(one)
     [missing] = [m for m in plan(one)[1] if m.id == "compare"]
     assert "paradnn merge" in missing.command and "new.db" in missing.command
+
+
+def test_a_comparison_of_two_matmul_precisions_is_flagged(tmp_path):
+    """Both sides at their framework's default precision can still differ in what they computed
+    with (JAX's TF32 against PyTorch's float32 on an NVIDIA GPU): the measured
+    matmul_precision_used flags such configs, in the table, the text and a note."""
+    base = _grid_store(tmp_path / "a.db", 1, measured={"matmul_precision_used": "tf32"})
+    new = _grid_store(tmp_path / "b.db", 2, framework="torch", measured={"matmul_precision_used": "highest"},
+                      software={"framework_version": "2.15", "torch_version": "2.15"})
+    result = AC.compare_frames(load(base), load(new), axes="framework")
+    assert result.table["precision_differs"].all()
+    assert any("different precisions" in n and "BASE tf32; NEW highest" in n for n in result.notes)
+    assert "[matmul precision differs]" in paradnn.compare.text(result)
+    from paradnn.analysis import framework_speedup, speedup_summary
+
+    sp = framework_speedup(pd.concat([load(base), load(new)]), "torch", "jax")
+    assert len(sp) and sp["precision_differs"].all() and speedup_summary(sp)["precision_differs"] == len(sp)
+    same = _grid_store(tmp_path / "c.db", 3, framework="torch", measured={"matmul_precision_used": "tf32"},
+                       software={"framework_version": "2.15", "torch_version": "2.15"})
+    result = AC.compare_frames(load(base), load(same), axes="framework")
+    assert not result.table["precision_differs"].any()
+    assert not any("different precisions" in n for n in result.notes)

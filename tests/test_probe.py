@@ -419,6 +419,6 @@ def test_another_frameworks_ceiling_comes_from_a_child_probe(tmp_path, monkeypat
     # Once per process: a second config reads the answer it already has, and so does the peak
     # of a GPU without a vendor entry (the probe is its peak; JAX never starts in this process).
     assert hardware.ceiling("gpu", "bfloat16", "torch", spec).id == entry["id"]
-    unknown = hardware.peaks("NVIDIA GeForce RTX 4090", "float32", "gpu", "torch")
+    unknown = hardware.peaks("NVIDIA GeForce RTX 4090", "float32", "gpu", framework="torch")
     assert unknown.source == "measured" and unknown.id == entry["id"]
     assert len(_measurements(tmp_path / "probe.json")) == 1

@@ -19,7 +19,7 @@ from paradnn.measure import MeasureSettings
 from paradnn.record import CORE_SOFTWARE_FIELDS, PLATFORM_FIELDS, Record, row_key
 from paradnn.families.fc import FC
 from paradnn.workload import Workload
-from paradnn.store import STORE_SCHEMA_VERSION, Store
+from paradnn.store import STORE_SCHEMA_VERSION, Store, migrate_row
 
 OLD = Path(__file__).parent / "data" / "store_schema2.db"
 SPEC, BATCH = FC(2, 16, 8, 4), 8
@@ -46,14 +46,15 @@ def test_old_store_is_schema_2_with_old_keys():
 def test_reading_and_opening_give_the_current_keys(tmp_path):
     raw = _raw_rows()
     df = paradnn.load(OLD)
-    assert list(df["key"]) == [row_key(r) for r in raw]
+    assert list(df["key"]) == [row_key(migrate_row(dict(r))) for r in raw]
     assert all(k != r["key"] for k, r in zip(df["key"], raw))  # the keys did change
-    assert (df["schema_version"] == 3).all() and set(raw[0]) <= set(df.columns)  # every field kept
+    assert (df["schema_version"] == 4).all() and set(raw[0]) <= set(df.columns)  # every field kept
+    assert list(df["matmul_precision"]) == ["default", "default"]  # what paradnn then ran with
     copy = tmp_path / "old.db"
     shutil.copy(OLD, copy)
     with Store(copy) as db:
         version = db._con.execute("SELECT value FROM paradnn_meta WHERE name='schema_version'").fetchone()[0]
-        assert int(version) == STORE_SCHEMA_VERSION == 3
+        assert int(version) == STORE_SCHEMA_VERSION == 4
         assert db.counts_by_key() == {k: 1 for k in df["key"]}
     assert paradnn.load(copy).equals(df)
 
@@ -84,7 +85,7 @@ def test_migrated_keys_use_the_fields_the_backends_record():
     jax_row = _raw_rows()[0]
     new = Record("ok", Workload(SPEC, BATCH).to_dict(), {k: jax_row[k] for k in PLATFORM_FIELDS},
                  {k: jax_row[k] for k in software}, SETTINGS.to_dict())
-    assert new.key == row_key(jax_row)
+    assert new.key == row_key(migrate_row(dict(jax_row)))
 
 
 def _same_host_and_versions(framework: str, row: dict) -> None:
@@ -114,3 +115,22 @@ def test_a_sweep_resumes_an_old_store(tmp_path):
     df = paradnn.sweep(grid, store=copy, executor="inprocess", settings=SETTINGS, progress=False, cache_dir=None)
     assert len(paradnn.load(copy)) == 2 and len(df) == 2  # nothing measured again
     assert set(df["time_utc"]) == {r["time_utc"] for r in raw}
+
+
+def test_a_schema_3_row_keys_as_the_same_config_at_default_precision():
+    """Rows before schema 4 lack matmul_precision; paradnn never changed the frameworks'
+    precision then, so they read as "default" and key as a new default-precision run does (a
+    sweep resumes them), while a run at another precision is another config."""
+    from paradnn.runner import context
+
+    platform, software = context("jax")
+    workload = Workload(SPEC, BATCH).to_dict()
+    new = Record("ok", workload, platform, software, SETTINGS.to_dict("jax"))
+    old = {**new.to_dict(), "schema_version": 3}
+    del old["matmul_precision"]
+    assert row_key(old) != new.key  # without the migration the old row would be measured again
+    migrated = migrate_row(dict(old))
+    assert migrated["matmul_precision"] == "default" and migrated["schema_version"] == 4
+    assert migrated["key"] == new.key
+    tf32 = Record("ok", workload, platform, software, SETTINGS.replace().to_dict("jax") | {"matmul_precision": "tf32"})
+    assert tf32.key != new.key

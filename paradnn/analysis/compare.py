@@ -44,6 +44,7 @@ import pandas as pd
 from paradnn.analysis.columns import (
     FAMILY_FIELDS, PLATFORM_KEY, WORKLOAD_FIELDS, fmt, ok_rows, unstable_mask, workload_label,
 )
+from paradnn import precision
 from paradnn.errors import ParadnnError
 from paradnn.measure import SETTINGS_FIELDS
 
@@ -737,6 +738,14 @@ def config_label(row: pd.Series, columns: Sequence[str] = ()) -> str:
     return text
 
 
+def _precisions(rows: pd.DataFrame) -> set[str]:
+    """The measured ``matmul_precision_used`` of float32 rows (empty where not recorded: rows
+    before paradnn measured it; reduced dtypes, whose label is the dtype, are left out)."""
+    if "matmul_precision_used" not in rows.columns:
+        return set()
+    return {v for v in rows["matmul_precision_used"] if precision.is_level(v)}
+
+
 def _steps_per_call(rows: pd.DataFrame) -> set[int]:
     if "steps_per_call_used" not in rows.columns:
         return set()
@@ -806,6 +815,7 @@ def compare_frames(base: pd.DataFrame, new: pd.DataFrame, axes: str | Sequence[s
     out: list[dict[str, Any]] = []
     methods: dict[str, int] = {}
     k_differs: list[str] = []
+    precision_differs: list[str] = []
     superseded = 0
     for k in common:
         rb, rn = b_rows.iloc[groups_b[k]], n_rows.iloc[groups_n[k]]
@@ -814,6 +824,11 @@ def compare_frames(base: pd.DataFrame, new: pd.DataFrame, axes: str | Sequence[s
         kb_used, kn_used = _steps_per_call(rb), _steps_per_call(rn)
         if kb_used and kn_used and kb_used != kn_used:
             k_differs.append(f"{config_label(rb.iloc[0], vary)} (BASE {_ints(kb_used)}; NEW {_ints(kn_used)})")
+        pb, pn = _precisions(rb), _precisions(rn)
+        differs = bool(pb and pn and pb != pn)
+        if differs:
+            precision_differs.append(f"{config_label(rb.iloc[0], vary)} (BASE {', '.join(sorted(pb))}; "
+                                     f"NEW {', '.join(sorted(pn))})")
         est = compare_samples(side_of(rb), side_of(rn), level)
         methods[est.method] = methods.get(est.method, 0) + 1
         first = rb.iloc[0]
@@ -824,7 +839,7 @@ def compare_frames(base: pd.DataFrame, new: pd.DataFrame, axes: str | Sequence[s
             base_s=float(np.median(pd.to_numeric(rb["step_time_s"]))),
             new_s=float(np.median(pd.to_numeric(rn["step_time_s"]))),
             ratio=est.ratio, ci_low=est.ci_low, ci_high=est.ci_high, p=est.p,
-            noise=est.noise, method=est.method)
+            noise=est.noise, method=est.method, precision_differs=differs)
         out.append(row)
     table = pd.DataFrame(out)
     table["q"] = benjamini_hochberg(table["p"])
@@ -845,6 +860,12 @@ def compare_frames(base: pd.DataFrame, new: pd.DataFrame, axes: str | Sequence[s
                      f"on the two sides, e.g. {k_differs[0]}: a different compiled program, whose "
                      "per-step time differs by itself on some platforms; fix steps_per_call in "
                      "the sweep to compare like with like")
+    if precision_differs:
+        notes.append(f"{len(precision_differs)} float32 config(s) ran their matmuls at different "
+                     f"precisions on the two sides (measured matmul_precision_used), e.g. "
+                     f"{precision_differs[0]}: their ratio compares precisions as well (column "
+                     "precision_differs); pin the setting matmul_precision on both sides to "
+                     "compare like with like")
     sampled = table["method"] != "ci"
     few = int((sampled & ((table["n_base"] < 3) | (table["n_new"] < 3))).sum())
     single = int((sampled & (table["runs_base"] == 1) & (table["runs_new"] == 1)).sum())

@@ -21,12 +21,13 @@ from paradnn.analysis.framework import (
     DEFAULT_FRAMEWORK, FRAMEWORK, PLATFORM_COLUMNS, framework_pairs, frameworks, with_framework,
 )
 from paradnn.analysis.compare import workload_join
+from paradnn import precision
 from paradnn.errors import ParadnnError
 
 # Columns carried from each side into the result, suffixed _a and _b (with the software
 # columns of the frames, see _side_columns).
 _SIDE_COLUMNS = ("model_flops_utilization", "flops_utilization", "step_time_s", "device_kind",
-                 *PLATFORM_COLUMNS, "dtype", FRAMEWORK, "unstable")
+                 *PLATFORM_COLUMNS, "dtype", FRAMEWORK, "matmul_precision_used", "unstable")
 
 
 def _side_columns(df_a: pd.DataFrame, df_b: pd.DataFrame) -> tuple[str, ...]:
@@ -68,7 +69,8 @@ def speedup(
 
     Returns one row per common workload: the join columns, the workload fields (from A),
     ``kind``, ``params``, ``label``, ``<metric>_a``, ``<metric>_b``, ``speedup`` (x), and
-    ``unstable``, ``flops_utilization_a/_b`` where present. ``attrs``: ``a`` and ``b``
+    ``unstable``, ``flops_utilization_a/_b`` where present, ``precision_differs`` (float32 rows
+    whose measured ``matmul_precision_used`` differs between A and B). ``attrs``: ``a`` and ``b``
     (labels), ``metric``, ``unstable_excluded`` (runs left out, A and B together).
 
     >>> sp = speedup(df[df.device_kind == "TPU v3"], df[df.device_kind == "H100"])
@@ -111,6 +113,15 @@ def speedup(
         out = out.drop(columns=["unstable_a", "unstable_b"])
     else:
         out["unstable"] = False
+    # A float32 speedup between sides whose matmuls ran at different measured precisions (JAX's
+    # TF32 against PyTorch's full float32 on an NVIDIA GPU, at both frameworks' defaults) is
+    # also a speedup of one precision over another: flagged, never silently averaged.
+    # (A reduced dtype's label is the dtype: a dtype comparison is not flagged.)
+    out["precision_differs"] = False
+    if {"matmul_precision_used_a", "matmul_precision_used_b"} <= set(out.columns):
+        pa, pb = out["matmul_precision_used_a"], out["matmul_precision_used_b"]
+        levels = [precision.is_level(x) and precision.is_level(y) for x, y in zip(pa, pb)]
+        out["precision_differs"] = [bool(ok and x != y) for ok, x, y in zip(levels, pa, pb)]
     out["label"] = [workload_label(r) for _, r in out.iterrows()] if len(out) else []
     out.attrs.update(
         a=_describe(df_a), b=_describe(df_b), metric=metric, on=on, unstable_excluded=left_out,
@@ -292,8 +303,10 @@ def speedup_summary(sp: pd.DataFrame, bootstrap: int = 2000, seed: int = 0,
     """The claim a speedup table supports, with its uncertainty: ``n`` (workloads),
     ``geomean`` (x), ``ci_low``/``ci_high`` (x, bootstrap over workloads, see
     :func:`geometric_mean_ci`), ``ci`` (level), ``faster`` (fraction of workloads with speedup
-    > 1), ``unstable_excluded`` (runs left out by :func:`speedup`) and ``unstable_included``
-    (workloads kept that rest on unstable runs)."""
+    > 1), ``unstable_excluded`` (runs left out by :func:`speedup`), ``unstable_included``
+    (workloads kept that rest on unstable runs) and ``precision_differs`` (workloads whose two
+    sides ran float32 matmuls at different measured precisions: the claim is then also one
+    about precision)."""
     require_columns(sp, ("speedup",), "speedup_summary")
     v = pd.to_numeric(sp["speedup"], errors="coerce").dropna()
     gm, lo, hi = geometric_mean_ci(v, bootstrap=bootstrap, seed=seed, ci=ci)
@@ -302,6 +315,7 @@ def speedup_summary(sp: pd.DataFrame, bootstrap: int = 2000, seed: int = 0,
         "faster": float((v > 1).mean()) if len(v) else float("nan"),
         "unstable_excluded": int(sp.attrs.get("unstable_excluded", 0)),
         "unstable_included": int(sp["unstable"].astype(bool).sum()) if "unstable" in sp else 0,
+        "precision_differs": int(sp["precision_differs"].astype(bool).sum()) if "precision_differs" in sp else 0,
     }
 
 

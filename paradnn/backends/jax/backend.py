@@ -24,7 +24,7 @@ import jaxlib
 import optax
 from jax.experimental import serialize_executable
 
-from paradnn import hardware
+from paradnn import hardware, precision
 from paradnn.backends import Program
 from paradnn.backends.jax import analyses
 from paradnn.backends.jax import costs as costs
@@ -174,7 +174,7 @@ class JaxBackend:
         # A warm run loads the measured program this host compiled before (analyses cache,
         # keyed by the workload and everything that could change the executable) instead of
         # tracing and lowering it to find it in JAX's cache; a multi-device program is not kept.
-        program_key = f"{workload.key}-{options.xla_preset}-{options.step_loop}"
+        program_key = f"{workload.key}-{options.xla_preset}-{options.step_loop}-{options.matmul_precision}"
         t_load = time.perf_counter()
         kept = _load_program(program_key) if mesh is None and analyses.enabled() else None
         if kept is not None:
@@ -193,7 +193,7 @@ class JaxBackend:
             before = dict(_JAX_CACHE_COUNTS)
             compiled, loop = wl.compile_measured(model, optimizer, mesh, state_shapes, batch_shapes,
                                                  options.xla_preset, known or options.step_loop,
-                                                 phases=phases)
+                                                 phases=phases, precision_setting=options.matmul_precision)
             hit = _JAX_CACHE_COUNTS["hits"] > before["hits"]
             # Fresh: JAX looked in its persistent cache, missed, and compiled here (no hit).
             fresh = not hit and _JAX_CACHE_COUNTS["misses"] > before["misses"]
@@ -204,8 +204,12 @@ class JaxBackend:
                 t_save = time.perf_counter()
                 _save_program(program_key, compiled, loop, state_shapes, batch_shapes)
                 phases["compile"] = phases.get("compile", 0.0) + time.perf_counter() - t_save
+        used, bits = precision.used(workload.dtype, wl.precision_bits(options.matmul_precision)
+                                    if workload.dtype == "float32" else None)
         metrics: dict[str, Any] = {
             "params": sum(math.prod(x.shape) for x in jax.tree_util.tree_leaves(state_shapes["params"])),
+            "matmul_precision_used": used,
+            "matmul_precision_bits": bits,
             # Loading a kept program is the warm run's compile, and keeping one part of it.
             "compile_s": phases.get("compile", 0.0) if kept is not None else time.perf_counter() - t0,
             "compile_source": source,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from paradnn.backends import Options, choice, setting
+from paradnn.precision import matmul_precision_setting
 from paradnn.backends.jax import xla_stack
 
 #: How a timed call runs its K steps (:func:`paradnn.backends.jax.step.compile_measured`):
@@ -17,7 +18,8 @@ STEP_LOOPS = ("auto", "device", "host")
 
 @dataclass(frozen=True)
 class JaxOptions(Options):
-    """Options of the measured JAX step (record columns ``step_loop`` and ``xla_preset``)."""
+    """Options of the measured JAX step (record columns ``step_loop``, ``xla_preset`` and
+    ``matmul_precision``)."""
 
     step_loop: str = setting("auto", choice(*STEP_LOOPS),
                              "how a call runs its K steps: device (a loop in the compiled program), "
@@ -26,6 +28,7 @@ class JaxOptions(Options):
     xla_preset: str = setting(xla_stack.DEFAULT_PRESET, xla_stack.parse_preset,
                               "XLA compile options of the measured step: best (the platform's "
                               "fastest correct stack) or stock (XLA's defaults)")
+    matmul_precision: str = matmul_precision_setting()
 
 
 __all__ = ["JaxOptions", "STEP_LOOPS"]

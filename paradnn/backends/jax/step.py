@@ -8,6 +8,8 @@ the gradient all-reduce (and cross-device batch-norm statistics).
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import time
 from dataclasses import dataclass
 from functools import partial
@@ -18,6 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from paradnn import precision
 from paradnn.backends.jax import xla_stack as xla_stack
 from paradnn.errors import SpecError
 from paradnn.backends.jax.options import STEP_LOOPS
@@ -189,24 +192,56 @@ def _slow_in_loop(traced: jax.stages.Traced) -> bool:
     return jax.default_backend() == "cpu" and _has_convolution(traced.jaxpr)
 
 
+#: JAX's ``jax_default_matmul_precision`` for each ``matmul_precision`` setting
+#: (:mod:`paradnn.precision`); None leaves JAX's own default (and a user's
+#: ``JAX_DEFAULT_MATMUL_PRECISION``) untouched.
+JAX_MATMUL_PRECISION: dict[str, str | None] = {"default": None, "highest": "highest", "tf32": "tensorfloat32"}
+
+
+def matmul_precision(setting: str) -> Any:
+    """The context in which programs are traced for the ``matmul_precision`` setting: JAX reads
+    its default precision when it traces, so a program lowered inside keeps it."""
+    if setting not in JAX_MATMUL_PRECISION:
+        raise SpecError("matmul_precision", setting, "one of " + ", ".join(JAX_MATMUL_PRECISION))
+    name = JAX_MATMUL_PRECISION[setting]
+    return jax.default_matmul_precision(name) if name else contextlib.nullcontext()
+
+
+@functools.cache
+def precision_bits(setting: str) -> dict[str, float]:
+    """Effective mantissa bits (:func:`paradnn.precision.effective_bits`) of a float32 matmul
+    and convolution on the default device, traced under ``setting``: the precision the measured
+    program's float32 products use. Measured once per process and setting (two tiny programs)."""
+    ops = precision.probe_operands()
+    conv = partial(jax.lax.conv_general_dilated, window_strides=(1, 1), padding="VALID",
+                   dimension_numbers=("NHWC", "HWIO", "NHWC"))
+    with matmul_precision(setting):
+        results = {"matmul": jax.jit(jnp.matmul)(*ops["matmul"][:2]), "conv": jax.jit(conv)(*ops["conv"][:2])}
+    return {op: precision.effective_bits(np.asarray(r), ops[op][2]) for op, r in results.items()}
+
+
 def compile_measured(model: ModelDef, optimizer_name: str, mesh, state, batch,
                      preset: str = xla_stack.DEFAULT_PRESET, loop: str = "auto",
-                     phases: dict[str, float] | None = None,
+                     phases: dict[str, float] | None = None, precision_setting: str = "default",
                      ) -> tuple[jax.stages.Compiled, str]:
     """The measured program, compiled ahead of time for abstract ``state``/``batch`` with the XLA
-    options of ``preset``, and the step loop it uses (``STEP_LOOPS``: "device" or "host"). The
-    runner, ``maxbatch`` and ``plan`` all compile it here, so what fits is what runs.
-    ``phases``, when given, gets the seconds spent tracing and lowering (``"trace"``) and
-    compiling (``"compile"``) added to it."""
+    options of ``preset`` and the ``matmul_precision`` setting ``precision_setting``, and the step
+    loop it uses (``STEP_LOOPS``: "device" or "host"). The runner, ``maxbatch`` and ``plan`` all
+    compile it here, so what fits is what runs. ``phases``, when given, gets the seconds spent
+    tracing and lowering (``"trace"``) and compiling (``"compile"``) added to it."""
     if loop not in STEP_LOOPS:
         raise SpecError("step_loop", loop, "one of " + ", ".join(STEP_LOOPS))
     phases = {} if phases is None else phases
     options = xla_stack.compile_options(preset, jax.default_backend())
+    matmul_precision(precision_setting)  # a bad setting fails before any tracing
 
     def timed(phase: str, fn: Callable[[], Any]) -> Any:
         t0 = time.perf_counter()
         try:
-            return fn()
+            if phase == "compile":  # the precision is in the lowered program already
+                return fn()
+            with matmul_precision(precision_setting):
+                return fn()
         finally:
             phases[phase] = phases.get(phase, 0.0) + time.perf_counter() - t0
 

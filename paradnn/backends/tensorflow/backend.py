@@ -31,7 +31,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from paradnn import hardware
+from paradnn import hardware, precision
 from paradnn.backends import Program
 from paradnn.backends.tensorflow import pipeline
 from paradnn.errors import ParadnnError, SpecError
@@ -238,6 +238,35 @@ class Adafactor(Optimizer):
             p.assign_sub(self.lr * u * scale)
 
 
+#: TensorFlow's TensorFloat-32 switch for each ``matmul_precision`` setting (None: as found).
+_TF32_ENABLED = {"default": None, "highest": False, "tf32": True}
+#: The switch as TensorFlow started (its default, on: TF32 on Ampere and later GPUs).
+_TF32_DEFAULT: dict[str, bool] = {}
+
+
+def apply_matmul_precision(setting: str) -> None:
+    """Set TensorFlow's TensorFloat-32 switch (``tf.config.experimental.
+    enable_tensor_float_32_execution``, process-wide; XLA reads it when it compiles a function)
+    for the ``matmul_precision`` setting; ``default`` restores the value paradnn found."""
+    tf = _tf()
+    _TF32_DEFAULT.setdefault("enabled", tf.config.experimental.tensor_float_32_execution_enabled())
+    wanted = _TF32_ENABLED[setting]
+    tf.config.experimental.enable_tensor_float_32_execution(_TF32_DEFAULT["enabled"] if wanted is None else wanted)
+
+
+def precision_bits() -> dict[str, float]:
+    """Effective mantissa bits (:func:`paradnn.precision.effective_bits`) of a float32 matmul
+    and convolution compiled by XLA (``jit_compile``, as the measured step) with the current
+    switch, on TensorFlow's default device."""
+    tf = _tf()
+    ops = precision.probe_operands()
+    matmul = tf.function(tf.linalg.matmul, jit_compile=True, autograph=False)
+    conv = tf.function(lambda x, w: tf.nn.conv2d(x, w, strides=1, padding="VALID"), jit_compile=True,
+                       autograph=False)
+    return {"matmul": precision.effective_bits(matmul(*ops["matmul"][:2]).numpy(), ops["matmul"][2]),
+            "conv": precision.effective_bits(conv(*ops["conv"][:2]).numpy(), ops["conv"][2])}
+
+
 def make_optimizer(name: str) -> Optimizer:
     """The optimizer a workload names, with the hyperparameters of its row in
     ``paradnn.sizes.OPTIMIZERS`` (the settings every framework reads)."""
@@ -388,8 +417,11 @@ class TensorFlowBackend:
         if workload.devices != 1:
             raise SpecError("devices", workload.devices, "1 with framework tensorflow (data "
                             "parallelism over several devices is implemented for jax only)")
-        loop = "host" if settings.options_for(self.name).step_loop == "host" else "device"
+        options = settings.options_for(self.name)
+        loop = "host" if options.step_loop == "host" else "device"
         tf = _tf()
+        apply_matmul_precision(options.matmul_precision)
+        used, bits = precision.used(workload.dtype, precision_bits() if workload.dtype == "float32" else None)
         from paradnn.backends.tensorflow.models import trainable_params
 
         tfm, optimizer, batch = _build(workload)
@@ -419,7 +451,8 @@ class TensorFlowBackend:
         variables = list(tfm.model.variables) + optimizer.slots
         return Program(
             workload=workload, call=call, state_bytes=_nbytes(variables),
-            metrics={"params": trainable_params(tfm.model), "compile_s": compile_s, "step_loop_used": loop},
+            metrics={"params": trainable_params(tfm.model), "compile_s": compile_s, "step_loop_used": loop,
+                     "matmul_precision_used": used, "matmul_precision_bits": bits},
             tags={"framework": "tensorflow", "keras_model": tfm.model.name}, handle=handle,
         )
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from paradnn.backends import Options, choice, setting
+from paradnn.precision import matmul_precision_setting
 
 #: auto and device: the K steps in a ``tf.while_loop`` inside the compiled program; host: a
 #: one-step ``tf.function`` called K times.
@@ -17,11 +18,13 @@ STEP_LOOPS = ("auto", "device", "host")
 
 @dataclass(frozen=True)
 class TensorFlowOptions(Options):
-    """Options of the measured TensorFlow step (record column ``step_loop``)."""
+    """Options of the measured TensorFlow step (record columns ``step_loop`` and
+    ``matmul_precision``)."""
 
     step_loop: str = setting("auto", choice(*STEP_LOOPS),
                              "how a call runs its K steps: device or auto (a tf.while_loop in the "
                              "XLA program), host (a one-step tf.function called K times)")
+    matmul_precision: str = matmul_precision_setting()
 
 
 __all__ = ["STEP_LOOPS", "TensorFlowOptions"]

@@ -33,7 +33,7 @@ import socket
 import time
 from typing import Any, Callable
 
-from paradnn import hardware
+from paradnn import hardware, precision
 from paradnn.backends import Program
 from paradnn.backends.torch.options import COMPILE_MODES
 from paradnn.errors import SpecError
@@ -51,6 +51,56 @@ def compile_mode(settings: Any) -> str:
     """The ``torch_compile`` option of ``settings`` (a MeasureSettings; validated by
     :class:`paradnn.backends.torch.options.TorchOptions`)."""
     return settings.options_for("torch").torch_compile
+
+
+# ------------------------------------------------------------------------- matmul precision
+
+#: The float32 precision flags of the ``matmul_precision`` setting (torch >= 2.9's
+#: ``fp32_precision`` API: "ieee" is full float32): cuBLAS matmuls, cuDNN convolutions and cuDNN
+#: RNNs. They act on CUDA devices only; on a CPU torch computes float32 in full float32.
+_PRECISION_FLAGS = ("cuda.matmul", "cudnn.conv", "cudnn.rnn")
+_PRECISION_VALUES = {"highest": "ieee", "tf32": "tf32"}
+#: The flags as they were before paradnn first changed them: the framework's own default.
+_DEFAULT_FLAGS: dict[str, Any] = {}
+
+
+def _flag_owner(torch: Any, flag: str) -> Any:
+    owner = torch.backends
+    for part in flag.split("."):
+        owner = getattr(owner, part)
+    return owner
+
+
+def apply_matmul_precision(setting: str) -> None:
+    """Set torch's float32 precision flags for the ``matmul_precision`` setting (process-wide:
+    every compile and init of a run applies its own). ``default`` restores the flags paradnn
+    found. Older torch without the ``fp32_precision`` API keeps its defaults (the measured
+    ``matmul_precision_used`` says what they were)."""
+    import torch
+
+    if not hasattr(torch.backends.cuda.matmul, "fp32_precision"):
+        return
+    for flag in _PRECISION_FLAGS:
+        owner = _flag_owner(torch, flag)
+        _DEFAULT_FLAGS.setdefault(flag, owner.fp32_precision)
+        owner.fp32_precision = _PRECISION_VALUES.get(setting, _DEFAULT_FLAGS[flag])
+
+
+def precision_bits(device: Any) -> dict[str, float]:
+    """Effective mantissa bits (:func:`paradnn.precision.effective_bits`) of a float32 matmul
+    and convolution on ``device`` with torch's current flags (eager: the same cuBLAS and cuDNN
+    settings the compiled step reads)."""
+    import torch
+
+    ops = precision.probe_operands()
+    a, b = (torch.from_numpy(v).to(device) for v in ops["matmul"][:2])
+    x, w = (torch.from_numpy(v).to(device) for v in ops["conv"][:2])
+    with torch.no_grad():
+        mm = a @ b
+        # NHWC / HWIO (the probe's layout) to torch's NCHW / OIHW and back.
+        conv = torch.nn.functional.conv2d(x.permute(0, 3, 1, 2), w.permute(3, 2, 0, 1)).permute(0, 2, 3, 1)
+    return {"matmul": precision.effective_bits(mm.cpu().numpy(), ops["matmul"][2]),
+            "conv": precision.effective_bits(conv.cpu().numpy(), ops["conv"][2])}
 
 
 # ------------------------------------------------------------------------------- optimizers
@@ -243,7 +293,10 @@ class TorchBackend:
         if workload.devices != 1:
             raise SpecError("devices", workload.devices, "1 for framework torch (one device per run)")
         mode = compile_mode(settings)
+        setting = settings.options_for(self.name).matmul_precision
+        apply_matmul_precision(setting)
         device = self._device()
+        used, bits = precision.used(workload.dtype, precision_bits(device) if workload.dtype == "float32" else None)
         model = families.builder(workload.spec, "torch")(workload.spec, workload.dtype)
         torch.manual_seed(SEED)
         with device:
@@ -305,6 +358,8 @@ class TorchBackend:
             "params": sum(p.numel() for p in module.parameters() if p.requires_grad),
             "compile_s": compile_s,
             "step_loop_used": "host",
+            "matmul_precision_used": used,
+            "matmul_precision_bits": bits,
         }
         memory: dict[str, Any] = {}
         if device.type == "cuda":
@@ -313,7 +368,7 @@ class TorchBackend:
             metrics.update(memory)
         handle = {"model": model, "module": module, "optimizer": opt, "batch": batch, "initial": initial,
                   "device": device, "memory": memory, "scaler": scaler,
-                  "scaler_state": scaler_state}
+                  "scaler_state": scaler_state, "matmul_precision": setting}
         tags = {"torch_compile": mode, **model.tags}
         if device.type != "cuda":
             tags["memory_note"] = "no allocator statistics on the CPU (torch reports device memory on CUDA only)"
@@ -325,6 +380,9 @@ class TorchBackend:
         import torch
 
         h = program.handle
+        # The flags are process-wide: the timed calls run with this program's, whatever was
+        # compiled since (another config, a prepare step).
+        apply_matmul_precision(h["matmul_precision"])
         with torch.no_grad():
             for name, value in h["module"].state_dict().items():
                 value.copy_(h["initial"][name])

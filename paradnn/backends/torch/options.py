@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from paradnn.backends import Options, choice, setting
+from paradnn.precision import matmul_precision_setting
 
 #: Values of ``torch_compile``: eager execution, or a ``torch.compile`` mode.
 COMPILE_MODES = ("default", "eager", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
@@ -12,11 +13,13 @@ COMPILE_MODES = ("default", "eager", "reduce-overhead", "max-autotune", "max-aut
 
 @dataclass(frozen=True)
 class TorchOptions(Options):
-    """Options of the measured PyTorch step (record column ``torch_compile``)."""
+    """Options of the measured PyTorch step (record columns ``torch_compile`` and
+    ``matmul_precision``)."""
 
     torch_compile: str = setting("default", choice(*COMPILE_MODES),
                                  "torch.compile mode of the step (default, reduce-overhead, "
                                  "max-autotune, max-autotune-no-cudagraphs) or eager (no compilation)")
+    matmul_precision: str = matmul_precision_setting()
 
 
 __all__ = ["COMPILE_MODES", "TorchOptions"]
