@@ -244,6 +244,9 @@ class Peak(NamedTuple):
     id: str | None = None  # the probe measurement's id ("spec:<entry>" for the vendor table)
     measured_utc: str | None = None  # when that measurement was taken (None for the table)
     spread: float | None = None  # its winner's coefficient of variation (0 for the table)
+    #: a probe's internal precision of its float32 GEMMs (a paradnn.precision level, e.g. "tf32"),
+    #: None where unknown (the table, other dtypes, probes of earlier versions)
+    precision: str | None = None
 
 
 #: A probe is contended (stored as such, never used as a denominator) when the winning GEMM's
@@ -757,6 +760,9 @@ def _measure(backend: Any, methods: dict[str, Callable], info: dict[str, Any],
     result["nominal_basis"] = nominal[1] if nominal else None
     entry = spec_peak(info["device_kind"]) if not on_cpu else None
     result["spec"] = entry and {"peak_flops": entry["flops"], "peak_bytes_per_sec": entry["bw"]}
+    # Which float32 precision the GEMMs ran at (TF32 on recent NVIDIA GPUs by default): a float32
+    # run at another precision is not bounded by this rate (:func:`at_precision`).
+    result["float32_precision"] = backend.probe_precision() if hasattr(backend, "probe_precision") else None
     result["above_nominal"] = above_nominal(result)
     result["above_spec"] = above_spec(result)
     return result
@@ -798,14 +804,15 @@ def peaks(device_kind: str, dtype: str, backend: str | None = None, precision_us
             flops, rate = _spec_flops(entry, dtype, precision_used)
             return Peak(float(flops), float(entry["bw"]), "spec", f"vendor table: {device_kind}, {rate}",
                         f"spec:{name}", None, 0.0)
-    return _probed(backend or "cpu", dtype, framework)
+    return at_precision(_probed(backend or "cpu", dtype, framework), dtype, precision_used)
 
 
 def measured_peak(dtype: str) -> Peak:
     """The best quiet probe of this host, device and software on record for ``dtype``
     (:func:`best_quiet`; :func:`probe` measures one first where none is on record), as a
-    :class:`Peak` with ``source`` "measured"; ``flops`` None and ``source`` "none" (``method``
-    says why) where no usable probe is on record."""
+    :class:`Peak` with ``source`` "measured" (and, for float32, the ``precision`` its GEMMs ran
+    at); ``flops`` None and ``source`` "none" (``method`` says why) where no usable probe is on
+    record."""
     answer = probe(dtypes=(dtype,))
     chosen = best_quiet(on_record(), dtype)
     if chosen is None:
@@ -814,10 +821,30 @@ def measured_peak(dtype: str) -> Peak:
                     f"no quiet probe on record for this host and software: the last one ({answer['measured_utc']}, "
                     f"id {answer['id']}) was not usable ({reasons}); run `paradnn probe --refresh` on a quiet host",
                     None, answer.get("measured_utc"), None)
+    level = chosen.get("float32_precision") if dtype == "float32" else None
     method = (f"measured {chosen['measured_utc']} (probe {chosen['id']}): best of "
-              f"{', '.join(chosen['gemm'][dtype])} -> {chosen['best_method'][dtype]}")
+              f"{', '.join(chosen['gemm'][dtype])} -> {chosen['best_method'][dtype]}"
+              + (f"; float32 GEMMs at precision {level}" if level else ""))
     return Peak(float(chosen["peak_flops"][dtype]), float(chosen["peak_bytes_per_sec"]), "measured", method,
-                chosen["id"], chosen["measured_utc"], float(chosen["spread"][dtype]))
+                chosen["id"], chosen["measured_utc"], float(chosen["spread"][dtype]),
+                chosen.get("float32_precision") if dtype == "float32" else None)
+
+
+def at_precision(peak: Peak, dtype: str, precision_used: str | None) -> Peak:
+    """``peak`` (a probe) as the bound of a run whose float32 products used ``precision_used``
+    (its measured ``matmul_precision_used``): itself where the probe's float32 GEMMs ran at the
+    fastest level the run used, or where either precision is unknown; else no figure (``source``
+    "none", ``method`` says why). A float32 GEMM at TF32 is several times faster than at full
+    float32 on an NVIDIA GPU: a run at full float32 measured against a TF32 probe would read a
+    low utilization, and a TF32 run against a full-float32 probe could exceed its bound."""
+    if dtype != "float32" or peak.flops is None or not peak.precision or not precision.is_level(precision_used):
+        return peak
+    levels = precision.levels_of(str(precision_used))
+    fastest = [name for _, name in precision.LEVELS if name in levels][-1]  # LEVELS: slowest first
+    if fastest == peak.precision:
+        return peak
+    return Peak(None, None, "none", f"probe {peak.id} measured float32 GEMMs at {peak.precision}; this run's "
+                f"float32 products used {precision_used}: no probe at that precision on record")
 
 
 def utilization_metrics(peak: Peak, ceiling: Peak, executed: float | None, useful: float | None,
@@ -850,7 +877,7 @@ _CHILD_CEILINGS: dict[str, dict[str, Any]] = {}
 
 
 def ceiling(device_platform: str, dtype: str, framework: str = backends.DEFAULT,
-            peak: Peak | None = None) -> Peak:
+            peak: Peak | None = None, precision_used: str | None = None) -> Peak:
     """The measured ceiling of one device for ``dtype``: the best quiet probe of this host,
     device and software (:func:`measured_peak`), whatever the peak utilization divides by.
     Where ``peak`` is itself measured (a CPU, a device without a vendor entry) or none, the
@@ -861,13 +888,14 @@ def ceiling(device_platform: str, dtype: str, framework: str = backends.DEFAULT,
     child process (``paradnn probe --json``, with JAX's GPU memory preallocation off): JAX in
     the run's own process would reserve most of the device memory that framework needs. A
     probe that fails on an accelerator (out of memory beside the run's own buffers) gives no
-    ceiling (``source`` "none", ``method`` says why) rather than failing the run."""
+    ceiling (``source`` "none", ``method`` says why) rather than failing the run; so does a
+    float32 run at another precision than the probe's (``precision_used``: :func:`at_precision`)."""
     if peak is not None and peak.source != "spec":
         return peak
     if device_platform == "cpu":
-        return measured_peak(dtype)
+        return at_precision(measured_peak(dtype), dtype, precision_used)
     try:
-        return _probed(device_platform, dtype, framework)
+        return at_precision(_probed(device_platform, dtype, framework), dtype, precision_used)
     except ParadnnError:
         raise  # bad settings (PARADNN_PROBE_*) or an unwritable cache are the user's to fix
     except Exception as exc:  # noqa: BLE001 - the spec peak still gives utilization

@@ -244,7 +244,8 @@ def derived_metrics(m: dict[str, Any], workload: Workload, platform: dict[str, A
     measured ceiling (``ceiling_id``: the peak's own probe where the peak is measured)."""
     peak = hardware.peaks(platform["device_kind"], workload.dtype, platform["device_platform"],
                           m.get("matmul_precision_used"), framework=workload.framework)
-    ceiling = hardware.ceiling(platform["device_platform"], workload.dtype, workload.framework, peak)
+    ceiling = hardware.ceiling(platform["device_platform"], workload.dtype, workload.framework, peak,
+                               m.get("matmul_precision_used"))
     step = m["step_time_s"]
     executed = m.get("flops_per_step")  # None where the framework does not count them
     flops_per_sec = executed / step if executed else None

@@ -422,3 +422,41 @@ def test_another_frameworks_ceiling_comes_from_a_child_probe(tmp_path, monkeypat
     unknown = hardware.peaks("NVIDIA GeForce RTX 4090", "float32", "gpu", framework="torch")
     assert unknown.source == "measured" and unknown.id == entry["id"]
     assert len(_measurements(tmp_path / "probe.json")) == 1
+
+
+def test_a_float32_ceiling_bounds_only_runs_at_the_probes_precision():
+    """A TF32 probe bounds a TF32 run (and a run whose fastest products are TF32), not one at
+    full float32 (it would read low) nor a reduced-dtype run's float32 question; a probe whose
+    precision is unknown (an earlier version's) bounds every run, as before."""
+    tf32 = hardware.Peak(4e14, 3e12, "measured", "m", "p1", "t", 0.01, "tf32")
+    assert hardware.at_precision(tf32, "float32", "tf32") is tf32
+    assert hardware.at_precision(tf32, "float32", "matmul highest, conv tf32") is tf32
+    assert hardware.at_precision(tf32, "bfloat16", "bfloat16") is tf32
+    assert hardware.at_precision(tf32, "float32", None) is tf32
+    none = hardware.at_precision(tf32, "float32", "highest")
+    assert none.flops is None and none.source == "none" and "tf32" in none.method and "highest" in none.method
+    unknown = tf32._replace(precision=None)
+    assert hardware.at_precision(unknown, "float32", "highest") is unknown
+
+
+def test_a_gpu_run_at_full_float32_gets_no_tf32_ceiling(cache, monkeypatch):
+    """On a GPU whose probe ran float32 GEMMs at TF32, a run measured at full float32 divides by
+    the non-tensor FP32 spec rate and gets no ceiling (not a TF32 one that would raise
+    peak_below_ceiling); a TF32 run gets the probe."""
+    from paradnn.record import physics_warnings
+
+    monkeypatch.setenv("PARADNN_PROBE_MAX_CV", "5")
+    _fake_h100(monkeypatch)
+    monkeypatch.setattr(backends.get("jax"), "probe_precision", lambda: "tf32", raising=False)
+    result = hardware.probe()
+    assert result["float32_precision"] == "tf32"
+    kind = "NVIDIA H100 80GB HBM3"
+    full = hardware.peaks(kind, "float32", "gpu", "highest")
+    assert full.flops == hardware.PEAKS["h100 sxm"]["float32_full"]
+    assert hardware.ceiling("gpu", "float32", "jax", full, "highest").flops is None
+    tf32 = hardware.ceiling("gpu", "float32", "jax", hardware.peaks(kind, "float32", "gpu", "tf32"), "tf32")
+    assert tf32.id == result["id"] and tf32.precision == "tf32" and "precision tf32" in tf32.method
+    # With the TF32 probe as the ceiling of a full-float32 run, the physics check would fire:
+    # the reason the ceiling is withheld.
+    metrics = hardware.utilization_metrics(full, tf32, 1e13, 1e13)
+    assert "peak_below_ceiling" in physics_warnings(metrics)

@@ -192,6 +192,8 @@ def test_cli_probe_json(paradnn_cmd):
     assert result["peak_bytes_per_sec"] > 1e8
     # Each dtype's ceiling and peak; on a CPU both are the best usable probe on record.
     assert result["above_nominal"] == {} and result["above_spec"] == {}
+    from paradnn import precision
+    assert precision.is_level(result["float32_precision"])  # measured, e.g. highest on a CPU
     for dtype in ("float32", "bfloat16", "float16"):
         ceiling, peak = result["ceilings"][dtype], result["peaks"][dtype]
         assert ceiling == peak and ceiling["source"] in ("measured", "none")

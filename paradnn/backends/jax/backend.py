@@ -333,6 +333,11 @@ class JaxBackend:
         return {**system.xla_preset_gemms(), "xla-onednn": system.xla_gemm({"xla_cpu_use_onednn": True}),
                 "numpy-blas": hardware.numpy_gemm}
 
+    def probe_precision(self) -> str:
+        """The internal precision of the probe's float32 GEMMs (JAX's default matmul precision
+        on this device), a :mod:`paradnn.precision` level: measured, not assumed."""
+        return precision.label(wl.precision_bits("default")["matmul"])
+
     def measure_bandwidth(self, megabytes: int, calls: int = 1) -> dict[str, Any]:
         """``bytes_per_sec`` (B/s, best streaming rate over an array of ``megabytes`` MiB,
         ``calls`` queued per timed repetition), ``cv`` (spread of the repetitions) and
