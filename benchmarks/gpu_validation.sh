@@ -123,13 +123,16 @@ EOF
 
 # 2. The test suite's GPU tests (skipped with a reason on a CPU), and the version-sensitive
 #    CPU tests (peak table, jaxpr FLOP counter) under this machine's jax.
-step pytest_gpu 150 "$PY" -m pytest -q -rs -m gpu -p no:cacheprovider --junitxml="$OUT_DIR/pytest_gpu.xml" tests
+step pytest_gpu 180 "$PY" -m pytest -q -rs -m gpu -p no:cacheprovider --junitxml="$OUT_DIR/pytest_gpu.xml" tests
 step pytest_jax 90 "$PY" -m pytest -q -rs -p no:cacheprovider --junitxml="$OUT_DIR/pytest_jax.xml" \
   tests/test_hardware.py tests/test_jaxpr_flops.py
 
-# 3. Compute-bound FC in bfloat16 and float32 against the spec peak; float32 also pinned to full
+# 3. The measured ceiling (paradnn probe: GEMMs of N 4096 and 8192 per dtype, 1 GiB bandwidth
+#    loop on a GPU), which the runs below then find in the cache; the compute-bound FC in
+#    bfloat16 and float32 against the spec peak and that ceiling; float32 also pinned to full
 #    float32 (JAX's default is TF32 on Hopper) and under PyTorch (whose default matmul is full
 #    float32): the measured matmul_precision_used of each, and the peak it divides by.
+step probe 120 --stdout "$OUT_DIR/probe.json" "$PY" -m paradnn probe --json
 for dt in bfloat16 float32; do
   step "fc_$dt" 90 --stdout "$OUT_DIR/fc_$dt.json" "$PY" -m paradnn run fc "${FC_ARGS[@]}" --dtype "$dt" \
     "${FC_SETTINGS[@]}" --json
@@ -240,6 +243,22 @@ for xml_name, label in (("pytest_gpu.xml", "pytest -m gpu"), ("pytest_jax.xml", 
         value, ok = "no result", False
     check(label, value, "all pass" + (", none skipped" if gpu and "gpu" in xml_name else ""), ok)
 
+probe = load("probe.json")
+if probe:
+    c, pk = probe["ceilings"]["bfloat16"], probe["peaks"]["bfloat16"]
+    spec_bw = (probe.get("spec") or {}).get("peak_bytes_per_sec")
+    value = (f"bfloat16 {si(c['flops'], 'FLOP/s')} ({c['flops'] / pk['flops']:.1%} of the {pk['source']} peak "
+             f"{si(pk['flops'], 'FLOP/s')}); float32 {si(probe['ceilings']['float32']['flops'], 'FLOP/s')}; "
+             f"bandwidth {si(c['bytes_per_sec'], 'B/s')}" + (f" ({c['bytes_per_sec'] / spec_bw:.1%} of spec)" if spec_bw else "")
+             + f"; probe {c['id']}") if c.get("flops") and pk.get("flops") else f"no usable probe: {c.get('method')}"
+    check("measured ceiling (paradnn probe)", value,
+          "below the spec in every dtype and bandwidth (H100 SXM: about 790-800 TFLOP/s bf16 expected on 8192^3)",
+          (not probe.get("above_spec") and bool(c.get("flops")) and pk["source"] == "spec"
+           and c["flops"] <= pk["flops"]) if gpu else bool(c.get("flops")),
+          "; ".join((probe.get("above_spec") or {}).values()))
+else:
+    check("measured ceiling (paradnn probe)", steps.get("probe", {}).get("status"), "probe.json written", False)
+
 for dt in ("bfloat16", "float32"):
     r = load(f"fc_{dt}.json")
     if not r or r.get("status") != "ok":
@@ -252,6 +271,12 @@ for dt in ("bfloat16", "float32"):
     if dt == "bfloat16":
         check("FC bfloat16 utilization", value, ">= 70% of the dense bf16 spec peak",
               (util >= 0.70 and r["peak_source"] == "spec") if gpu else None)
+        against = r.get("ceiling_utilization")
+        check("FC bfloat16 against the measured ceiling",
+              f"{against:.1%} of {si(r['ceiling_flops'], 'FLOP/s')} (probe {r.get('ceiling_id')})"
+              if against is not None else f"no ceiling: {r.get('ceiling_method')}",
+              ">= 85% of the ceiling, never above it",
+              (against is not None and 0.85 <= against <= 1.0) if gpu else against is not None)
     else:
         from paradnn.hardware import spec_peak
         entry = spec_peak(r.get("device_kind", "")) or {}

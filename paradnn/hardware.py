@@ -5,7 +5,9 @@ best quiet GEMM FLOP/s and memory bandwidth that :func:`probe` measured on this 
 software, kept under ``~/.cache/paradnn/probe.json`` (``peak_source = "measured"``): one peak per
 host and software, chosen deliberately. A probe measured on a busy host is stored as contended
 (with the load it saw) and never divides anything; every record names the probe it used
-(``peak_id``, ``peak_measured_utc``, ``peak_spread``).
+(``peak_id``, ``peak_measured_utc``, ``peak_spread``). Every record also names the measured
+ceiling beside the peak (:func:`ceiling`: the best quiet probe, also on a device whose peak is
+the vendor's; on a CPU the same probe as the peak), so that utilization is given against both.
 
 No framework is imported here: the probe's matrix multiplications and bandwidth loop are the
 capabilities ``gemm_methods``, ``measure_bandwidth`` and ``probe_versions`` of a backend
@@ -22,6 +24,8 @@ import math
 import os
 import platform as _platform
 import re
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -31,6 +35,7 @@ import numpy as np
 
 from paradnn import backends, precision
 from paradnn.errors import InfrastructureError, ParadnnError
+from paradnn.units import si
 
 T = 1e12
 # Vendor peak of one JAX device: "flops" {dtype: FLOP/s} (what utilization divides by), "bw"
@@ -158,8 +163,6 @@ def paradnn_revision() -> str:
     virtual environment that happens to live inside some git repository reports its version,
     not that repository's commit. No git, a timeout or any git failure gives the version.
     """
-    import subprocess
-
     import paradnn
 
     package_dir = Path(paradnn.__file__).resolve().parent
@@ -241,6 +244,9 @@ class Peak(NamedTuple):
     id: str | None = None  # the probe measurement's id ("spec:<entry>" for the vendor table)
     measured_utc: str | None = None  # when that measurement was taken (None for the table)
     spread: float | None = None  # its winner's coefficient of variation (0 for the table)
+    #: a probe's internal precision of its float32 GEMMs (a paradnn.precision level, e.g. "tf32"),
+    #: None where unknown (the table, other dtypes, probes of earlier versions)
+    precision: str | None = None
 
 
 #: A probe is contended (stored as such, never used as a denominator) when the winning GEMM's
@@ -289,9 +295,30 @@ def probe_budget_s() -> float:
     return _positive_env("PARADNN_PROBE_BUDGET_S", PROBE_BUDGET_S)
 
 
-#: Square GEMM sizes N per dtype (FLOPs 2 N^3): large enough to reach the BLAS plateau, small
-#: enough that a probe takes seconds on a 2-core host.
-_PROBE_SIZES = {"float32": (2048, 3072), "bfloat16": (1024, 2048), "float16": (1024, 2048)}
+#: What the probe measures on each kind of platform (:func:`probe_plan`): square GEMM sizes N
+#: per dtype (FLOPs 2 N^3) and the bandwidth loop's array (MiB) and calls per timed repetition.
+#: On a CPU the sizes reach the BLAS plateau while a probe takes seconds on a 2-core host, and
+#: 256 MiB is far beyond the last-level cache. An accelerator needs much larger GEMMs to reach
+#: its plateau (an H100 SXM reaches about 790-800 TFLOP/s of its 989 bfloat16 dense peak on
+#: 8192^3; 4096^3 is the smaller point on the curve) and an array far beyond its L2 (50 MiB on
+#: an H100): 1 GiB, read and written per call, 10 calls queued per timed repetition so that one
+#: host-device synchronisation (tens of microseconds) is under 1% of a repetition (2 GiB moved
+#: per call: about 0.64 ms at the H100 SXM's 3.35 TB/s, 0.45 ms at the H200's 4.8 TB/s).
+PROBE_PLANS: dict[str, dict[str, Any]] = {
+    "cpu": {"gemm_sizes": {"float32": (2048, 3072), "bfloat16": (1024, 2048), "float16": (1024, 2048)},
+            "bandwidth_mib": 256, "bandwidth_calls": 1},
+    "accelerator": {"gemm_sizes": {"float32": (4096, 8192), "bfloat16": (4096, 8192), "float16": (4096, 8192)},
+                    "bandwidth_mib": 1024, "bandwidth_calls": 10},
+}
+
+
+def probe_plan(device_platform: str) -> dict[str, Any]:
+    """The probe's sizes for a device platform (``cpu``, ``gpu``, ``tpu``, ...): the ``cpu``
+    entry of :data:`PROBE_PLANS` for a CPU, its ``accelerator`` entry for every other platform.
+    Keys: ``gemm_sizes`` {dtype: (N, ...)}, ``bandwidth_mib`` (MiB), ``bandwidth_calls``."""
+    return PROBE_PLANS["cpu" if device_platform == "cpu" else "accelerator"]
+
+
 _PROBE_REPS = 2  # timed repetitions per method and size (after one warm call), best taken
 _SPREAD_REPS = 5  # repetitions of the winner, whose spread decides whether the probe is quiet
 #: The dtypes every probe measures together (see :func:`probe`).
@@ -333,10 +360,13 @@ def measure_gemm(dtype: str, methods: dict[str, Callable[[str, int], Callable[[]
     call that multiplies two NxN matrices and waits for the result; None where the method lacks
     the dtype) for ``dtype``: ``{"by_method": {name: FLOP/s},
     "best_method", "best_size", "flops"` (best FLOP/s), ``"cv"`` (spread of the winner over
-    repeated runs), ``"skipped"`` (["method N", ...] left out past ``deadline``)}. A method that
-    fails (an unknown compiler option) is left out. Past ``deadline`` (``time.perf_counter()``
-    seconds) the remaining pairs are skipped once one has run."""
-    sizes = sizes or _PROBE_SIZES.get(dtype, (1024, 2048))
+    repeated runs), ``"skipped"`` (["method N", ...] left out past ``deadline``)}. A call may
+    queue several matmuls and wait for the last (on an accelerator, so that one host-device
+    synchronisation does not count against a millisecond matmul): it then says how many in its
+    attribute ``matmuls`` (default 1). ``sizes`` default to the CPU's (:data:`PROBE_PLANS`). A
+    method that fails (an unknown compiler option) is left out. Past ``deadline``
+    (``time.perf_counter()`` seconds) the remaining pairs are skipped once one has run."""
+    sizes = sizes or PROBE_PLANS["cpu"]["gemm_sizes"].get(dtype, (1024, 2048))
     by_method: dict[str, float] = {}
     skipped: list[str] = []
     best: tuple[float, str, int, Callable] | None = None
@@ -351,7 +381,8 @@ def measure_gemm(dtype: str, methods: dict[str, Callable[[str, int], Callable[[]
                 fn = None
             if fn is None:
                 continue
-            rate = 2.0 * n**3 / min(_times(fn, _PROBE_REPS))
+            flop = 2.0 * n**3 * getattr(fn, "matmuls", 1)
+            rate = flop / min(_times(fn, _PROBE_REPS))
             by_method[name] = max(by_method.get(name, 0.0), rate)
             if best is None or rate > best[0]:
                 best = (rate, name, n, fn)
@@ -360,7 +391,7 @@ def measure_gemm(dtype: str, methods: dict[str, Callable[[str, int], Callable[[]
     rate, name, n, fn = best
     spread = _times(fn, _SPREAD_REPS, warm=False)
     # The best of all repetitions is the peak; the spread says whether the host was quiet.
-    rate = max(rate, 2.0 * n**3 / min(spread))
+    rate = max(rate, 2.0 * n**3 * getattr(fn, "matmuls", 1) / min(spread))
     by_method[name] = rate
     return {"by_method": by_method, "best_method": name, "best_size": n, "flops": rate,
             "cv": _cv(spread), "skipped": skipped}
@@ -481,10 +512,69 @@ def best_quiet(entries: list[dict[str, Any]], dtype: str) -> dict[str, Any] | No
 
 def usable(entry: dict[str, Any], dtype: str) -> bool:
     """Whether a probe measurement may divide ``dtype``'s utilization: measured for it, on a
-    quiet host (not ``contended``), and with that dtype's own spread within the target (not in
-    ``noisy_dtypes``)."""
+    quiet host (not ``contended``), with that dtype's own spread within the target (not in
+    ``noisy_dtypes``), and no faster than the nominal peak of the CPUs it could use
+    (:func:`above_nominal`, judged from the entry's own fields, so that entries cached before
+    the check are judged too)."""
     return (not entry.get("contended") and dtype in entry.get("peak_flops", {})
-            and dtype not in (entry.get("noisy_dtypes") or {}))
+            and dtype not in (entry.get("noisy_dtypes") or {}) and not above_nominal(entry))
+
+
+def unusable_reasons(entry: dict[str, Any], dtype: str) -> list[str]:
+    """Why ``entry`` does not divide ``dtype``'s utilization (:func:`usable`), in words; empty
+    when it may."""
+    return (list(entry.get("contended_reasons") or [])
+            + [why for d, why in (entry.get("noisy_dtypes") or {}).items() if d == dtype]
+            + list(above_nominal(entry).values()))
+
+
+#: How far a CPU probe may exceed the nominal peak of the CPUs it may use before it is judged
+#: impossible (:func:`above_nominal`). Not 1: the nominal clock is what Linux reports
+#: (``cpuinfo_max_freq``, else the ``cpu MHz`` of /proc/cpuinfo, which in a virtual machine is
+#: the clock it was started at, not a turbo clock); the pinning bug this catches measured 1.2x
+#: (199 GFLOP/s for one CPU whose nominal is 166: the BLAS threads kept both cores).
+NOMINAL_TOLERANCE = 1.10
+
+
+def above_nominal(entry: dict[str, Any]) -> dict[str, str]:
+    """The dtypes whose measured peak in a probe ``entry`` exceeds the nominal peak of the CPUs
+    its process could use (``nominal_flops``, from its CPU affinity: :func:`nominal_cpu_flops`)
+    by more than :data:`NOMINAL_TOLERANCE`, each with the reason in words. Such a probe ran on
+    more CPUs than the process may use (threads not pinned with it) or the FLOP count is wrong:
+    it measured another platform than the records that would divide by it, so none of its
+    dtypes is used (:func:`usable`). Empty without a nominal peak (accelerators; CPUs whose
+    clock cannot be read)."""
+    nominal = entry.get("nominal_flops") or {}
+    out = {}
+    for dtype, flops in (entry.get("peak_flops") or {}).items():
+        bound = nominal.get(dtype)
+        if bound and flops > bound * NOMINAL_TOLERANCE:
+            out[dtype] = (f"{dtype} {si(flops, 'FLOP/s')} measured, above {NOMINAL_TOLERANCE:g}x the nominal "
+                          f"{si(bound, 'FLOP/s')} of the CPUs this process may use ({entry.get('nominal_basis')}): "
+                          "the probe ran on more CPUs than that (threads not pinned) or counted wrong")
+    return out
+
+
+def above_spec(entry: dict[str, Any]) -> dict[str, str]:
+    """The dtypes (and ``bandwidth``) whose measured rate in a probe ``entry`` exceeds the
+    vendor peak of its device (``spec``: the :data:`PEAKS` entry its device kind matched), each
+    with the reason in words. No device runs faster than its datasheet: the table entry is
+    wrong for this device (another form factor or clocks) or the device kind matched the wrong
+    entry. The measurement itself stays the ceiling (the probe's FLOPs are 2 N^3 per matmul);
+    records divided by that spec peak carry ``peak_below_ceiling``."""
+    spec = entry.get("spec") or {}
+    out = {}
+    for dtype, flops in (entry.get("peak_flops") or {}).items():
+        bound = (spec.get("peak_flops") or {}).get(dtype)
+        if bound and flops > bound:
+            out[dtype] = (f"{dtype} {si(flops, 'FLOP/s')} measured, above the vendor peak {si(bound, 'FLOP/s')} "
+                          f"of {entry.get('device_kind')}: the table entry (paradnn.hardware.PEAKS) is wrong "
+                          "for this device")
+    bandwidth, bound = entry.get("peak_bytes_per_sec"), spec.get("peak_bytes_per_sec")
+    if bandwidth and bound and bandwidth > bound:
+        out["bandwidth"] = (f"bandwidth {si(bandwidth, 'B/s')} measured, above the vendor peak "
+                            f"{si(bound, 'B/s')} of {entry.get('device_kind')}")
+    return out
 
 
 def on_record(framework: str = backends.DEFAULT) -> list[dict[str, Any]]:
@@ -519,8 +609,6 @@ def _answer(entries: list[dict[str, Any]], dtypes: tuple[str, ...], now: float) 
 def notify(message: str) -> None:
     """One progress line on stderr (``paradnn: ...``): the probe says when it measures, so that a
     run that spends seconds on it is never silent."""
-    import sys
-
     print(f"paradnn: {message}", file=sys.stderr, flush=True)
 
 
@@ -572,6 +660,11 @@ def probe(refresh: bool = False, dtypes: tuple[str, ...] = PROBE_DTYPES,
         if result["contended"]:
             notify(f"the host was busy ({'; '.join(result['contended_reasons'])}): this peak is stored "
                    "as contended and not used for utilization")
+        if result["above_nominal"]:
+            notify(f"impossible probe ({'; '.join(result['above_nominal'].values())}): stored, never "
+                   "used for utilization")
+        if result["above_spec"]:
+            notify(f"the vendor peak table is wrong for this device ({'; '.join(result['above_spec'].values())})")
         entries = [e for e in entries if not e.get("contended")] + contended + [result]
         entries.sort(key=lambda e: e.get("measured_epoch_s", 0.0))
         # Entries of this host and device from other software versions have expired.
@@ -612,6 +705,8 @@ def _busy_cores_since(start: tuple[float, int, int, float] | None) -> tuple[tupl
 def _measure(backend: Any, methods: dict[str, Callable], info: dict[str, Any],
              versions: dict[str, Any], dtypes: tuple[str, ...]) -> dict[str, Any]:
     on_cpu = info["device_platform"] == "cpu"
+    plan = probe_plan(info["device_platform"])
+    sizes = plan["gemm_sizes"]
     budget = probe_budget_s()
     start = time.perf_counter()
     load0, _ = _busy_cores_since(None)
@@ -619,8 +714,9 @@ def _measure(backend: Any, methods: dict[str, Callable], info: dict[str, Any],
     # float32 (the default dtype, and the floor of the others) gets half of it.
     weights = [2.0 if d == "float32" else 1.0 for d in dtypes]
     ends = np.cumsum(weights) / sum(weights)
-    gemm = {d: measure_gemm(d, methods, deadline=start + budget * float(end)) for d, end in zip(dtypes, ends)}
-    stream = backend.measure_bandwidth()
+    gemm = {d: measure_gemm(d, methods, sizes.get(d), deadline=start + budget * float(end))
+            for d, end in zip(dtypes, ends)}
+    stream = backend.measure_bandwidth(plan["bandwidth_mib"], plan["bandwidth_calls"])
     _, other_cores = _busy_cores_since(load0)
     bandwidth, bw_cv = stream["bytes_per_sec"], stream["cv"]
     peak_flops = {d: max(g["flops"], gemm["float32"]["flops"]) for d, g in gemm.items()}
@@ -635,7 +731,9 @@ def _measure(backend: Any, methods: dict[str, Callable], info: dict[str, Any],
     # 10% on a quiet host) is only not used for that dtype.
     noisy = {d: why for d, why in wide.items() if d not in ("float32", "bandwidth")}
     reasons = [why for d, why in wide.items() if d not in noisy]
-    if other_cores is not None and other_cores > max_load:
+    # Other processes' CPU load slows a CPU's GEMMs; an accelerator's run on the device (a busy
+    # host's data loaders do not slow them), so there it is recorded but judges nothing.
+    if on_cpu and other_cores is not None and other_cores > max_load:
         reasons.append(f"other processes kept {other_cores:.2f} CPU cores busy > {max_load:g}")
     try:
         loadavg = os.getloadavg()[0]
@@ -653,7 +751,7 @@ def _measure(backend: Any, methods: dict[str, Callable], info: dict[str, Any],
         "measured_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "measured_epoch_s": time.time(),
         "method": (f"best of methods {', '.join(methods)} on square NxN matmuls (N per dtype: "
-                   + "; ".join(f"{d} {_PROBE_SIZES.get(d)}" for d in dtypes)
+                   + "; ".join(f"{d} {sizes.get(d)}" for d in dtypes)
                    + f"), best of {_PROBE_REPS} after a warm call, winner repeated {_SPREAD_REPS}x, "
                    f"within {budget:g} s; bandwidth: {stream['method']}"),
     }
@@ -662,6 +760,11 @@ def _measure(backend: Any, methods: dict[str, Callable], info: dict[str, Any],
     result["nominal_basis"] = nominal[1] if nominal else None
     entry = spec_peak(info["device_kind"]) if not on_cpu else None
     result["spec"] = entry and {"peak_flops": entry["flops"], "peak_bytes_per_sec": entry["bw"]}
+    # Which float32 precision the GEMMs ran at (TF32 on recent NVIDIA GPUs by default): a float32
+    # run at another precision is not bounded by this rate (:func:`at_precision`).
+    result["float32_precision"] = backend.probe_precision() if hasattr(backend, "probe_precision") else None
+    result["above_nominal"] = above_nominal(result)
+    result["above_spec"] = above_spec(result)
     return result
 
 
@@ -686,12 +789,14 @@ def _spec_flops(entry: dict[str, Any], dtype: str, precision_used: str | None) -
     return max(rates) if rates else (flops["float32"], "float32 rate")
 
 
-def peaks(device_kind: str, dtype: str, backend: str | None = None, precision_used: str | None = None) -> Peak:
-    """The peak of one device for ``dtype``: the spec table for known accelerators (for float32,
-    the rate of the measured ``precision_used``: :func:`_spec_flops`), else the best quiet probe
-    of this host and software on record (measured once, :func:`probe`). Where only contended
-    probes are on record, ``flops`` is None (``source`` "none", ``method`` says why): a peak
-    measured under load would inflate utilization."""
+def peaks(device_kind: str, dtype: str, backend: str | None = None, precision_used: str | None = None,
+          framework: str = backends.DEFAULT) -> Peak:
+    """The peak of one device (``backend``: its platform, cpu|gpu|tpu) for ``dtype``: the spec
+    table for known accelerators (for float32, the rate of the measured ``precision_used``:
+    :func:`_spec_flops`), else the best quiet probe of this host and software on record
+    (measured once, :func:`measured_peak`; for a run of ``framework`` on an accelerator, see
+    :func:`ceiling`). Where only contended probes are on record, ``flops`` is None (``source``
+    "none", ``method`` says why): a peak measured under load would inflate utilization."""
     if backend != "cpu":
         name = spec_name(device_kind)
         if name is not None:
@@ -699,16 +804,131 @@ def peaks(device_kind: str, dtype: str, backend: str | None = None, precision_us
             flops, rate = _spec_flops(entry, dtype, precision_used)
             return Peak(float(flops), float(entry["bw"]), "spec", f"vendor table: {device_kind}, {rate}",
                         f"spec:{name}", None, 0.0)
+    return at_precision(_probed(backend or "cpu", dtype, framework), dtype, precision_used)
+
+
+def measured_peak(dtype: str) -> Peak:
+    """The best quiet probe of this host, device and software on record for ``dtype``
+    (:func:`best_quiet`; :func:`probe` measures one first where none is on record), as a
+    :class:`Peak` with ``source`` "measured" (and, for float32, the ``precision`` its GEMMs ran
+    at); ``flops`` None and ``source`` "none" (``method`` says why) where no usable probe is on
+    record."""
     answer = probe(dtypes=(dtype,))
     chosen = best_quiet(on_record(), dtype)
     if chosen is None:
-        reasons = "; ".join(answer.get("contended_reasons", [])
-                            + [v for d, v in (answer.get("noisy_dtypes") or {}).items() if d == dtype]) or "contended"
+        reasons = "; ".join(unusable_reasons(answer, dtype)) or "contended"
         return Peak(None, None, "none",
                     f"no quiet probe on record for this host and software: the last one ({answer['measured_utc']}, "
-                    f"id {answer['id']}) was contended ({reasons}); run `paradnn probe --refresh` on a quiet host",
+                    f"id {answer['id']}) was not usable ({reasons}); run `paradnn probe --refresh` on a quiet host",
                     None, answer.get("measured_utc"), None)
+    level = chosen.get("float32_precision") if dtype == "float32" else None
     method = (f"measured {chosen['measured_utc']} (probe {chosen['id']}): best of "
-              f"{', '.join(chosen['gemm'][dtype])} -> {chosen['best_method'][dtype]}")
+              f"{', '.join(chosen['gemm'][dtype])} -> {chosen['best_method'][dtype]}"
+              + (f"; float32 GEMMs at precision {level}" if level else ""))
     return Peak(float(chosen["peak_flops"][dtype]), float(chosen["peak_bytes_per_sec"]), "measured", method,
-                chosen["id"], chosen["measured_utc"], float(chosen["spread"][dtype]))
+                chosen["id"], chosen["measured_utc"], float(chosen["spread"][dtype]),
+                chosen.get("float32_precision") if dtype == "float32" else None)
+
+
+def at_precision(peak: Peak, dtype: str, precision_used: str | None) -> Peak:
+    """``peak`` (a probe) as the bound of a run whose float32 products used ``precision_used``
+    (its measured ``matmul_precision_used``): itself where the probe's float32 GEMMs ran at the
+    fastest level the run used, or where either precision is unknown; else no figure (``source``
+    "none", ``method`` says why). A float32 GEMM at TF32 is several times faster than at full
+    float32 on an NVIDIA GPU: a run at full float32 measured against a TF32 probe would read a
+    low utilization, and a TF32 run against a full-float32 probe could exceed its bound."""
+    if dtype != "float32" or peak.flops is None or not peak.precision or not precision.is_level(precision_used):
+        return peak
+    levels = precision.levels_of(str(precision_used))
+    fastest = [name for _, name in precision.LEVELS if name in levels][-1]  # LEVELS: slowest first
+    if fastest == peak.precision:
+        return peak
+    return Peak(None, None, "none", f"probe {peak.id} measured float32 GEMMs at {peak.precision}; this run's "
+                f"float32 products used {precision_used}: no probe at that precision on record")
+
+
+def utilization_metrics(peak: Peak, ceiling: Peak, executed: float | None, useful: float | None,
+                        devices: int = 1) -> dict[str, Any]:
+    """A record's columns of what it divides by: the peak (``peak_*``) and the measured ceiling
+    (``ceiling_*``) of one device, and the achieved FLOP/s over each times ``devices``:
+    ``flops_utilization`` and ``ceiling_utilization`` from ``executed`` (FLOP/s counted by the
+    framework), ``model_flops_utilization`` and ``model_ceiling_utilization`` from ``useful``
+    (analytic FLOP/s); None where a figure is missing (``paradnn.record.METRICS``)."""
+    def over(achieved: float | None, per_device: float | None) -> float | None:
+        return achieved / (per_device * devices) if achieved is not None and per_device else None
+
+    return {
+        "peak_flops": peak.flops, "peak_bytes_per_sec": peak.bytes_per_sec, "peak_source": peak.source,
+        "peak_method": peak.method, "peak_id": peak.id, "peak_measured_utc": peak.measured_utc,
+        "peak_spread": peak.spread,
+        "flops_utilization": over(executed, peak.flops), "model_flops_utilization": over(useful, peak.flops),
+        "ceiling_flops": ceiling.flops, "ceiling_bytes_per_sec": ceiling.bytes_per_sec,
+        "ceiling_id": ceiling.id, "ceiling_method": ceiling.method,
+        "ceiling_utilization": over(executed, ceiling.flops),
+        "model_ceiling_utilization": over(useful, ceiling.flops),
+    }
+
+
+#: Seconds a run waits for the ceiling probe of another framework's process (:func:`ceiling`):
+#: the probe's GEMM budget plus the child's start, compiles and bandwidth loop, with room.
+CEILING_CHILD_TIMEOUT_S = 600.0
+# The child's answer, per process (a worker measures many configs; the child runs once).
+_CHILD_CEILINGS: dict[str, dict[str, Any]] = {}
+
+
+def ceiling(device_platform: str, dtype: str, framework: str = backends.DEFAULT,
+            peak: Peak | None = None, precision_used: str | None = None) -> Peak:
+    """The measured ceiling of one device for ``dtype``: the best quiet probe of this host,
+    device and software (:func:`measured_peak`), whatever the peak utilization divides by.
+    Where ``peak`` is itself measured (a CPU, a device without a vendor entry) or none, the
+    ceiling is that same probe: it is returned as is, nothing is measured twice.
+
+    On an accelerator the probe runs (once per host and software, cached like a CPU's) with
+    the reference framework (JAX). A run of another framework there (PyTorch) gets it from a
+    child process (``paradnn probe --json``, with JAX's GPU memory preallocation off): JAX in
+    the run's own process would reserve most of the device memory that framework needs. A
+    probe that fails on an accelerator (out of memory beside the run's own buffers) gives no
+    ceiling (``source`` "none", ``method`` says why) rather than failing the run; so does a
+    float32 run at another precision than the probe's (``precision_used``: :func:`at_precision`)."""
+    if peak is not None and peak.source != "spec":
+        return peak
+    if device_platform == "cpu":
+        return at_precision(measured_peak(dtype), dtype, precision_used)
+    try:
+        return at_precision(_probed(device_platform, dtype, framework), dtype, precision_used)
+    except ParadnnError:
+        raise  # bad settings (PARADNN_PROBE_*) or an unwritable cache are the user's to fix
+    except Exception as exc:  # noqa: BLE001 - the spec peak still gives utilization
+        return Peak(None, None, "none", f"the ceiling probe failed: {type(exc).__name__}: {exc}"[:1000])
+
+
+def _probed(device_platform: str, dtype: str, framework: str) -> Peak:
+    """The best quiet probe for ``dtype`` as a run of ``framework`` on ``device_platform`` gets
+    it: in its own process (:func:`measured_peak`) on a CPU or with the reference framework,
+    else from a child process (:func:`ceiling` says why)."""
+    if device_platform == "cpu" or framework == backends.DEFAULT:
+        return measured_peak(dtype)
+    return _child_ceiling(dtype)
+
+
+def ceilings(dtypes: tuple[str, ...] = PROBE_DTYPES) -> dict[str, Peak]:
+    """:func:`measured_peak` of each of ``dtypes``: the ceilings ``paradnn probe`` reports (and
+    its ``--json`` gives a run of another framework, :func:`ceiling`)."""
+    return {dtype: measured_peak(dtype) for dtype in dtypes}
+
+
+def _child_ceiling(dtype: str) -> Peak:
+    """The ceiling for ``dtype`` measured (or read from the cache) by ``paradnn probe --json``
+    in a child process of the reference framework, once per process."""
+    if "ceilings" not in _CHILD_CEILINGS:
+        env = {**os.environ, "XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
+        # stderr is the run's: the child says when it measures.
+        done = subprocess.run([sys.executable, "-m", "paradnn", "probe", "--json"], stdout=subprocess.PIPE,
+                              text=True, env=env, timeout=CEILING_CHILD_TIMEOUT_S)
+        if done.returncode != 0:
+            raise RuntimeError(f"`paradnn probe --json` exited with status {done.returncode}")
+        _CHILD_CEILINGS["ceilings"] = json.loads(done.stdout.strip().splitlines()[-1])["ceilings"]
+    known = _CHILD_CEILINGS["ceilings"].get(dtype)
+    if known is None:
+        return Peak(None, None, "none", f"the ceiling probe measured no {dtype}")
+    return Peak(**known)

@@ -227,7 +227,8 @@ def measure_op(shape: OpShape, dtype: str = "float32", settings: MeasureSettings
     metrics.update(timing.stats())
     step = metrics["step_time_s"]
     if peak is None:
-        peak = hardware.peaks(platform["device_kind"], dtype, platform["device_platform"])
+        peak = hardware.peaks(platform["device_kind"], dtype, platform["device_platform"], framework=framework)
+    ceiling = hardware.ceiling(platform["device_platform"], dtype, framework, peak)
     xla_bytes = op["bytes"]
     metrics.update(
         model_flops_per_step=flops,
@@ -235,15 +236,7 @@ def measure_op(shape: OpShape, dtype: str = "float32", settings: MeasureSettings
         xla_flops_per_op=op["flops"],
         bytes_per_step=xla_bytes,
         flops_per_sec=flops / step,
-        peak_flops=peak.flops,
-        peak_bytes_per_sec=peak.bytes_per_sec,
-        peak_source=peak.source,
-        peak_method=peak.method,
-        peak_id=peak.id,
-        peak_measured_utc=peak.measured_utc,
-        peak_spread=peak.spread,
-        flops_utilization=flops / step / peak.flops if peak.flops else None,
-        model_flops_utilization=flops / step / peak.flops if peak.flops else None,
+        **hardware.utilization_metrics(peak, ceiling, flops / step, flops / step),
         arithmetic_intensity=flops / xla_bytes if xla_bytes else None,
         useful_flops_ratio=1.0,
         op_label=shape.label(),

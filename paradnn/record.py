@@ -18,6 +18,7 @@ from typing import Any
 
 from paradnn import backends, families
 from paradnn.measure import PROTOCOL_FIELDS
+from paradnn.units import si
 from paradnn.workload import Workload, stable_hash
 
 # 2: device platform field `backend` -> `device_platform`, plus `framework`.
@@ -63,6 +64,19 @@ METRICS: dict[str, tuple[str, str]] = {
     "peak_measured_utc": ("", "when that probe was measured (UTC; empty for the vendor table)"),
     "peak_spread": ("1", "coefficient of variation of that probe's winning GEMM (0 for the vendor "
                     "table); above the run's cv_target raises peak_spread_above_target"),
+    "ceiling_flops": ("FLOP/s", "measured ceiling of one device for the dtype: the best quiet GEMM of "
+                      "paradnn probe on this host, device and software (the peak's own probe where "
+                      "peak_source is measured, as on a CPU; probed beside the vendor peak on a known "
+                      "accelerator); None where no quiet probe is on record"),
+    "ceiling_bytes_per_sec": ("B/s", "that probe's streaming memory bandwidth of one device"),
+    "ceiling_id": ("", "the probe the ceiling is (its id in the probe cache); equal to peak_id where "
+                   "the peak is measured"),
+    "ceiling_method": ("", "how ceiling_flops was measured (the probe's methods, the winner and when), "
+                       "or why there is none"),
+    "ceiling_utilization": ("1", "flops_per_sec / (ceiling_flops x devices): executed FLOP/s over "
+                            "the measured ceiling; above 1 raises above_ceiling"),
+    "model_ceiling_utilization": ("1", "model_flops_per_step / step_time_s / (ceiling_flops x devices): "
+                                  "useful FLOP/s over the measured ceiling; above 1 raises above_ceiling"),
     "arithmetic_intensity": ("FLOP/B", "flops_per_step / bytes_per_step"),
     "params": ("1", "trainable parameters, from shapes"),
     "memory_argument_bytes": ("B", "XLA memory analysis, per device"),
@@ -227,6 +241,16 @@ WARNINGS: dict[str, str] = {
         "the peak this utilization divides by spread more than the run's cv_target over its own "
         "repetitions (a probe accepted under a raised PARADNN_PROBE_MAX_CV): the utilization is "
         "no more precise than that spread; re-probe on a quiet host (paradnn probe --refresh)"),
+    "above_ceiling": (
+        "ceiling_utilization or model_ceiling_utilization above 1: the run beat the best GEMM "
+        "this host measured (the measured ceiling), which is impossible: the probe missed a "
+        "faster library or kernel, or the FLOP count includes work that was not done (where "
+        "the ceiling is the peak, as on a CPU, utilization_above_1 comes with it)"),
+    "peak_below_ceiling": (
+        "the vendor peak the utilization divides by is below the GEMM rate measured on this "
+        "device (ceiling_flops > peak_flops), which is impossible: the peak table entry is "
+        "wrong for this device (another form factor or clocks) or the device kind matched the "
+        "wrong entry; paradnn probe names the entry"),
     "no_quiet_peak": (
         "only contended probes of this host's peak are on record, so no utilization was "
         "computed (a peak measured under load would inflate it); run paradnn probe --refresh on "
@@ -267,6 +291,13 @@ def physics_warnings(metrics: dict[str, Any], devices: int = 1, cv_target: float
     utilizations = (metrics.get("flops_utilization"), metrics.get("model_flops_utilization"))
     if any(u is not None and u > 1.0 for u in utilizations):
         codes.append("utilization_above_1")
+    against_ceiling = (metrics.get("ceiling_utilization"), metrics.get("model_ceiling_utilization"))
+    if any(u is not None and u > 1.0 for u in against_ceiling):
+        codes.append("above_ceiling")
+    ceiling = metrics.get("ceiling_flops")
+    if (metrics.get("peak_source") == "spec" and ceiling is not None
+            and metrics.get("peak_flops") is not None and ceiling > metrics["peak_flops"]):
+        codes.append("peak_below_ceiling")
     intensity, bandwidth = metrics.get("arithmetic_intensity"), metrics.get("peak_bytes_per_sec")
     peak, achieved = metrics.get("peak_flops"), metrics.get("flops_per_sec")
     if None not in (intensity, bandwidth, peak, achieved):
@@ -275,6 +306,32 @@ def physics_warnings(metrics: dict[str, Any], devices: int = 1, cv_target: float
     if flops_mismatch(metrics):
         codes.append("flops_mismatch")
     return codes
+
+
+def peak_and_ceiling(m: Mapping[str, Any]) -> str:
+    """What a record's utilizations divide by, in words with units and sources, from its
+    ``peak_flops``, ``peak_source``, ``peak_method``, ``peak_id``, ``ceiling_flops`` and
+    ``ceiling_id`` (a record's metrics, a stored row; absent or NaN values are unknown), e.g.
+    ``peak 989 TFLOP/s (spec: vendor table: NVIDIA H100 80GB HBM3), ceiling 795 TFLOP/s
+    (measured, probe 1a2b3c4d5e6f)``; on a CPU ``peak 199 GFLOP/s (measured, probe ...),
+    ceiling: the same probe``. A row written before ceilings were recorded says so."""
+    def value(name: str) -> Any:
+        v = m.get(name)
+        return None if v is None or (isinstance(v, float) and v != v) else v
+
+    def one(flops: Any, source: Any, method: Any, id_: Any) -> str:
+        if flops is None:
+            return "n/a (no usable probe on record)"
+        if source == "spec":
+            return f"{si(flops, 'FLOP/s')} (spec: {method})"
+        return f"{si(flops, 'FLOP/s')} (measured" + (f", probe {id_})" if id_ else ")")
+
+    peak = one(value("peak_flops"), value("peak_source"), value("peak_method"), value("peak_id"))
+    if not value("ceiling_method"):  # every record since ceilings exist says how it got one
+        return f"peak {peak}, ceiling not recorded"
+    if value("ceiling_id") == value("peak_id"):
+        return f"peak {peak}, ceiling: the same probe"
+    return f"peak {peak}, ceiling {one(value('ceiling_flops'), 'measured', None, value('ceiling_id'))}"
 
 
 def warning_codes(value: Any) -> list[str]:

@@ -240,26 +240,20 @@ class Phases:
 def derived_metrics(m: dict[str, Any], workload: Workload, platform: dict[str, Any]) -> dict[str, Any]:
     """Throughput, FLOPS, utilization and intensity from the measured and counted quantities, and
     which peak the utilizations divide by (``peak_id``: none where only contended probes of
-    this host are on record, and then no utilization)."""
+    this host are on record, and then no utilization); the same utilizations against the
+    measured ceiling (``ceiling_id``: the peak's own probe where the peak is measured)."""
     peak = hardware.peaks(platform["device_kind"], workload.dtype, platform["device_platform"],
-                          m.get("matmul_precision_used"))
-    peak_flops = peak.flops
+                          m.get("matmul_precision_used"), framework=workload.framework)
+    ceiling = hardware.ceiling(platform["device_platform"], workload.dtype, workload.framework, peak,
+                               m.get("matmul_precision_used"))
     step = m["step_time_s"]
     executed = m.get("flops_per_step")  # None where the framework does not count them
     flops_per_sec = executed / step if executed else None
-    total_peak = peak_flops * workload.devices if peak_flops else None
     return {
         "examples_per_sec": workload.batch / step,
         "flops_per_sec": flops_per_sec,
-        "peak_flops": peak_flops,
-        "peak_bytes_per_sec": peak.bytes_per_sec,
-        "peak_source": peak.source,
-        "peak_method": peak.method,
-        "peak_id": peak.id,
-        "peak_measured_utc": peak.measured_utc,
-        "peak_spread": peak.spread,
+        **hardware.utilization_metrics(peak, ceiling, flops_per_sec, m["model_flops_per_step"] / step,
+                                       workload.devices),
         "useful_flops_ratio": m["model_flops_per_step"] / executed if executed else None,
-        "flops_utilization": flops_per_sec / total_peak if executed and total_peak else None,
-        "model_flops_utilization": m["model_flops_per_step"] / step / total_peak if total_peak else None,
         "arithmetic_intensity": executed / m["bytes_per_step"] if executed and m.get("bytes_per_step") else None,
     }

@@ -532,6 +532,7 @@ def test_label_is_one_function_for_axes_colour_bars_and_table_headers():
     assert label("examples_per_sec") == "throughput (examples/s)"
     assert label("batch", "log2 scale") == "batch (examples, log2 scale)"
     assert label("model_flops_utilization") == "model FLOPS utilization (fraction of peak)"
+    assert label("model_ceiling_utilization") == "model ceiling utilization (fraction of the measured ceiling)"
     assert label("no_such_column") == "no_such_column"
     assert label("no_such_column", "log2 scale") == "no_such_column (log2 scale)"
     # Table headers keep the column's own name (to find it in the data); counts have no unit.

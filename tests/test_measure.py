@@ -227,9 +227,32 @@ def test_warning_codes_round_trip():
     assert warning_codes("utilization_above_1,above_roof") == ["utilization_above_1", "above_roof"]
     for empty in (None, "", math.nan):
         assert warning_codes(empty) == []
-    assert set(physics_warnings(_metrics(model_flops_utilization=2.0, arithmetic_intensity=1.0,
-                                         useful_flops_ratio=3.0, peak_source="none", peak_spread=0.2),
-                                cv_target=0.1)) == set(WARNINGS)
+    # Every code can fire (peak_below_ceiling needs a spec peak, no_quiet_peak none).
+    fired = set(physics_warnings(_metrics(model_flops_utilization=2.0, arithmetic_intensity=1.0,
+                                          useful_flops_ratio=3.0, peak_source="none", peak_spread=0.2,
+                                          model_ceiling_utilization=2.0), cv_target=0.1))
+    fired |= set(physics_warnings(_metrics(peak_source="spec", ceiling_flops=2e11)))
+    assert fired == set(WARNINGS)
+
+
+def test_above_the_measured_ceiling():
+    """A run faster than the best GEMM the host measured is a bug on any platform, even well
+    below the vendor peak (a GPU's spec): above_ceiling fires on either ceiling utilization
+    above 1, never below it."""
+    below = _metrics(ceiling_utilization=0.97, model_ceiling_utilization=0.9)
+    assert physics_warnings(below) == []
+    assert physics_warnings(_metrics(ceiling_utilization=1.02)) == ["above_ceiling"]
+    assert physics_warnings(_metrics(model_ceiling_utilization=1.3, model_flops_utilization=0.8)) == ["above_ceiling"]
+    assert physics_warnings(_metrics(ceiling_utilization=None, model_ceiling_utilization=None)) == []
+
+
+def test_a_spec_peak_below_the_measured_ceiling_is_flagged():
+    """A vendor peak below what the device was measured to do is a wrong table entry; a
+    measured peak is the ceiling itself, and a ceiling below the spec is the usual case."""
+    assert physics_warnings(_metrics(peak_source="spec", ceiling_flops=1.2e11)) == ["peak_below_ceiling"]
+    assert physics_warnings(_metrics(peak_source="spec", ceiling_flops=0.8e11)) == []
+    assert physics_warnings(_metrics(peak_source="measured", ceiling_flops=1e11)) == []
+    assert physics_warnings(_metrics(peak_source="spec", ceiling_flops=None)) == []
 
 
 def test_peak_spread_is_held_to_the_runs_target():

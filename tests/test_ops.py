@@ -58,6 +58,8 @@ def test_op_rows_in_the_store_and_on_the_roofline_with_model_points(tiny_setting
     assert mm["model_flops_per_step"] == 2 * 32**3
     assert mm["flops_per_sec"] == pytest.approx(2 * 32**3 / mm["step_time_s"])
     assert mm["flops_utilization"] == pytest.approx(mm["flops_per_sec"] / mm["peak_flops"])
+    # On a CPU the ceiling is the peak's own probe.
+    assert mm["ceiling_id"] == mm["peak_id"] and mm["ceiling_utilization"] == pytest.approx(mm["flops_utilization"])
     assert mm["arithmetic_intensity"] == pytest.approx(2 * 32**3 / mm["bytes_per_step"])
     # XLA counts the same matmul FLOPs as the analytic formula.
     assert mm["xla_flops_per_op"] == pytest.approx(2 * 32**3, rel=0.01)

@@ -45,6 +45,9 @@ def cache(tmp_path, monkeypatch):
     # Other processes' load on a shared test host is not what these tests are about (one test
     # sets its own threshold and load).
     monkeypatch.setenv("PARADNN_PROBE_MAX_LOAD", "1000")
+    # The sleeping GEMMs "reach" TFLOP/s, beyond this CPU's nominal peak: no nominal here (the
+    # tests of that bound give their own).
+    monkeypatch.setattr(hardware, "nominal_cpu_flops", lambda: None)
     return path
 
 
@@ -58,7 +61,7 @@ def test_best_method_wins_and_quiet_result_is_cached(cache, monkeypatch):
     _methods(monkeypatch, {"slow": _sleeper(0.04), "fast": _sleeper(0.02)})
     result = hardware.probe(dtypes=("float32",))
     assert result["best_method"]["float32"] == "fast"
-    n = max(hardware._PROBE_SIZES["float32"])
+    n = max(hardware.probe_plan("cpu")["gemm_sizes"]["float32"])
     assert result["peak_flops"]["float32"] == pytest.approx(2 * n**3 / 0.02, rel=0.3)
     assert result["gemm"]["float32"]["slow"] < result["gemm"]["float32"]["fast"]
     assert result["contended"] is False and result["in_use"] is True
@@ -148,19 +151,24 @@ def test_a_peak_noisier_than_the_target_flags_the_utilization(cache, monkeypatch
     assert "peak_spread_above_target" in rec.warnings  # ...but never silently
 
 
+def _probe_beside_a_spinner():
+    """A float32 probe while a child process spins on one core (another process's load)."""
+    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(0.3)
+        return hardware.probe(dtypes=("float32",))
+    finally:
+        spinner.kill()
+        spinner.wait()
+
+
 def test_a_busy_neighbour_makes_the_probe_contended(cache, monkeypatch):
     """Load from another process (a spinning child) is seen and recorded, even when the probe's
     own timings are steady (its GEMMs sleep, so the neighbour does not slow them)."""
     monkeypatch.setenv("PARADNN_PROBE_MAX_CV", "5")
     monkeypatch.setenv("PARADNN_PROBE_MAX_LOAD", "0.3")
     _methods(monkeypatch, {"lib": _sleeper(0.05)})
-    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
-    try:
-        time.sleep(0.3)
-        result = hardware.probe(dtypes=("float32",))
-    finally:
-        spinner.kill()
-        spinner.wait()
+    result = _probe_beside_a_spinner()
     assert result["host_load"]["other_busy_cores"] > 0.3
     assert result["contended"] is True and "other processes" in " ".join(result["contended_reasons"])
     assert hardware.peaks("cpu", "float32", "cpu").flops is None
@@ -221,7 +229,7 @@ def test_two_probes_at_once_measure_once(tmp_path):
     assert outs[0] == outs[1]  # the second one read the first one's result
     # One measurement: per dtype and size a warm call + the timed repetitions, then the winner's
     # spread.
-    calls = sum(len(hardware._PROBE_SIZES[d]) * (1 + hardware._PROBE_REPS) + hardware._SPREAD_REPS
+    calls = sum(len(hardware.probe_plan("cpu")["gemm_sizes"][d]) * (1 + hardware._PROBE_REPS) + hardware._SPREAD_REPS
                 for d in hardware.PROBE_DTYPES)
     assert len(log.read_text()) == calls
 
@@ -270,3 +278,185 @@ def test_a_noisy_reduced_precision_is_not_used_for_itself_only(cache, monkeypatc
     assert none16.flops is None and "float16 spread" in none16.method
     again = hardware.probe(dtypes=("float32", "float16"))
     assert again["id"] == result["id"] and len(_measurements(cache)) == 1
+
+
+# -- probe sizes per platform, the ceiling, and probes faster than their bounds ---------------
+
+def test_accelerators_get_gemms_and_arrays_large_enough_for_their_plateau():
+    """A CPU's sizes (N 1024-3072, 256 MiB) are seconds on a 2-core host; an H100 needs N 8192
+    for its bfloat16 plateau (about 790-800 of its 989 TFLOP/s dense) and an array far beyond
+    its 50 MiB L2."""
+    cpu = hardware.probe_plan("cpu")
+    for platform in ("gpu", "tpu", "cuda", "rocm"):
+        plan = hardware.probe_plan(platform)
+        assert plan is not cpu
+        for dtype in hardware.PROBE_DTYPES:
+            sizes = plan["gemm_sizes"][dtype]
+            assert 8192 in sizes and min(sizes) >= 4096, (platform, dtype)
+            assert max(sizes) > max(cpu["gemm_sizes"][dtype])
+        assert plan["bandwidth_mib"] >= 10 * 50  # ten times the H100's L2
+        assert plan["bandwidth_calls"] > 1
+    assert max(cpu["gemm_sizes"]["float32"]) <= 3072 and cpu["bandwidth_calls"] == 1
+
+
+def _fake_h100(monkeypatch, gemm_s=0.03, bandwidth=2.9e12):
+    """Make the probe's framework look like an H100 SXM: JAX's device info says so, its GEMMs
+    sleep ``gemm_s`` and record their sizes, its bandwidth loop records its arguments."""
+    jax_backend = backends.get("jax")
+    real_info = jax_backend.device_info()
+    monkeypatch.setattr(jax_backend, "device_info", lambda: {
+        **real_info, "device_platform": "gpu", "device_kind": "NVIDIA H100 80GB HBM3"})
+    sizes, streams = [], []
+
+    def factory(dtype, n):
+        sizes.append((dtype, n))
+
+        def call():
+            time.sleep(gemm_s)
+        call.matmuls = 8  # queued per call, as the JAX backend's accelerator method does
+        return call
+
+    _methods(monkeypatch, {"xla-stock": factory})
+    monkeypatch.setattr(jax_backend, "measure_bandwidth", lambda megabytes, calls: (
+        streams.append((megabytes, calls)) or {"bytes_per_sec": bandwidth, "cv": 0.01, "method": "fake"}))
+    return sizes, streams
+
+
+def test_a_gpu_probe_uses_the_accelerator_sizes_and_gives_the_ceiling_beside_the_spec_peak(cache, monkeypatch):
+    monkeypatch.setenv("PARADNN_PROBE_MAX_CV", "5")
+    sizes, streams = _fake_h100(monkeypatch)
+    result = hardware.probe()
+    plan = hardware.probe_plan("gpu")
+    assert {n for d, n in sizes} == set(plan["gemm_sizes"]["bfloat16"]) == {4096, 8192}
+    assert streams == [(plan["bandwidth_mib"], plan["bandwidth_calls"])]
+    # The FLOPs of a call are its queued matmuls': 8 x 2 N^3 in about 30 ms (293 TFLOP/s).
+    assert result["peak_flops"]["bfloat16"] == pytest.approx(8 * 2 * 8192**3 / 0.03, rel=0.3)
+    assert result["spec"]["peak_flops"]["bfloat16"] == hardware.PEAKS["h100 sxm"]["flops"]["bfloat16"]
+    assert result["above_spec"] == {} and result["nominal_flops"] is None
+    peak = hardware.peaks("NVIDIA H100 80GB HBM3", "bfloat16", "gpu")
+    ceiling = hardware.ceiling("gpu", "bfloat16", "jax", peak)
+    assert (peak.source, peak.flops, peak.id) == ("spec", 989e12, "spec:h100 sxm")
+    assert (ceiling.source, ceiling.id, ceiling.flops) == ("measured", result["id"], result["peak_flops"]["bfloat16"])
+    assert ceiling.bytes_per_sec == 2.9e12
+
+
+def test_a_busy_host_cpu_does_not_make_a_gpu_probe_contended(cache, monkeypatch):
+    """A GPU's GEMMs run on the device: other processes' CPU load (a busy host's data loaders)
+    is recorded but judges nothing, where on a CPU it makes the probe contended."""
+    monkeypatch.setenv("PARADNN_PROBE_MAX_CV", "5")
+    monkeypatch.setenv("PARADNN_PROBE_MAX_LOAD", "0.3")
+    _fake_h100(monkeypatch)
+    result = _probe_beside_a_spinner()
+    assert result["host_load"]["other_busy_cores"] > 0.3
+    assert result["contended"] is False and result["in_use"] is True
+
+
+def test_a_gpu_probe_faster_than_the_datasheet_flags_the_table_entry(cache, monkeypatch):
+    """A 'measured' 1.1 PFLOP/s bfloat16 and 3.6 TB/s on an H100 SXM (989 TFLOP/s, 3.35 TB/s
+    in the table): the entry is wrong for this device. The measurement stays the ceiling."""
+    monkeypatch.setenv("PARADNN_PROBE_MAX_CV", "5")
+    _fake_h100(monkeypatch, gemm_s=8 * 2 * 8192**3 / 1.1e15, bandwidth=3.6e12)
+    result = hardware.probe()
+    assert {"bfloat16", "float16", "float32", "bandwidth"} <= set(result["above_spec"])
+    assert "NVIDIA H100 80GB HBM3" in result["above_spec"]["bfloat16"]
+    assert result["contended"] is False and result["in_use"] is True
+    assert hardware.ceiling("gpu", "bfloat16", "jax").id == result["id"]
+
+
+def test_a_probe_above_the_nominal_peak_of_its_cpus_is_never_used(cache, monkeypatch):
+    """The pinning bug of an earlier session: a worker whose main thread alone was pinned to
+    one CPU probed 199 GFLOP/s (its BLAS threads kept both cores) where one core's nominal
+    peak is 166. Such a probe measured another platform: stored, flagged, never a denominator;
+    one within the tolerance is used."""
+    monkeypatch.setenv("PARADNN_PROBE_MAX_CV", "5")
+    n = max(hardware.probe_plan("cpu")["gemm_sizes"]["float32"])
+    _methods(monkeypatch, {"lib": _sleeper(0.02)})
+    rate = 2 * n**3 / 0.02
+    one_core = {"float32": rate / 1.2, "bfloat16": rate / 1.2 * 2, "float16": rate / 1.2}
+    monkeypatch.setattr(hardware, "nominal_cpu_flops", lambda: (one_core, "1 cores x ..."))
+    result = hardware.probe()
+    assert "float32" in result["above_nominal"] and "nominal" in result["above_nominal"]["float32"]
+    assert result["contended"] is False and result["in_use"] is False
+    for dtype in hardware.PROBE_DTYPES:  # every dtype: the probe ran on CPUs it may not use
+        assert not hardware.usable(result, dtype)
+        peak = hardware.peaks("cpu", dtype, "cpu")
+        assert peak.flops is None and peak.source == "none" and "nominal" in peak.method
+    # A cached entry of an earlier paradnn (no above_nominal field) is judged from its own data.
+    old = {k: v for k, v in result.items() if k != "above_nominal"}
+    assert hardware.best_quiet([old], "float32") is None
+    within = {**old, "nominal_flops": {d: v * 1.15 for d, v in one_core.items()}}
+    assert hardware.above_nominal(within) == {} and hardware.best_quiet([within], "float32") is within
+
+
+def test_a_queued_gemm_call_counts_each_matmul():
+    def factory(matmuls):
+        def make(dtype, n):
+            def call():
+                time.sleep(0.02)
+            call.matmuls = matmuls
+            return call
+        return make
+
+    one = hardware.measure_gemm("float32", {"m": factory(1)}, sizes=(512,))["flops"]
+    four = hardware.measure_gemm("float32", {"m": factory(4)}, sizes=(512,))["flops"]
+    assert four / one == pytest.approx(4, rel=0.3)
+
+
+@pytest.mark.slow
+def test_another_frameworks_ceiling_comes_from_a_child_probe(tmp_path, monkeypatch):
+    """On an accelerator a PyTorch run gets the ceiling from ``paradnn probe --json`` in a child
+    process (JAX in its own process would reserve the device memory): the child's answer, read
+    back, is the probe on record."""
+    monkeypatch.setenv("PARADNN_CACHE", str(tmp_path))
+    monkeypatch.setenv("PARADNN_PROBE_BUDGET_S", "2")
+    monkeypatch.setenv("PARADNN_PROBE_MAX_CV", "10")
+    monkeypatch.setattr(hardware, "_CHILD_CEILINGS", {})
+    spec = hardware.Peak(989e12, 3.35e12, "spec", "vendor table: NVIDIA H100 80GB HBM3", "spec:h100 sxm", None, 0.0)
+    ceiling = hardware.ceiling("gpu", "float32", "torch", spec)
+    assert ceiling.source == "measured" and ceiling.flops > 0 and ceiling.bytes_per_sec > 0
+    [entry] = _measurements(tmp_path / "probe.json")
+    assert ceiling.id == entry["id"] and ceiling.flops == entry["peak_flops"]["float32"]
+    # Once per process: a second config reads the answer it already has, and so does the peak
+    # of a GPU without a vendor entry (the probe is its peak; JAX never starts in this process).
+    assert hardware.ceiling("gpu", "bfloat16", "torch", spec).id == entry["id"]
+    unknown = hardware.peaks("NVIDIA GeForce RTX 4090", "float32", "gpu", framework="torch")
+    assert unknown.source == "measured" and unknown.id == entry["id"]
+    assert len(_measurements(tmp_path / "probe.json")) == 1
+
+
+def test_a_float32_ceiling_bounds_only_runs_at_the_probes_precision():
+    """A TF32 probe bounds a TF32 run (and a run whose fastest products are TF32), not one at
+    full float32 (it would read low) nor a reduced-dtype run's float32 question; a probe whose
+    precision is unknown (an earlier version's) bounds every run, as before."""
+    tf32 = hardware.Peak(4e14, 3e12, "measured", "m", "p1", "t", 0.01, "tf32")
+    assert hardware.at_precision(tf32, "float32", "tf32") is tf32
+    assert hardware.at_precision(tf32, "float32", "matmul highest, conv tf32") is tf32
+    assert hardware.at_precision(tf32, "bfloat16", "bfloat16") is tf32
+    assert hardware.at_precision(tf32, "float32", None) is tf32
+    none = hardware.at_precision(tf32, "float32", "highest")
+    assert none.flops is None and none.source == "none" and "tf32" in none.method and "highest" in none.method
+    unknown = tf32._replace(precision=None)
+    assert hardware.at_precision(unknown, "float32", "highest") is unknown
+
+
+def test_a_gpu_run_at_full_float32_gets_no_tf32_ceiling(cache, monkeypatch):
+    """On a GPU whose probe ran float32 GEMMs at TF32, a run measured at full float32 divides by
+    the non-tensor FP32 spec rate and gets no ceiling (not a TF32 one that would raise
+    peak_below_ceiling); a TF32 run gets the probe."""
+    from paradnn.record import physics_warnings
+
+    monkeypatch.setenv("PARADNN_PROBE_MAX_CV", "5")
+    _fake_h100(monkeypatch)
+    monkeypatch.setattr(backends.get("jax"), "probe_precision", lambda: "tf32", raising=False)
+    result = hardware.probe()
+    assert result["float32_precision"] == "tf32"
+    kind = "NVIDIA H100 80GB HBM3"
+    full = hardware.peaks(kind, "float32", "gpu", "highest")
+    assert full.flops == hardware.PEAKS["h100 sxm"]["float32_full"]
+    assert hardware.ceiling("gpu", "float32", "jax", full, "highest").flops is None
+    tf32 = hardware.ceiling("gpu", "float32", "jax", hardware.peaks(kind, "float32", "gpu", "tf32"), "tf32")
+    assert tf32.id == result["id"] and tf32.precision == "tf32" and "precision tf32" in tf32.method
+    # With the TF32 probe as the ceiling of a full-float32 run, the physics check would fire:
+    # the reason the ceiling is withheld.
+    metrics = hardware.utilization_metrics(full, tf32, 1e13, 1e13)
+    assert "peak_below_ceiling" in physics_warnings(metrics)

@@ -619,3 +619,28 @@ def test_sensitivity_resting_on_unstable_runs_recommends_measuring_them_again(go
     # platforms' runs are not listed, and the text says so).
     assert 0 < sum(len(p["axes"]["batch"]) for p in spec["parts"]) == m.configs < len(fc) - 2
     assert "other platforms" in m.change
+
+
+def test_the_report_names_the_peak_and_the_measured_ceiling_with_their_sources():
+    """Once per platform and dtype: a GPU's vendor peak beside its measured ceiling, a CPU's
+    probe that is both, and a row written before ceilings were recorded."""
+    from paradnn.report.html import peaks_and_ceilings
+
+    common = {"status": "ok", "device_count": 1, "framework": "jax", "family": "fc"}
+    rows = pd.DataFrame([
+        {**common, "device_platform": "gpu", "device_kind": "NVIDIA H100 80GB HBM3", "dtype": "bfloat16",
+         "peak_flops": 989e12, "peak_source": "spec", "peak_method": "vendor table: NVIDIA H100 80GB HBM3",
+         "peak_id": "spec:h100 sxm", "ceiling_flops": 7.95e14, "ceiling_id": "1a2b3c4d5e6f",
+         "ceiling_method": "measured ..."},
+        {**common, "device_platform": "cpu", "device_kind": "cpu", "dtype": "float32", "peak_flops": 1.99e11,
+         "peak_source": "measured", "peak_method": "measured ...", "peak_id": "abc", "ceiling_flops": 1.99e11,
+         "ceiling_id": "abc", "ceiling_method": "measured ..."},
+        {**common, "device_platform": "cpu", "device_kind": "cpu", "dtype": "bfloat16", "peak_flops": 3e11,
+         "peak_source": "measured", "peak_method": "measured ...", "peak_id": "old"},
+    ])
+    text = peaks_and_ceilings(rows)
+    assert ("bfloat16: peak 989 TFLOP/s (spec: vendor table: NVIDIA H100 80GB HBM3), ceiling 795 TFLOP/s "
+            "(measured, probe 1a2b3c4d5e6f)") in text
+    assert "float32: peak 199 GFLOP/s (measured, probe abc), ceiling: the same probe" in text
+    assert "bfloat16: peak 300 GFLOP/s (measured, probe old), ceiling not recorded" in text
+    assert text.count("ceiling") == 3

@@ -52,6 +52,12 @@ def test_record_carries_every_contracted_metric(tiny_settings):
     assert row["flops_per_sec"] == pytest.approx(row["flops_per_step"] / row["step_time_s"])
     assert row["params"] == 100 * 64 + 64 + 2 * (64 * 64 + 64) + 64 * 10 + 10
     assert row["peak_source"] == "measured"  # a CPU has no spec peak
+    # The ceiling is the peak's own probe on a CPU (measured once), and both utilizations
+    # divide by it.
+    assert (row["ceiling_flops"], row["ceiling_bytes_per_sec"], row["ceiling_id"], row["ceiling_method"]) == (
+        row["peak_flops"], row["peak_bytes_per_sec"], row["peak_id"], row["peak_method"])
+    assert row["ceiling_utilization"] == pytest.approx(row["flops_per_sec"] / row["ceiling_flops"])
+    assert row["model_ceiling_utilization"] == pytest.approx(row["model_flops_utilization"])
     for field in ("jax_version", "jaxlib_version", "flax_version", "python_version", "device_kind",
                   "device_platform", "cpu_model", "steps_per_call", "cv_target"):
         assert row[field] not in (None, ""), field
@@ -147,6 +153,10 @@ def test_cli_summary_says_units_and_sources(paradnn_cmd):
     # The headline utilization is the useful-FLOP one, the executed one beside it.
     line = next(l for l in out.splitlines() if l.startswith("utilization"))
     assert line.index("useful") < line.index("executed")
+    # The ceiling beside the peak: on a CPU it is the peak's own probe.
+    lines = out.splitlines()
+    peak_at = next(i for i, l in enumerate(lines) if l.startswith("peak "))
+    assert lines[peak_at + 1] == "ceiling           the peak's own probe"
 
 
 @pytest.mark.parametrize(
@@ -180,6 +190,13 @@ def test_cli_probe_json(paradnn_cmd):
     assert set(result["peak_flops"]) >= {"float32", "bfloat16", "float16"}
     assert all(v > 1e8 for v in result["peak_flops"].values())  # any CPU does more than 0.1 GFLOP/s
     assert result["peak_bytes_per_sec"] > 1e8
+    # Each dtype's ceiling and peak; on a CPU both are the best usable probe on record.
+    assert result["above_nominal"] == {} and result["above_spec"] == {}
+    from paradnn import precision
+    assert precision.is_level(result["float32_precision"])  # measured, e.g. highest on a CPU
+    for dtype in ("float32", "bfloat16", "float16"):
+        ceiling, peak = result["ceilings"][dtype], result["peaks"][dtype]
+        assert ceiling == peak and ceiling["source"] in ("measured", "none")
 
 
 def test_cli_list_families(paradnn_cmd):

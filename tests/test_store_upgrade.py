@@ -59,6 +59,20 @@ def test_reading_and_opening_give_the_current_keys(tmp_path):
     assert paradnn.load(copy).equals(df)
 
 
+def test_an_old_store_reads_with_empty_ceilings_and_the_report_says_so():
+    """Rows written before ceilings were recorded load with the ceiling columns empty (no
+    migration invents them), and the report's header says the ceiling was not recorded."""
+    from paradnn.analysis.columns import ok_rows
+    from paradnn.report.html import peaks_and_ceilings
+
+    df = paradnn.load(OLD)
+    assert not any(c.startswith("ceiling_") for r in _raw_rows() for c in r)
+    for column in ("ceiling_flops", "ceiling_id", "ceiling_utilization", "model_ceiling_utilization"):
+        assert column in df.columns and df[column].isna().all(), column
+    text = peaks_and_ceilings(ok_rows(df))
+    assert text and text.count("ceiling not recorded") == text.count("peak ")
+
+
 def test_migrated_keys_use_the_fields_the_backends_record():
     """The key of an old row is rebuilt from the same field names a new record of its
     framework carries: the core software fields and FrameworkInfo.software_fields (checked

@@ -72,6 +72,8 @@ METRIC_NAMES: dict[str, str] = {
     "examples_per_sec": "throughput",
     "flops_utilization": "FLOPS utilization",
     "model_flops_utilization": "model FLOPS utilization",
+    "ceiling_utilization": "ceiling utilization",
+    "model_ceiling_utilization": "model ceiling utilization",
     "flops_per_sec": "achieved FLOPS",
     "arithmetic_intensity": "arithmetic intensity",
     "step_time_s": "step time",
@@ -93,6 +95,8 @@ def unit(column: str) -> str:
         u = METRICS[column][0]
         if column in ("flops_utilization", "model_flops_utilization"):
             return "fraction of peak"
+        if column in ("ceiling_utilization", "model_ceiling_utilization"):
+            return "fraction of the measured ceiling"
         if u == "1" and column.endswith(("utilization", "fraction")):
             return "fraction of time"
         return "count" if u == "1" else u

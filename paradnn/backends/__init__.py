@@ -295,7 +295,7 @@ class Backend(Protocol):
 
     Optional capabilities, found with :func:`capability` (a backend without one cannot run
     that experiment; the message says so): ``clear_caches()``; ``gemm_methods(device_platform)``,
-    ``measure_bandwidth()`` and ``probe_versions()`` (``paradnn probe``); ``op_program`` and
+    ``measure_bandwidth(megabytes, calls)``, ``probe_precision()`` and ``probe_versions()`` (``paradnn probe``); ``op_program`` and
     ``cpu_child_env`` (``paradnn ops``); ``collective_program``, ``simulated_devices`` and
     ``simulate_host_devices`` (``paradnn collectives``, ``scaling``); ``profile_inputs`` and
     ``trace_step`` (operation-level profiles), ``profiler_trace`` (device busy fraction);

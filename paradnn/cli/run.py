@@ -167,7 +167,20 @@ def _summary(record) -> str:
         lines.insert(-2, f"memory per device {si(d['memory_peak_bytes'], 'B')} peak (args "
                      f"{si(d['memory_argument_bytes'], 'B')}, temp {si(d['memory_temp_bytes'], 'B')}; "
                      "compiled memory analysis)")
+    lines.insert(next(i for i, line in enumerate(lines) if line.startswith("peak ")) + 1, _ceiling_line(d))
     return "\n".join(lines + _meter_lines(d))
+
+
+def _ceiling_line(d: dict[str, Any]) -> str:
+    """The measured ceiling beside the peak (docs/metrics.md, "Peak and ceiling"): on a CPU the
+    peak's own probe, on a device with a vendor peak its probe and the utilization against it."""
+    if d.get("ceiling_id") == d.get("peak_id"):
+        return "ceiling           the peak's own probe" + ("" if d.get("ceiling_flops") else " (none)")
+    if d.get("ceiling_flops") is None:
+        return f"ceiling           none ({d.get('ceiling_method')})"
+    used = d.get("model_ceiling_utilization")
+    return (f"ceiling           {si(d['ceiling_flops'], 'FLOP/s')} per device ({d['ceiling_method']})"
+            + (f"; utilization {used:.1%} of it from useful FLOPs" if used is not None else ""))
 
 
 def _meter_lines(d: dict[str, Any]) -> list[str]:
@@ -266,12 +279,18 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_probe(args: argparse.Namespace) -> int:
-    from paradnn.hardware import best_quiet, on_record, probe
+    from paradnn.hardware import PROBE_DTYPES, best_quiet, ceilings, on_record, peaks, probe, utilization_metrics
+    from paradnn.record import peak_and_ceiling
 
     check_backend()
     result = probe(refresh=args.refresh)
+    # The ceiling of each dtype (the best usable probe on record, which may be an earlier one
+    # than this) and the peak utilization divides by, named by their sources.
+    ceiling = ceilings(tuple(d for d in PROBE_DTYPES if d in result["peak_flops"]))
+    peak = {d: peaks(result["device_kind"], d, result["device_platform"]) for d in ceiling}
     if args.json:
-        print(json.dumps(result, default=str))
+        print(json.dumps({**result, "ceilings": {d: c._asdict() for d, c in ceiling.items()},
+                          "peaks": {d: p._asdict() for d, p in peak.items()}}, default=str))
         return 0
     print(f"device     {result['device_platform']} / {result['device_kind']} ({result['cpu_model']})")
     for dtype, value in result["peak_flops"].items():
@@ -284,8 +303,8 @@ def _cmd_probe(args: argparse.Namespace) -> int:
               f"({result['nominal_basis']}; not used for utilization)")
     print(f"bandwidth  {si(result['peak_bytes_per_sec'], 'B/s')} (measured; spread cv "
           f"{result['spread']['bandwidth']:.1%})")
-    if result.get("spec"):
-        print(f"spec peaks {result['spec']}")
+    for dtype, c in ceiling.items():
+        print(f"peak/ceil  {dtype:9s} {peak_and_ceiling(utilization_metrics(peak[dtype], c, None, None))}")
     load = result.get("host_load") or {}
     other = load.get("other_busy_cores")
     print(f"method     {result['method']}; measured {result['measured_utc']} (probe {result.get('id')}"
@@ -301,6 +320,12 @@ def _cmd_probe(args: argparse.Namespace) -> int:
     if result.get("noisy_dtypes") and not result["contended"]:
         print(f"paradnn: warning: {'; '.join(result['noisy_dtypes'].values())}: this probe is not used for "
               f"{', '.join(result['noisy_dtypes'])} utilization (float32 and the others are)", file=sys.stderr)
+    if result.get("above_nominal"):
+        print(f"paradnn: warning: impossible probe: {'; '.join(result['above_nominal'].values())}; it is "
+              "stored and never used for utilization", file=sys.stderr)
+    if result.get("above_spec"):
+        print(f"paradnn: warning: faster than the vendor's datasheet: {'; '.join(result['above_spec'].values())}",
+              file=sys.stderr)
     if result["contended"]:
         print(f"paradnn: warning: the host was busy ({'; '.join(result.get('contended_reasons', []))}): this "
               "probe is stored as contended and never used for utilization; run it again on a quiet host "

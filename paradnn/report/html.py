@@ -26,6 +26,7 @@ from paradnn.analysis.columns import (
 )
 from paradnn.analysis.framework import frameworks
 from paradnn.errors import ParadnnError
+from paradnn.record import peak_and_ceiling
 from paradnn.report.parts import Section, Unsupported
 from paradnn.report.rows import marks, plural
 from paradnn.report.sections import plan
@@ -104,6 +105,20 @@ def summary_html(df: pd.DataFrame) -> str:
             f'<div class="scroll tall">{text}</div></section>')
 
 
+def peaks_and_ceilings(rows: pd.DataFrame) -> str:
+    """What the utilizations of ``rows`` divide by, once per platform and dtype (and per peak
+    and ceiling where several were used): ``platform dtype: peak ... (source), ceiling ...``
+    (:func:`paradnn.record.peak_and_ceiling`); "" without peaks."""
+    if not len(rows) or "peak_source" not in rows.columns:
+        return ""
+    keys = [c for c in ("dtype", "peak_id", "ceiling_id", "peak_source") if c in rows.columns]
+    seen: dict[str, None] = {}
+    for _, r in rows.assign(_platform=rows.apply(platform_label, axis=1)).drop_duplicates(
+            ["_platform", *keys]).iterrows():
+        seen[f"{r['_platform']} {r.get('dtype')}: {peak_and_ceiling(r)}"] = None
+    return "; ".join(seen)
+
+
 def warnings_html(df: pd.DataFrame) -> str:
     """The Warnings section: each code once with its meaning, then the flagged runs ("" for
     stores from before the physics checks)."""
@@ -141,6 +156,7 @@ def render_html(df: pd.DataFrame, sections: list[Section], missing: list[Unsuppo
     fws = frameworks(rows) if len(rows) else []
     peaks = sorted(set(rows.get("peak_source", pd.Series(dtype=object)).dropna()))
     methods = sorted(set(rows.get("peak_method", pd.Series(dtype=object)).dropna()))
+    ceilings = peaks_and_ceilings(rows)
     n_unstable = int(unstable_mask(rows).sum())
     known = int(rows["stable"].notna().sum()) if "stable" in rows.columns else 0
     out = [f"<!DOCTYPE html><html lang=en><head><meta charset=utf-8>"
@@ -152,6 +168,7 @@ def render_html(df: pd.DataFrame, sections: list[Section], missing: list[Unsuppo
            f"Peaks used for utilization and rooflines: {esc(', '.join(peaks) or 'none')} "
            "(spec = vendor spec sheet, measured = paradnn probe)"
            + (f"; method: {esc('; '.join(methods))}" if methods else "") + ". "
+           + (f"Peak and measured ceiling: {esc(ceilings)}. " if ceilings else "")
            + (f"Timing precision: {n_unstable} of {known} ok runs are unstable (their timing missed "
               "its precision target): hollow markers and cross-hatched cells in the figures, left "
               "out of regressions and speedup summaries. " if known else

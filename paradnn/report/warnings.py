@@ -12,8 +12,8 @@ from paradnn.analysis.columns import (
 )
 
 # The values a warning is about, shown beside it where the store has them.
-WARNING_VALUES = ("model_flops_utilization", "flops_utilization", "flops_per_sec",
-                  "arithmetic_intensity", "peak_flops", "peak_source")
+WARNING_VALUES = ("model_flops_utilization", "flops_utilization", "model_ceiling_utilization",
+                  "flops_per_sec", "arithmetic_intensity", "peak_flops", "peak_source", "ceiling_flops")
 
 
 def warnings_table(df: pd.DataFrame) -> pd.DataFrame:
@@ -22,18 +22,18 @@ def warnings_table(df: pd.DataFrame) -> pd.DataFrame:
     for stores without the ``warnings`` column."""
     ok = ok_rows(df) if len(df) else df
     codes = warning_lists(ok)
+    # Columns a store has but never filled (a ceiling in rows written before ceilings) say nothing.
+    values = [c for c in WARNING_VALUES if c in ok.columns and ok[c].notna().any()]
     out = []
     for i, cs in codes.items():
         r = ok.loc[i]
         for code in cs:
             rec = {"code": code, "workload": workload_label(r), "batch": r.get("batch"),
                    "platform": platform_label(r)}
-            for c in WARNING_VALUES:
-                if c in ok.columns:
-                    rec[c] = r.get(c)
+            for c in values:
+                rec[c] = r.get(c)
             rec["likely cause"] = warning_meaning(code)
             out.append(rec)
-    cols = ["code", "workload", "batch", "platform"] + [
-        c for c in WARNING_VALUES if c in ok.columns] + ["likely cause"]
+    cols = ["code", "workload", "batch", "platform", *values, "likely cause"]
     return pd.DataFrame(out, columns=cols)
 

@@ -325,16 +325,24 @@ class JaxBackend:
         that multiplies two NxN matrices and waits for the result (None: not for that dtype).
         On a CPU: XLA under each distinct option set of the ``xla_preset`` presets (so the peak
         is at least what the measured step's own stack reaches), XLA with oneDNN, and numpy's
-        BLAS; on an accelerator XLA's own default GEMM (its peak for utilization is the spec)."""
+        BLAS; on an accelerator XLA's own default GEMM (cuBLAS/cuBLASLt on a GPU) at JAX's
+        default matmul precision, ``ACCELERATOR_GEMM_QUEUE`` matmuls queued per call (its
+        measured ceiling stands beside the vendor peak)."""
         if device_platform != "cpu":
-            return {"xla-stock": system.xla_gemm(None)}
+            return {"xla-stock": system.xla_gemm(None, queue=system.ACCELERATOR_GEMM_QUEUE)}
         return {**system.xla_preset_gemms(), "xla-onednn": system.xla_gemm({"xla_cpu_use_onednn": True}),
                 "numpy-blas": hardware.numpy_gemm}
 
-    def measure_bandwidth(self) -> dict[str, Any]:
-        """``bytes_per_sec`` (B/s, best streaming rate), ``cv`` (spread of the repetitions) and
+    def probe_precision(self) -> str:
+        """The internal precision of the probe's float32 GEMMs (JAX's default matmul precision
+        on this device), a :mod:`paradnn.precision` level: measured, not assumed."""
+        return precision.label(wl.precision_bits("default")["matmul"])
+
+    def measure_bandwidth(self, megabytes: int, calls: int = 1) -> dict[str, Any]:
+        """``bytes_per_sec`` (B/s, best streaming rate over an array of ``megabytes`` MiB,
+        ``calls`` queued per timed repetition), ``cv`` (spread of the repetitions) and
         ``method`` (in words)."""
-        return system.measure_bandwidth()
+        return system.measure_bandwidth(megabytes, calls)
 
     def probe_versions(self) -> dict[str, Any]:
         """What a probed peak depends on in this framework: JAX and jaxlib versions, XLA_FLAGS."""

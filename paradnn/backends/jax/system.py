@@ -20,20 +20,35 @@ from paradnn.backends.jax import xla_stack
 
 #: The XLA flag that makes XLA:CPU show several devices (threads of one process).
 FORCE_DEVICES_FLAG = "--xla_force_host_platform_device_count"
-#: Size (MiB) of the probe's streaming array and repetitions of its bandwidth loop.
-BANDWIDTH_MIB, BANDWIDTH_REPS = 256, 5
+#: Timed repetitions of the probe's bandwidth loop (its array size and calls per repetition
+#: are the platform's: ``paradnn.hardware.PROBE_PLANS``).
+BANDWIDTH_REPS = 5
+#: Matmuls an accelerator GEMM method of the probe queues per call before it waits for the
+#: last (JAX dispatches asynchronously): one host-device synchronisation, tens of microseconds,
+#: would otherwise count against each 0.2-1.4 ms matmul (4096^3 to 8192^3 bfloat16 on an H100).
+ACCELERATOR_GEMM_QUEUE = 8
 
 
 # -- the probe ---------------------------------------------------------------------------------
 
-def xla_gemm(options: dict[str, Any] | None) -> Callable[[str, int], Callable[[], Any]]:
-    """A probe GEMM method: ``jnp.dot`` of two NxN matrices compiled with XLA ``options``."""
+def xla_gemm(options: dict[str, Any] | None, queue: int = 1) -> Callable[[str, int], Callable[[], Any]]:
+    """A probe GEMM method: ``jnp.dot`` of two NxN matrices compiled with XLA ``options``; each
+    call queues ``queue`` of them and waits for the last (its attribute ``matmuls``, which the
+    probe counts FLOPs by)."""
     def make(dtype: str, n: int) -> Callable[[], Any]:
         key = jax.random.key(n)
         a = jax.random.normal(key, (n, n), jnp.float32).astype(dtype)
         b = jax.random.normal(jax.random.fold_in(key, 1), (n, n), jnp.float32).astype(dtype)
         compiled = jax.jit(jnp.dot).lower(a, b).compile(options)
-        return lambda: jax.block_until_ready(compiled(a, b))
+
+        def call() -> Any:
+            out = None
+            for _ in range(queue):  # the device runs them back to back; one wait for all
+                out = compiled(a, b)
+            return jax.block_until_ready(out)
+
+        call.matmuls = queue  # type: ignore[attr-defined]
+        return call
 
     return make
 
@@ -48,9 +63,11 @@ def xla_preset_gemms() -> dict[str, Callable[[str, int], Callable[[], Any]]]:
     return {"xla-" + "/".join(presets): xla_gemm(json.loads(key)) for key, presets in names.items()}
 
 
-def measure_bandwidth(megabytes: int = BANDWIDTH_MIB, reps: int = BANDWIDTH_REPS) -> dict[str, Any]:
-    """Best streaming bandwidth (``bytes_per_sec``, B/s: read and write one float32 array in
-    place, donated), the coefficient of variation of the repetitions (``cv``) and ``method``."""
+def measure_bandwidth(megabytes: int, calls: int = 1, reps: int = BANDWIDTH_REPS) -> dict[str, Any]:
+    """Best streaming bandwidth (``bytes_per_sec``, B/s: read and write one float32 array of
+    ``megabytes`` MiB in place, donated; ``calls`` calls queued per timed repetition, each
+    depending on the last, and one wait), the coefficient of variation of the ``reps``
+    repetitions (``cv``) and ``method`` (in words)."""
     n = megabytes * 2**20 // 4
     f = jax.jit(lambda x: x * 1.0001 + 1.0, donate_argnums=0)
     x = jnp.zeros((n,), jnp.float32)
@@ -58,10 +75,13 @@ def measure_bandwidth(megabytes: int = BANDWIDTH_MIB, reps: int = BANDWIDTH_REPS
     times = []
     for _ in range(reps):
         t0 = time.perf_counter()
-        x = jax.block_until_ready(f(x))
+        for _ in range(calls):
+            x = f(x)
+        x = jax.block_until_ready(x)
         times.append(time.perf_counter() - t0)
-    return {"bytes_per_sec": 2.0 * n * 4 / min(times), "cv": float(np.std(times) / np.mean(times)),
-            "method": f"in-place x*a+b on {megabytes} MiB float32, donated, best of {reps}"}
+    return {"bytes_per_sec": 2.0 * n * 4 * calls / min(times), "cv": float(np.std(times) / np.mean(times)),
+            "method": (f"in-place x*a+b on {megabytes} MiB float32, donated, "
+                       + (f"{calls} calls queued per repetition, " if calls > 1 else "") + f"best of {reps}")}
 
 
 # -- one operator (paradnn.ops) ----------------------------------------------------------------
