@@ -254,11 +254,22 @@ def apply_matmul_precision(setting: str) -> None:
     tf.config.experimental.enable_tensor_float_32_execution(_TF32_DEFAULT["enabled"] if wanted is None else wanted)
 
 
+#: :func:`precision_bits` by the switch's value: two XLA compiles per process and value, not per run.
+_BITS: dict[bool, dict[str, float]] = {}
+
+
 def precision_bits() -> dict[str, float]:
     """Effective mantissa bits (:func:`paradnn.precision.effective_bits`) of a float32 matmul
     and convolution compiled by XLA (``jit_compile``, as the measured step) with the current
     switch, on TensorFlow's default device."""
     tf = _tf()
+    enabled = bool(tf.config.experimental.tensor_float_32_execution_enabled())
+    if enabled not in _BITS:
+        _BITS[enabled] = _measure_bits(tf)
+    return _BITS[enabled]
+
+
+def _measure_bits(tf: Any) -> dict[str, float]:
     ops = precision.probe_operands()
     matmul = tf.function(tf.linalg.matmul, jit_compile=True, autograph=False)
     conv = tf.function(lambda x, w: tf.nn.conv2d(x, w, strides=1, padding="VALID"), jit_compile=True,
