@@ -1155,10 +1155,14 @@ def test_store_cut_inside_its_last_page_loads_the_rows_before_the_cut(tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize("how", ["zero", "drop cell"])
 def test_damaged_page_is_reported_by_status_and_a_resumed_sweep_measures_it_again(tmp_path, how):
-    f = sweep_file(tmp_path / "s.yaml", SMALL_FILE.replace("nodes: 8", "nodes: [8, 9, 10, 11, 12, 13]"))
+    # 12 configs: a record row is about 4.3 KB, past SQLite's largest cell on a 4 KiB page, so a
+    # leaf holds the first ~490 bytes of about 8 rows (the rest on overflow pages); 12 rows
+    # span two leaves, and the first can be damaged while the last stays sound.
+    nodes = list(range(8, 20))
+    f = sweep_file(tmp_path / "s.yaml", SMALL_FILE.replace("nodes: 8", f"nodes: {nodes}"))
     store = tmp_path / "r.db"
     first = cli("sweep", f, "--store", store, "--quiet", "--executor", "inprocess")
-    assert first.returncode == 0 and "6 measured now" in first.stdout, first.stderr
+    assert first.returncode == 0 and f"{len(nodes)} measured now" in first.stdout, first.stderr
     keys = keys_in_order(store)
     page = leaf_of(store, keys[0])
     assert page != leaf_of(store, keys[-1])  # new rows go to the last leaf, which stays sound
@@ -1171,10 +1175,19 @@ def test_damaged_page_is_reported_by_status_and_a_resumed_sweep_measures_it_agai
     status = bounded("status", store)
     assert status.returncode == 0 and "Traceback" not in status.stderr, status.stderr
     assert "no failures" not in status.stdout and "unreadable" in status.stdout
-    assert all(k in status.stdout for k in lost), status.stdout
+    # The table counts them and shows an example (its message line is cut to the terminal);
+    # the warning line names every lost key.
+    assert f": {len(lost)} row(s)" in status.stdout, status.stdout
+    assert any(k in status.stdout for k in lost), status.stdout
     warning = status.stderr.strip().splitlines()
     assert len(warning) == 1 and warning[0].startswith("paradnn: warning: ")
-    assert all(k in warning[0] for k in lost)
+    # It counts them and names the first few keys ("and N more" beyond).
+    from paradnn.store import _NAMED
+
+    named = [k for k in lost if k in warning[0]]
+    assert f"{len(lost)} row(s) cannot be read" in warning[0], warning[0]
+    assert len(named) == min(len(lost), _NAMED)
+    assert len(lost) <= _NAMED or f"and {len(lost) - _NAMED} more" in warning[0]
     resumed = cli("sweep", f, "--store", store, "--quiet", "--executor", "inprocess")
     assert resumed.returncode == 0, resumed.stderr
     assert f"{len(lost)} measured now" in resumed.stdout, resumed.stdout
