@@ -250,6 +250,8 @@ if probe:
     value = (f"bfloat16 {si(c['flops'], 'FLOP/s')} ({c['flops'] / pk['flops']:.1%} of the {pk['source']} peak "
              f"{si(pk['flops'], 'FLOP/s')}); float32 {si(probe['ceilings']['float32']['flops'], 'FLOP/s')}; "
              f"bandwidth {si(c['bytes_per_sec'], 'B/s')}" + (f" ({c['bytes_per_sec'] / spec_bw:.1%} of spec)" if spec_bw else "")
+             + "; bfloat16 by method (the ceiling is the best): "
+             + ", ".join(f"{m} {si(v, 'FLOP/s')}" for m, v in (probe.get("gemm") or {}).get("bfloat16", {}).items())
              + f"; probe {c['id']}") if c.get("flops") and pk.get("flops") else f"no usable probe: {c.get('method')}"
     check("measured ceiling (paradnn probe)", value,
           "below the spec in every dtype and bandwidth (H100 SXM: about 790-800 TFLOP/s bf16 expected on 8192^3)",

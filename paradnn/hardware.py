@@ -429,12 +429,18 @@ def nominal_cpu_flops() -> tuple[dict[str, float], str] | None:
 
 def _probe_versions(versions: dict[str, Any], methods: dict[str, Any]) -> dict[str, Any]:
     """What a probe result depends on besides the hardware: the backend's ``probe_versions()``
-    (its framework and compiler versions and flags), numpy's and paradnn's versions and the
-    method names. The result expires when any of these change."""
+    (its framework and compiler versions and flags), numpy's and paradnn's versions, the
+    method names and the version of each method that states one (its attribute ``version``: a
+    method of another framework, such as PyTorch's GEMM on a GPU). The result expires when any
+    of these change."""
     import paradnn
 
-    return {**versions, "numpy": np.__version__, "paradnn": paradnn.__version__,
-            "methods": sorted(methods)}
+    out = {**versions, "numpy": np.__version__, "paradnn": paradnn.__version__,
+           "methods": sorted(methods)}
+    stated = {name: m.version for name, m in methods.items() if getattr(m, "version", None)}
+    if stated:
+        out["method_versions"] = stated
+    return out
 
 
 def _probe_key(info: dict[str, Any], versions: dict[str, Any]) -> str:

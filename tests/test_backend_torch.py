@@ -9,6 +9,7 @@ process may, and TF + torchvision in one process abort).
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import math
 import subprocess
@@ -401,3 +402,36 @@ def test_forward_equals_jax_with_the_same_weights(name, fields, batch):
         labels = torch.from_numpy(np.array(data["labels"])).long()
         torch_loss = float(model.loss(module(inputs), {"inputs": inputs, "labels": labels}))
     assert torch_loss == pytest.approx(jax_loss, rel=1e-4)
+
+
+def test_the_probe_gemm_method_multiplies_queued_matmuls_on_the_device():
+    """PyTorch's probe GEMM (the GPU ceiling is the best of the frameworks present): run here on
+    the CPU device; None for float32 (a precision the probe's label would not describe) and, on
+    a host without CUDA, for its default CUDA device."""
+    from paradnn import hardware
+    from paradnn.backends.torch import gemm
+
+    make = gemm.gemm_method(queue=3, device="cpu")
+    assert make("float32", 16) is None
+    call = make("bfloat16", 16)
+    assert call.matmuls == 3
+    out = call()
+    assert out.dtype == torch.bfloat16 and out.shape == (16, 16) and torch.isfinite(out.float()).all()
+    result = hardware.measure_gemm("bfloat16", {"torch-cpu": make}, sizes=(32,))
+    assert result["best_method"] == "torch-cpu" and result["flops"] > 0
+    if not torch.cuda.is_available():
+        assert gemm.gemm_method(queue=3)("bfloat16", 16) is None
+
+
+def test_the_jax_probe_adds_torch_on_a_gpu_with_its_version_in_the_key():
+    from paradnn import hardware
+
+    jax_backend = backends.get("jax")
+    gpu = jax_backend.gemm_methods("gpu")
+    assert set(gpu) == {"xla-stock", "torch-cublas"}
+    assert set(jax_backend.gemm_methods("tpu")) == {"xla-stock"}
+    assert "torch-cublas" not in jax_backend.gemm_methods("cpu")
+    versions = hardware._probe_versions(jax_backend.probe_versions(), gpu)
+    assert versions["method_versions"] == {"torch-cublas": importlib.metadata.version("torch")}
+    assert "method_versions" not in hardware._probe_versions(
+        jax_backend.probe_versions(), jax_backend.gemm_methods("tpu"))

@@ -9,6 +9,8 @@ and the persistent compilation cache."""
 
 from __future__ import annotations
 
+import importlib.metadata
+import importlib.util
 import math
 import os
 import pickle
@@ -327,9 +329,19 @@ class JaxBackend:
         is at least what the measured step's own stack reaches), XLA with oneDNN, and numpy's
         BLAS; on an accelerator XLA's own default GEMM (cuBLAS/cuBLASLt on a GPU) at JAX's
         default matmul precision, ``ACCELERATOR_GEMM_QUEUE`` matmuls queued per call (its
-        measured ceiling stands beside the vendor peak)."""
+        measured ceiling stands beside the vendor peak), and on a GPU where PyTorch is installed
+        also ``torch.matmul`` (cuBLAS picked by torch; bfloat16 and float16), so that the
+        ceiling is the best of the frameworks present."""
         if device_platform != "cpu":
-            return {"xla-stock": system.xla_gemm(None, queue=system.ACCELERATOR_GEMM_QUEUE)}
+            methods = {"xla-stock": system.xla_gemm(None, queue=system.ACCELERATOR_GEMM_QUEUE)}
+            if device_platform == "gpu" and importlib.util.find_spec("torch") is not None:
+                # Imports no framework: torch is imported only when the probe measures.
+                from paradnn.backends.torch import gemm as torch_gemm
+
+                method = torch_gemm.gemm_method(system.ACCELERATOR_GEMM_QUEUE)
+                method.version = importlib.metadata.version("torch")  # type: ignore[attr-defined]
+                methods["torch-cublas"] = method
+            return methods
         return {**system.xla_preset_gemms(), "xla-onednn": system.xla_gemm({"xla_cpu_use_onednn": True}),
                 "numpy-blas": hardware.numpy_gemm}
 
