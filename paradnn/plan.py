@@ -46,13 +46,13 @@ from paradnn.analysis.cost import TimeModel, estimate, fit_time_model
 from paradnn.calibration import calibrate as calibration_run
 from paradnn.calibration import calibration_configs
 from paradnn.errors import ParadnnError
-from paradnn.analysis.columns import ok_rows, unstable_mask
+from paradnn.analysis.columns import ok_rows
 from paradnn.grids.sweepfile import GridLike, parse_retry_unstable, resolve, resolve_settings
 from paradnn.measure import MeasureSettings
 from paradnn.record import record_key
 from paradnn.runner import context
 from paradnn.store import load
-from paradnn.sweeper import RETRY_BUDGET_FACTOR, default_retry_unstable_s
+from paradnn.sweeper import RETRY_BUDGET_FACTOR, default_retry_unstable_s, retry_would_help
 from paradnn.units import parse_bytes
 from paradnn.workload import Workload, short_name
 
@@ -260,7 +260,9 @@ def _retry_estimate(run: dict[str, Any], frame: pd.DataFrame, table: pd.DataFram
                     platform: dict[str, Any]) -> dict[str, Any]:
     """What the sweep's automatic retry of unstable configs should add (``paradnn.sweeper``):
     ``retry_bound_s`` (s, its ``retry_unstable_s``), ``retry_unstable_share`` (the share of the
-    store's ok rows on this device kind that missed their precision target; None without rows)
+    store's ok rows on this device kind that the sweep would retry, :func:`retry_would_help`:
+    they missed their precision target at their time budget, not at ``max_calls``; None
+    without rows)
     and ``retry_s`` (s): that share of the configs to measure, each again with
     ``RETRY_BUDGET_FACTOR`` times its timing, at most the bound; 0 without a share or a time."""
     value = run.get("retry_unstable_s")
@@ -268,7 +270,7 @@ def _retry_estimate(run: dict[str, Any], frame: pd.DataFrame, table: pd.DataFram
     rows = ok_rows(frame) if len(frame) else frame
     if len(rows) and "device_kind" in rows.columns:
         rows = rows[rows["device_kind"] == platform["device_kind"]]
-    share = float(unstable_mask(rows).mean()) if len(rows) else None
+    share = float(rows.apply(retry_would_help, axis=1).mean()) if len(rows) else None
     todo = table[table["predicted"] == "run"]
     per_config = (todo["wall_s"] / todo["to_measure"].clip(lower=1)
                   + (RETRY_BUDGET_FACTOR - 1) * todo["timing_s"]).sum()

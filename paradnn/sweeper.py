@@ -274,14 +274,20 @@ class Progress:
     :func:`paradnn.analysis.cost.estimate`, the estimator ``paradnn plan`` uses) and ``planned`` (the
     measurements to make per workload key, repeats included, or a list of one key per measurement), the estimates of the measurements left, scaled by how long the
     finished ones took against their estimates; without them, the mean time per finished
-    config times the configs left.
+    config times the configs left. With ``retry_bound_s`` (the sweep's ``retry_unstable_s``)
+    and ``retry_budget_s`` (a retry's time budget), the line adds the automatic retries the
+    finished configs call for (:func:`retry_would_help`), extrapolated to all configs and at
+    most the bound: ``ETA 3m (+ retries ~40s)``.
     """
 
     def __init__(self, total: int, skipped: int, stream: IO[str] | None, width: int = 20,
                  estimates: dict[str, float] | None = None,
                  planned: dict[str, int] | list[str] | None = None,
-                 calibration: str | None = None):
+                 calibration: str | None = None, retry_bound_s: float = 0.0,
+                 retry_budget_s: float = 0.0):
         self.total, self.skipped, self.stream, self.width = total, skipped, stream, width
+        self.retry_bound_s, self.retry_budget_s = retry_bound_s, retry_budget_s
+        self.retry_called_s = 0.0  # estimated seconds of the retries the finished configs call for
         self.counts = {s: 0 for s in STATUSES}
         self.done = 0
         self.start = time.monotonic()
@@ -336,6 +342,13 @@ class Progress:
             return None
         return elapsed / self.done * (self.total - self.done)
 
+    def retries_s(self) -> float:
+        """Expected seconds of the automatic retries after the last config: those the finished
+        configs call for, scaled to all configs, at most ``retry_bound_s``."""
+        if not self.done or self.retry_bound_s <= 0:
+            return 0.0
+        return min(self.retry_bound_s, self.retry_called_s * max(self.total, self.done) / self.done)
+
     def line(self) -> str:
         elapsed = time.monotonic() - self.start
         frac = self.done / self.total if self.total else 1.0
@@ -344,9 +357,11 @@ class Progress:
         counts = " ".join(f"{s} {n}" for s, n in self.counts.items() if n or s in ("ok", "oom",
                                                                                  "error"))
         running = f" | running {self.running}" if self.running else ""
+        retries = self.retries_s()
         return (f"[{'#' * filled}{'.' * (self.width - filled)}] {self.done}/{self.total} "
                 f"| {counts} | elapsed {duration(elapsed)} ETA "
-                f"{'?' if eta is None else duration(eta)}{running}")
+                f"{'?' if eta is None else duration(eta)}"
+                f"{f' (+ retries ~{duration(retries)})' if retries > 0 else ''}{running}")
 
     def begin(self, workload: Workload) -> None:
         """A config is handed to the executor: name it on the line."""
@@ -365,6 +380,10 @@ class Progress:
             self.done += 1
             self.counts[record.status] = self.counts.get(record.status, 0) + 1
             self._finish_key(record.workload_key)
+            if self.retry_bound_s > 0 and record.status == "ok":
+                row = record.to_dict()
+                if retry_would_help(row):
+                    self.retry_called_s += _retry_estimate_s(row, self.retry_budget_s)
             self.running = None
         self._draw()
 
@@ -553,7 +572,8 @@ def _progress_bar(config: SweepConfig, resume: _Resume, db: Store,
             [w for k, w in resume.keyed.items() if resume.missing(k, repeat)], db.frame(),
             resume.platform, config.settings, label=str(config.store))
     return Progress(todo, skipped, stream, estimates=estimates, planned=planned,
-                    calibration=calibration)
+                    calibration=calibration, retry_bound_s=config.retry_unstable_s,
+                    retry_budget_s=retry_budget_s(config.settings))
 
 
 def _execute(config: SweepConfig, resume: _Resume, ex: Any, db: Store, bar: Progress,
@@ -665,6 +685,22 @@ def _unstable(row: Mapping[str, Any]) -> bool:
             and stable == 0)
 
 
+def retry_budget_s(settings: Any) -> float:
+    """The time budget (s) of an automatic retry under ``settings`` (a MeasureSettings):
+    ``RETRY_BUDGET_FACTOR`` times its ``time_budget_s``, capped by the setting's own maximum
+    (a day)."""
+    return min(settings.time_budget_s * RETRY_BUDGET_FACTOR, max(settings.time_budget_s, 86_400.0))
+
+
+def retry_would_help(row: Mapping[str, Any]) -> bool:
+    """Whether the automatic retry would measure the config of stored row ``row`` again (before
+    counting the time bound): an ok row whose timing missed its precision target and ended at
+    its time budget. A timing that ended at ``max_calls`` is not retried: a longer budget would
+    time the same calls again (a longer warm-up aside). ``paradnn plan`` and the progress line
+    estimate the retries with it."""
+    return _unstable(row) and not _number(row.get("timed_calls")) >= _number(row.get("max_calls")) > 0
+
+
 def _number(value: Any) -> float:
     """A stored number (seconds, a count), 0.0 where none was recorded."""
     try:
@@ -706,17 +742,14 @@ def _retry_unstable(config: SweepConfig, resume: _Resume, ex: Any, db: Store,
         mine = rows.get(key, [])
         ok = [r for r in mine if r.get("status") == "ok"]
         if ok and all(_unstable(r) for r in ok) and not any(is_retry(r) for r in mine):
-            if _number(ok[-1].get("timed_calls")) >= _number(ok[-1].get("max_calls")) > 0:
-                # Its timing ended at max_calls, not at the budget: a longer budget would time
-                # the same calls again (a longer warm-up aside).
+            if not retry_would_help(ok[-1]):  # its timing ended at max_calls
                 tally.retry_useless += 1
                 continue
             candidates.append((key, ok[-1], len(mine)))
     if not candidates:
         return
     asked = config.settings
-    # The setting's own maximum (a day) caps the longer budget.
-    budget_s = min(asked.time_budget_s * RETRY_BUDGET_FACTOR, max(asked.time_budget_s, 86_400.0))
+    budget_s = retry_budget_s(asked)
     longer = asked.replace(time_budget_s=budget_s)
     tally.retry_candidates, tally.retry_budget_s = len(candidates), budget_s
     tally.retry_bound_s = config.retry_unstable_s

@@ -126,17 +126,29 @@ def test_time_model_calibrated_from_store_and_resume_counts(tmp_path):
 
 
 def test_plan_counts_the_automatic_retries_of_unstable_configs(tmp_path):
-    """A store whose rows all missed their precision target: the plan expects every config to
-    measure to be retried (its timing again at 4x), within the sweep file's retry_unstable_s,
-    adds that to its wall time and says so."""
+    """A store whose rows all missed their precision target at their time budget: the plan
+    expects every config to measure to be retried (its timing again at 4x), within the sweep
+    file's retry_unstable_s, adds that to its wall time and says so. Rows whose timing ended at
+    max_calls instead count no retry: the sweep does not retry them."""
     from paradnn.cli.plan import format_plan
     from paradnn.sweeper import RETRY_BUDGET_FACTOR
 
+    capped_db = tmp_path / "capped.db"
+    strict = TINY.replace(cv_target=1e-6)  # no run meets it: every row unstable
+    sweep(grid("fc", layers=2, nodes=[32, 64], input=64, output=10, batch=8), store=capped_db,
+          executor="inprocess", settings=strict, cache_dir=None, progress=False)
+    capped = load(capped_db)
+    assert not capped["stable"].astype(bool).any() and (capped["timed_calls"] >= capped["max_calls"]).all()
+    assert plan(grid("fc", layers=2, nodes=[96], input=64, output=10, batch=8),
+                store=capped_db, settings=strict).summary["retry_unstable_share"] == 0.0
+
     db = tmp_path / "r.db"
-    strict = TINY.replace(cv_target=1e-6)  # no run of 2-3 calls meets it: every row unstable
+    # Enough calls allowed that the timing ends at its (short) time budget.
+    strict = strict.replace(max_calls=10_000, time_budget_s=0.05)
     sweep(grid("fc", layers=2, nodes=[32, 64], input=64, output=10, batch=8), store=db,
           executor="inprocess", settings=strict, cache_dir=None, progress=False)
-    assert not load(db)["stable"].astype(bool).any()
+    rows = load(db)
+    assert not rows["stable"].astype(bool).any() and (rows["timed_calls"] < rows["max_calls"]).all()
     for bound in (1e4, 0.5, 0.0):
         path = tmp_path / f"retry{bound}.yaml"
         path.write_text(json.dumps({
@@ -148,7 +160,8 @@ def test_plan_counts_the_automatic_retries_of_unstable_configs(tmp_path):
         expected = (todo["wall_s"] + (RETRY_BUDGET_FACTOR - 1) * todo["timing_s"]).sum()
         assert s["retry_s"] == pytest.approx(min(bound, expected))
         assert s["wall_s"] == pytest.approx(todo["wall_s"].sum() + s["retry_s"])
-        assert "100% of the store's ok rows on this device missed their precision target" in format_plan(p)
+        assert ("100% of the store's ok rows on this device missed their precision target at their "
+                "time budget") in format_plan(p)
 
 
 def test_plan_and_progress_line_give_the_same_estimate(tmp_path):
@@ -202,6 +215,32 @@ def test_progress_line_eta_from_estimates_and_names_the_config():
     # The 30 s left, scaled by how long w1 really took against its 10 s estimate.
     assert 30.0 * before / 10.0 <= eta <= 30.0 * after / 10.0
     assert "1/2" in out.getvalue().splitlines()[-1] and "ok 1" in out.getvalue()
+
+
+def test_progress_line_adds_the_retries_the_finished_configs_call_for():
+    """An ok config that missed its precision target at its time budget calls for a retry:
+    the line adds its estimate (its wall time with the retry's 4x budget), scaled to all
+    configs and at most the bound; a stable config, or one whose timing ended at max_calls,
+    calls for none."""
+    w1, w2, w3 = (Workload(FC(2, n, 64, 10), 8) for n in (32, 64, 96))
+    out = io.StringIO()
+    bar = Progress(4, 0, out, retry_bound_s=1000.0, retry_budget_s=4.0)
+
+    def done(w, stable: bool, timed_calls: int) -> None:
+        bar.update(Record(status="ok", workload=w.to_dict(), platform={}, software={},
+                          settings={"max_calls": 50},
+                          metrics={"stable": stable, "timed_calls": timed_calls,
+                                   "phase_total_s": 3.0, "timing_s": 1.0}))
+
+    done(w1, True, 10)
+    done(w2, False, 50)  # ended at max_calls: a longer budget would time the same calls
+    assert bar.retries_s() == 0.0 and "retries" not in out.getvalue().splitlines()[-1]
+    done(w3, False, 10)
+    # (3 s - 1 s of timing + 4 s of budget) for 1 of 3 finished configs, scaled to 4 configs.
+    assert bar.retries_s() == pytest.approx(6.0 * 4 / 3)
+    assert out.getvalue().splitlines()[-1].endswith("(+ retries ~8s)")
+    bar.retry_bound_s = 5.0
+    assert bar.retries_s() == 5.0
 
 
 def test_progress_without_estimates_falls_back_to_the_mean():

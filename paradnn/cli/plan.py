@@ -72,7 +72,8 @@ def format_plan(result: Plan, rows: int = 10) -> str:
         lines.append(f"retries          automatic retries of unstable configs: at most "
                      f"{duration(s['retry_bound_s'])} (retry_unstable_s); "
                      + (f"{share:.0%} of the store's ok rows on this device missed their precision "
-                        "target" if share is not None else "no store rows to say how many configs "
+                        "target at their time budget (a timing that ended at max_calls is not "
+                        "retried)" if share is not None else "no store rows to say how many configs "
                         "will miss their precision target, so none is counted"))
         lines.append(f"calibration      {cal['source']}")
         ranges = "; ".join(f"{f} {si(lo, 'FLOP')} .. {si(hi, 'FLOP')}"
