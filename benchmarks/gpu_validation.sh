@@ -141,6 +141,10 @@ step fc_float32_highest 90 --stdout "$OUT_DIR/fc_float32_highest.json" "$PY" -m 
   --dtype float32 --matmul-precision highest "${FC_SETTINGS[@]}" --json
 step fc_float32_torch 120 --stdout "$OUT_DIR/fc_float32_torch.json" "$PY" -m paradnn run fc "${FC_ARGS[@]}" \
   --dtype float32 --framework torch "${FC_SETTINGS[@]}" --json
+# PyTorch pinned to TF32 (a small FC: the precision and torch.compile under the switch are the check).
+step fc_float32_torch_tf32 90 --stdout "$OUT_DIR/fc_float32_torch_tf32.json" "$PY" -m paradnn run fc --layers 2 \
+  --nodes 1024 --input 1024 --output 1000 --batch 1024 --dtype float32 --framework torch --matmul-precision tf32 \
+  "${FC_SETTINGS[@]}" --json
 
 # 4. Out-of-memory predicted without allocating: weights + optimizer state just above 80 GB
 #    (26 x 16384^2 float32 weights, 3 copies with rmsprop: ~80.9 GB), and activations above the
@@ -290,11 +294,17 @@ for dt in ("bfloat16", "float32"):
               f"TF32 in use: {tf32} (non-tensor FP32 peak {si(full, 'FLOP/s')})" if full else "")
 
 # The precision each float32 run measured itself using, and the peak that follows from it: on an
-# Ampere or later GPU JAX's default is TF32, the pinned run and PyTorch's default matmul full
-# float32 (divided by the non-tensor FP32 peak).
-expected = {"fc_float32": "tf32", "fc_float32_highest": "highest", "fc_float32_torch": "highest"}
+# Ampere or later GPU JAX's default is TF32; the pinned run and PyTorch's default matmul are full
+# float32 (divided by the non-tensor FP32 peak: an FC has no convolution, whose TF32 default in
+# PyTorch would otherwise count).
+torch_installed = bool(((load("env.json") or {}).get("packages") or {}).get("torch"))
+expected = {"fc_float32": "tf32", "fc_float32_highest": "highest", "fc_float32_torch": "highest",
+            "fc_float32_torch_tf32": "tf32"}
 for name, want in expected.items():
     r = load(f"{name}.json") or {}
+    if "_torch" in name and not torch_installed:
+        check(f"matmul precision measured: {name}", "PyTorch is not installed here", f"{want} on an NVIDIA GPU", None)
+        continue
     used = r.get("matmul_precision_used")
     value = (f"{used} ({r.get('matmul_precision_bits')} bits), setting {r.get('matmul_precision')}; "
              f"peak {si(r.get('peak_flops'), 'FLOP/s')} ({r.get('peak_method')}); "

@@ -364,7 +364,8 @@ def measure_gemm(dtype: str, methods: dict[str, Callable[[str, int], Callable[[]
     queue several matmuls and wait for the last (on an accelerator, so that one host-device
     synchronisation does not count against a millisecond matmul): it then says how many in its
     attribute ``matmuls`` (default 1). ``sizes`` default to the CPU's (:data:`PROBE_PLANS`). A
-    method that fails (an unknown compiler option) is left out. Past ``deadline``
+    method that fails to build or to run (an unknown compiler option, no device memory left) is
+    left out. Past ``deadline``
     (``time.perf_counter()`` seconds) the remaining pairs are skipped once one has run."""
     sizes = sizes or PROBE_PLANS["cpu"]["gemm_sizes"].get(dtype, (1024, 2048))
     by_method: dict[str, float] = {}
@@ -377,12 +378,13 @@ def measure_gemm(dtype: str, methods: dict[str, Callable[[str, int], Callable[[]
                 continue
             try:
                 fn = factory(dtype, n)
-            except Exception:  # noqa: BLE001 - a library path this build lacks is just absent
-                fn = None
-            if fn is None:
+                if fn is None:
+                    continue
+                flop = 2.0 * n**3 * getattr(fn, "matmuls", 1)
+                rate = flop / min(_times(fn, _PROBE_REPS))
+            except Exception:  # noqa: BLE001 - a library path this build lacks (or a method that
+                # cannot run here, e.g. out of device memory beside another framework) is absent
                 continue
-            flop = 2.0 * n**3 * getattr(fn, "matmuls", 1)
-            rate = flop / min(_times(fn, _PROBE_REPS))
             by_method[name] = max(by_method.get(name, 0.0), rate)
             if best is None or rate > best[0]:
                 best = (rate, name, n, fn)
@@ -810,7 +812,9 @@ def peaks(device_kind: str, dtype: str, backend: str | None = None, precision_us
             flops, rate = _spec_flops(entry, dtype, precision_used)
             return Peak(float(flops), float(entry["bw"]), "spec", f"vendor table: {device_kind}, {rate}",
                         f"spec:{name}", None, 0.0)
-    return at_precision(_probed(backend or "cpu", dtype, framework), dtype, precision_used)
+    if backend in (None, "cpu"):
+        return at_precision(measured_peak(dtype), dtype, precision_used)
+    return at_precision(_accelerator_probe(backend, dtype, framework), dtype, precision_used)
 
 
 def measured_peak(dtype: str) -> Peak:
@@ -879,7 +883,7 @@ def utilization_metrics(peak: Peak, ceiling: Peak, executed: float | None, usefu
 #: the probe's GEMM budget plus the child's start, compiles and bandwidth loop, with room.
 CEILING_CHILD_TIMEOUT_S = 600.0
 # The child's answer, per process (a worker measures many configs; the child runs once).
-_CHILD_CEILINGS: dict[str, dict[str, Any]] = {}
+_CHILD_CEILINGS: dict[str, Any] = {}
 
 
 def ceiling(device_platform: str, dtype: str, framework: str = backends.DEFAULT,
@@ -900,21 +904,23 @@ def ceiling(device_platform: str, dtype: str, framework: str = backends.DEFAULT,
         return peak
     if device_platform == "cpu":
         return at_precision(measured_peak(dtype), dtype, precision_used)
+    return at_precision(_accelerator_probe(device_platform, dtype, framework), dtype, precision_used)
+
+
+def _accelerator_probe(device_platform: str, dtype: str, framework: str) -> Peak:
+    """The best quiet probe for ``dtype`` as a run of ``framework`` on an accelerator gets it:
+    in its own process (:func:`measured_peak`) with the reference framework, else from a child
+    process (:func:`ceiling` says why). A probe that fails gives ``source`` "none" with the
+    reason (the run keeps its spec utilization; on a device without a vendor entry it has no
+    utilization) instead of failing the run."""
     try:
-        return at_precision(_probed(device_platform, dtype, framework), dtype, precision_used)
+        if framework == backends.DEFAULT:
+            return measured_peak(dtype)
+        return _child_ceiling(dtype, device_platform)
     except ParadnnError:
         raise  # bad settings (PARADNN_PROBE_*) or an unwritable cache are the user's to fix
-    except Exception as exc:  # noqa: BLE001 - the spec peak still gives utilization
+    except Exception as exc:  # noqa: BLE001 - an environment fault, not the workload's result
         return Peak(None, None, "none", f"the ceiling probe failed: {type(exc).__name__}: {exc}"[:1000])
-
-
-def _probed(device_platform: str, dtype: str, framework: str) -> Peak:
-    """The best quiet probe for ``dtype`` as a run of ``framework`` on ``device_platform`` gets
-    it: in its own process (:func:`measured_peak`) on a CPU or with the reference framework,
-    else from a child process (:func:`ceiling` says why)."""
-    if device_platform == "cpu" or framework == backends.DEFAULT:
-        return measured_peak(dtype)
-    return _child_ceiling(dtype)
 
 
 def ceilings(dtypes: tuple[str, ...] = PROBE_DTYPES) -> dict[str, Peak]:
@@ -923,17 +929,33 @@ def ceilings(dtypes: tuple[str, ...] = PROBE_DTYPES) -> dict[str, Peak]:
     return {dtype: measured_peak(dtype) for dtype in dtypes}
 
 
-def _child_ceiling(dtype: str) -> Peak:
+def _child_ceiling(dtype: str, device_platform: str) -> Peak:
     """The ceiling for ``dtype`` measured (or read from the cache) by ``paradnn probe --json``
-    in a child process of the reference framework, once per process."""
+    in a child process of the reference framework, once per process: a failure is remembered
+    too (a sweep does not start the child again for every config), and so is a child that saw
+    another device platform than the run's ``device_platform`` (JAX without its CUDA plugin on
+    a GPU host probes the CPU, a ceiling of the wrong device)."""
     if "ceilings" not in _CHILD_CEILINGS:
         env = {**os.environ, "XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
-        # stderr is the run's: the child says when it measures.
-        done = subprocess.run([sys.executable, "-m", "paradnn", "probe", "--json"], stdout=subprocess.PIPE,
-                              text=True, env=env, timeout=CEILING_CHILD_TIMEOUT_S)
-        if done.returncode != 0:
-            raise RuntimeError(f"`paradnn probe --json` exited with status {done.returncode}")
-        _CHILD_CEILINGS["ceilings"] = json.loads(done.stdout.strip().splitlines()[-1])["ceilings"]
+        try:
+            # stderr is the run's: the child says when it measures.
+            done = subprocess.run([sys.executable, "-m", "paradnn", "probe", "--json"], stdout=subprocess.PIPE,
+                                  text=True, env=env, timeout=CEILING_CHILD_TIMEOUT_S)
+            if done.returncode != 0:
+                raise RuntimeError(f"`paradnn probe --json` exited with status {done.returncode}")
+            answer = json.loads(done.stdout.strip().splitlines()[-1])
+            _CHILD_CEILINGS["ceilings"] = answer["ceilings"]
+            _CHILD_CEILINGS["device"] = (answer.get("device_platform"), answer.get("device_kind"))
+        except Exception as exc:  # noqa: BLE001 - remembered, then reported by the caller
+            _CHILD_CEILINGS["ceilings"] = {}
+            _CHILD_CEILINGS["error"] = f"{type(exc).__name__}: {exc}"
+    if "error" in _CHILD_CEILINGS:
+        raise RuntimeError(_CHILD_CEILINGS["error"])
+    platform, kind = _CHILD_CEILINGS["device"]
+    if platform != device_platform:
+        return Peak(None, None, "none", f"the reference framework's probe sees another device ({platform}: "
+                    f"{kind}) than this run ({device_platform}): install JAX for this device (for "
+                    "NVIDIA GPUs pip install 'paradnn[gpu-cuda13]' or 'paradnn[gpu]')")
     known = _CHILD_CEILINGS["ceilings"].get(dtype)
     if known is None:
         return Peak(None, None, "none", f"the ceiling probe measured no {dtype}")

@@ -178,7 +178,9 @@ def measure_op(shape: OpShape, dtype: str = "float32", settings: MeasureSettings
     Metrics: ``step_time_s`` (s, median time of one op), ``flops_per_sec`` (FLOP/s, analytic
     FLOPs / median time), ``flops_utilization`` (achieved / the device's peak for ``dtype``),
     ``bytes_per_step`` (B, the compiler's cost analysis: XLA's for JAX), ``arithmetic_intensity``
-    (FLOP/B, analytic FLOPs / those bytes), ``xla_flops_per_op`` (FLOP, the compiler's count).
+    (FLOP/B, analytic FLOPs / those bytes), ``xla_flops_per_op`` (FLOP, the compiler's count),
+    ``matmul_precision_used`` and ``matmul_precision_bits`` (the op's measured precision under
+    the setting ``matmul_precision``, :mod:`paradnn.precision`).
     ``extra`` adds fields to the metrics (the thread scan's affinity); ``peak`` (a
     :class:`paradnn.hardware.Peak`) replaces this device's peak (the thread scan passes the
     whole host's)."""
@@ -218,7 +220,7 @@ def measure_op(shape: OpShape, dtype: str = "float32", settings: MeasureSettings
                             f"({basis}), beyond the time budget {settings.time_budget_s:g} s (raise "
                             "--time-budget-s, or leave --steps-per-call out to let the protocol choose)")
     try:
-        op = program(shape, dtype)
+        op = program(shape, dtype, settings.options_for(framework).matmul_precision)
         timing = time_calls(op["call"], op["state"], op["operands"], settings, sync=backend.sync)
     except Exception as exc:  # noqa: BLE001 - a failed op becomes a row, the scan goes on
         status = "oom" if backend.is_oom(exc) else "error"
@@ -226,9 +228,11 @@ def measure_op(shape: OpShape, dtype: str = "float32", settings: MeasureSettings
                       error=f"{type(exc).__name__}: {exc}"[:4000], **context)
     metrics.update(timing.stats())
     step = metrics["step_time_s"]
+    used = op.get("matmul_precision_used")
     if peak is None:
-        peak = hardware.peaks(platform["device_kind"], dtype, platform["device_platform"], framework=framework)
-    ceiling = hardware.ceiling(platform["device_platform"], dtype, framework, peak)
+        peak = hardware.peaks(platform["device_kind"], dtype, platform["device_platform"], precision_used=used,
+                              framework=framework)
+    ceiling = hardware.ceiling(platform["device_platform"], dtype, framework, peak, precision_used=used)
     xla_bytes = op["bytes"]
     metrics.update(
         model_flops_per_step=flops,
@@ -241,6 +245,8 @@ def measure_op(shape: OpShape, dtype: str = "float32", settings: MeasureSettings
         useful_flops_ratio=1.0,
         op_label=shape.label(),
         final_loss=timing.final_loss,
+        matmul_precision_used=used,
+        matmul_precision_bits=op.get("matmul_precision_bits"),
     )
     return Record(status="ok", workload=workload, metrics=metrics,
                   warnings=physics_warnings(metrics, cv_target=settings.cv_target), **context)

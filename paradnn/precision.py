@@ -33,8 +33,9 @@ SETTINGS = ("default", "highest", "tf32")
 #: What the setting means (CLI help, sweep-file docs).
 SETTING_HELP = ("internal precision of float32 matmuls and convolutions: default (the framework's "
                 "own; on NVIDIA Ampere and later JAX and TensorFlow use TF32, PyTorch TF32 for "
-                "convolutions only), highest (full float32), tf32 (TensorFloat-32 where the "
-                "device has it, full float32 elsewhere); what was used is measured "
+                "convolutions only), highest (full float32), tf32 (TensorFloat-32 on NVIDIA GPUs "
+                "that have it; what a framework makes of it elsewhere differs: full float32 on a "
+                "CPU, 3 bfloat16 passes for JAX on a TPU); what was used is measured "
                 "(matmul_precision_used)")
 
 
@@ -79,6 +80,8 @@ def effective_bits(result: Any, exact: np.ndarray) -> float:
     error relative to the root-mean-square of the exact values (capped at 30 bits)."""
     r = np.asarray(result, dtype=np.float64).reshape(exact.shape)
     rel = math.sqrt(float(np.mean((r - exact) ** 2)) / float(np.mean(exact ** 2)))
+    if not math.isfinite(rel):  # a NaN or an overflow in the product: no precision at all
+        return 0.0
     return min(30.0, -math.log2(rel)) if rel > 0 else 30.0
 
 
@@ -87,13 +90,27 @@ def label(bits: float) -> str:
     return next(name for bound, name in LEVELS if bits >= bound)
 
 
-def used(dtype: str, bits: dict[str, float] | None) -> tuple[str, float | None]:
+def ops_in(param_shapes: Any) -> tuple[str, ...]:
+    """The operation kinds of :data:`OPS` a model computes, from the shapes of its parameters
+    (an iterable of shape tuples): ``"conv"`` where a parameter has 4 or more dimensions (a 2-D
+    or 3-D convolution's kernel: HWIO in JAX and Keras, OIHW in PyTorch), ``"matmul"`` always
+    (dense, recurrent, embedding and attention weights have at most 3 dimensions). A model
+    without convolutions is labelled by its matmuls alone: PyTorch's default computes float32
+    matmuls in full float32 but convolutions in TF32, which an FC never runs."""
+    has_conv = any(len(tuple(shape)) >= 4 for shape in param_shapes)
+    return OPS if has_conv else ("matmul",)
+
+
+def used(dtype: str, bits: dict[str, float] | None,
+         ops: tuple[str, ...] = OPS) -> tuple[str, float | None]:
     """``(matmul_precision_used, matmul_precision_bits)`` of a run computing in ``dtype``, from
-    the effective bits measured per operation kind (``bits``: ``{"matmul": b, "conv": b}``).
+    the effective bits measured per operation kind (``bits``: ``{"matmul": b, "conv": b}``) of
+    the kinds the model computes (``ops``, :func:`ops_in`).
 
     A reduced compute dtype (bfloat16, float16) multiplies in that dtype whatever the setting:
     the label is the dtype, no bits. float32: the level of each kind, one label where they agree
     (``"tf32"``), else both (``"matmul highest, conv tf32"``); the bits are the fewest measured."""
+    bits = {op: b for op, b in (bits or {}).items() if op in ops}
     if dtype != "float32" or not bits:
         return dtype, None
     levels = {op: label(b) for op, b in bits.items()}
@@ -116,4 +133,5 @@ def levels_of(used_label: str) -> set[str]:
 
 
 __all__ = ["CONV_INPUT", "CONV_KERNEL", "LEVELS", "MATMUL_SHAPE", "OPS", "SETTINGS", "SETTING_HELP",
-           "effective_bits", "is_level", "label", "levels_of", "matmul_precision_setting", "probe_operands", "used"]
+           "effective_bits", "is_level", "label", "levels_of", "matmul_precision_setting", "ops_in",
+           "probe_operands", "used"]

@@ -56,6 +56,9 @@ def test_op_rows_in_the_store_and_on_the_roofline_with_model_points(tiny_setting
     assert (op["status"] == "ok").all() and set(op["kind"]) == {"op"}
     mm = op.loc["matmul"]
     assert mm["model_flops_per_step"] == 2 * 32**3
+    # The op's own measured precision under its setting (XLA:CPU: full float32).
+    assert mm["matmul_precision_used"] == "highest" == op.loc["conv2d"]["matmul_precision_used"]
+    assert mm["matmul_precision"] == "default" and mm["matmul_precision_bits"] > 19
     assert mm["flops_per_sec"] == pytest.approx(2 * 32**3 / mm["step_time_s"])
     assert mm["flops_utilization"] == pytest.approx(mm["flops_per_sec"] / mm["peak_flops"])
     # On a CPU the ceiling is the peak's own probe.

@@ -53,6 +53,15 @@ def test_used_labels_and_bits():
     assert precision.used("float32", {"matmul": 23.0, "conv": 22.5}) == ("highest", 22.5)
     assert precision.used("float32", {"matmul": 23.0, "conv": 11.2}) == ("matmul highest, conv tf32", 11.2)
     assert precision.used("bfloat16", {"matmul": 8.0}) == ("bfloat16", None)
+    # PyTorch's default (full float32 matmuls, TF32 convolutions) on a model without convolutions.
+    fc = precision.ops_in([(1024, 512), (512,), (512, 10)])
+    assert fc == ("matmul",) and precision.ops_in([(3, 3, 16, 8), (8,)]) == ("matmul", "conv")
+    assert precision.used("float32", {"matmul": 23.0, "conv": 11.2}, fc) == ("highest", 23.0)
+    # A product that overflowed or gave NaN has no precision (and labels as the lowest level).
+    exact = np.ones((2, 2))
+    assert precision.effective_bits(np.full((2, 2), np.nan), exact) == 0.0
+    assert precision.effective_bits(np.full((2, 2), np.inf), exact) == 0.0
+    assert precision.label(0.0) == "bf16"
     assert precision.is_level("matmul highest, conv tf32") and not precision.is_level("bfloat16")
     assert not precision.is_level(float("nan")) and not precision.is_level(None)
 
@@ -86,17 +95,21 @@ def test_torch_flags_follow_the_setting_and_default_restores_them():
     torch = pytest.importorskip("torch", reason="PyTorch is an optional backend (pip install -e .[torch])")
     from paradnn.backends.torch import backend
 
-    if not hasattr(torch.backends.cuda.matmul, "fp32_precision"):
-        pytest.skip(f"torch {torch.__version__} has no fp32_precision flags (torch < 2.9)")
-    before = torch.backends.cudnn.conv.fp32_precision
+    before = (torch.get_float32_matmul_precision(), torch.backends.cudnn.allow_tf32)
     try:
         backend.apply_matmul_precision("highest")
-        assert torch.backends.cuda.matmul.fp32_precision == "ieee" == torch.backends.cudnn.conv.fp32_precision
+        assert torch.get_float32_matmul_precision() == "highest"
+        assert not torch.backends.cuda.matmul.allow_tf32 and not torch.backends.cudnn.allow_tf32
         backend.apply_matmul_precision("tf32")
-        assert torch.backends.cuda.matmul.fp32_precision == "tf32" == torch.backends.cudnn.rnn.fp32_precision
+        # Inductor reads these switches: a write through torch >= 2.9's fp32_precision flags
+        # would make these reads raise ("mix of the legacy and new APIs").
+        assert torch.get_float32_matmul_precision() == "high"
+        assert torch.backends.cuda.matmul.allow_tf32 and torch.backends.cudnn.allow_tf32
+        if hasattr(torch.backends.cuda.matmul, "fp32_precision"):  # the new flags agree
+            assert torch.backends.cuda.matmul.fp32_precision == "tf32"
     finally:
         backend.apply_matmul_precision("default")
-    assert torch.backends.cudnn.conv.fp32_precision == before
+    assert (torch.get_float32_matmul_precision(), torch.backends.cudnn.allow_tf32) == before
     bits = backend.precision_bits(torch.device("cpu"))
     assert precision.used("float32", bits)[0] == "highest"  # torch's flags act on CUDA only
 

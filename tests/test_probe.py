@@ -406,22 +406,36 @@ def test_a_queued_gemm_call_counts_each_matmul():
 def test_another_frameworks_ceiling_comes_from_a_child_probe(tmp_path, monkeypatch):
     """On an accelerator a PyTorch run gets the ceiling from ``paradnn probe --json`` in a child
     process (JAX in its own process would reserve the device memory): the child's answer, read
-    back, is the probe on record."""
+    back, is the probe on record, once per process. A child that saw another device than the
+    run's (here the CPU, for a run that says it is on a GPU: JAX without its CUDA plugin) gives
+    no ceiling, and neither does a child that failed, remembered so that it is not started
+    again for every config; neither fails the run."""
     monkeypatch.setenv("PARADNN_CACHE", str(tmp_path))
     monkeypatch.setenv("PARADNN_PROBE_BUDGET_S", "2")
     monkeypatch.setenv("PARADNN_PROBE_MAX_CV", "10")
     monkeypatch.setattr(hardware, "_CHILD_CEILINGS", {})
-    spec = hardware.Peak(989e12, 3.35e12, "spec", "vendor table: NVIDIA H100 80GB HBM3", "spec:h100 sxm", None, 0.0)
-    ceiling = hardware.ceiling("gpu", "float32", "torch", spec)
+    ceiling = hardware._child_ceiling("float32", "cpu")
     assert ceiling.source == "measured" and ceiling.flops > 0 and ceiling.bytes_per_sec > 0
     [entry] = _measurements(tmp_path / "probe.json")
     assert ceiling.id == entry["id"] and ceiling.flops == entry["peak_flops"]["float32"]
-    # Once per process: a second config reads the answer it already has, and so does the peak
-    # of a GPU without a vendor entry (the probe is its peak; JAX never starts in this process).
-    assert hardware.ceiling("gpu", "bfloat16", "torch", spec).id == entry["id"]
+    assert hardware._child_ceiling("bfloat16", "cpu").id == entry["id"]
+    # The same answer for a run on a GPU: the child probed the CPU, so no ceiling, with why.
+    spec = hardware.Peak(989e12, 3.35e12, "spec", "vendor table: NVIDIA H100 80GB HBM3", "spec:h100 sxm", None, 0.0)
+    wrong = hardware.ceiling("gpu", "bfloat16", "torch", spec)
+    assert wrong.flops is None and wrong.source == "none" and "another device (cpu" in wrong.method
     unknown = hardware.peaks("NVIDIA GeForce RTX 4090", "float32", "gpu", framework="torch")
-    assert unknown.source == "measured" and unknown.id == entry["id"]
-    assert len(_measurements(tmp_path / "probe.json")) == 1
+    assert unknown.source == "none" and "another device" in unknown.method
+    assert len(_measurements(tmp_path / "probe.json")) == 1  # the child ran once
+
+    # A child that fails (a bad probe setting: it exits 2) is remembered, and no run fails.
+    monkeypatch.setenv("PARADNN_PROBE_BUDGET_S", "-1")
+    monkeypatch.setenv("PARADNN_CACHE", str(tmp_path / "empty"))  # nothing on record: it must measure
+    monkeypatch.setattr(hardware, "_CHILD_CEILINGS", {})
+    failed = hardware.ceiling("gpu", "bfloat16", "torch", spec)
+    assert failed.source == "none" and "exited with status 2" in failed.method
+    assert "exited with status 2" in hardware._CHILD_CEILINGS["error"]
+    assert "exited with status 2" in hardware.peaks("NVIDIA GeForce RTX 4090", "float32", "gpu",
+                                                     framework="torch").method
 
 
 def test_a_float32_ceiling_bounds_only_runs_at_the_probes_precision():

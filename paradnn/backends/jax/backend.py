@@ -207,7 +207,8 @@ class JaxBackend:
                 _save_program(program_key, compiled, loop, state_shapes, batch_shapes)
                 phases["compile"] = phases.get("compile", 0.0) + time.perf_counter() - t_save
         used, bits = precision.used(workload.dtype, wl.precision_bits(options.matmul_precision)
-                                    if workload.dtype == "float32" else None)
+                                    if workload.dtype == "float32" else None,
+                                    precision.ops_in(x.shape for x in jax.tree_util.tree_leaves(state_shapes["params"])))
         metrics: dict[str, Any] = {
             "params": sum(math.prod(x.shape) for x in jax.tree_util.tree_leaves(state_shapes["params"])),
             "matmul_precision_used": used,
@@ -357,9 +358,15 @@ class JaxBackend:
         return system.measure_bandwidth(megabytes, calls)
 
     def probe_versions(self) -> dict[str, Any]:
-        """What a probed peak depends on in this framework: JAX and jaxlib versions, XLA_FLAGS."""
-        return {"jax": jax.__version__, "jaxlib": jaxlib.__version__,
-                "xla_flags": os.environ.get("XLA_FLAGS", "")}
+        """What a probed peak depends on in this framework: JAX and jaxlib versions, XLA_FLAGS,
+        and JAX's default matmul precision where it is set (``JAX_DEFAULT_MATMUL_PRECISION``:
+        the float32 GEMMs' precision, so a TF32 probe never stands for a full-float32 one)."""
+        versions = {"jax": jax.__version__, "jaxlib": jaxlib.__version__,
+                    "xla_flags": os.environ.get("XLA_FLAGS", "")}
+        default_precision = jax.config.jax_default_matmul_precision
+        if default_precision is not None:  # unset: the key of earlier probes stays valid
+            versions["default_matmul_precision"] = str(default_precision)
+        return versions
 
     # -- the system experiments (paradnn.ops, collectives, scaling, profile, meters, infeed) ---
 

@@ -86,12 +86,17 @@ def measure_bandwidth(megabytes: int, calls: int = 1, reps: int = BANDWIDTH_REPS
 
 # -- one operator (paradnn.ops) ----------------------------------------------------------------
 
-def op_program(shape: Any, dtype: str) -> dict[str, Any]:
+def op_program(shape: Any, dtype: str, precision_setting: str = "default") -> dict[str, Any]:
     """The compiled program of one operator ``shape`` (a :class:`paradnn.ops.OpShape`) in
-    ``dtype`` on the default device: ``call(state, operands, k)`` runs it ``k`` times (queued
+    ``dtype`` on the default device, traced under the ``matmul_precision`` setting
+    ``precision_setting``: ``call(state, operands, k)`` runs it ``k`` times (queued
     asynchronously; the timing protocol waits for the last), ``state`` and ``operands`` to
-    start from, and XLA's cost analysis of one op: ``flops`` (FLOP) and ``bytes`` (B accessed;
-    None where XLA reports none)."""
+    start from, XLA's cost analysis of one op: ``flops`` (FLOP) and ``bytes`` (B accessed;
+    None where XLA reports none), and the precision it measured itself using:
+    ``matmul_precision_used`` and ``matmul_precision_bits`` (:func:`paradnn.precision.used`)."""
+    from paradnn import precision
+    from paradnn.backends.jax import step
+
     key_a, key_b = jax.random.split(jax.random.PRNGKey(0))
     if shape.op == "matmul":
         lead = (shape.batch,) if shape.batch > 1 else ()
@@ -111,9 +116,12 @@ def op_program(shape: Any, dtype: str) -> dict[str, Any]:
             y = jax.lax.conv_general_dilated(a, b, (shape.stride, shape.stride), "VALID",
                                              dimension_numbers=("NHWC", "HWIO", "NHWC"))
             return y, y.reshape(-1)[0].astype(jnp.float32)
-    compiled = jax.jit(f).lower(a, b).compile()
+    with step.matmul_precision(precision_setting):
+        compiled = jax.jit(f).lower(a, b).compile()
     cost = compiled.cost_analysis()
     cost = (cost[0] if isinstance(cost, (list, tuple)) else cost) or {}
+    kind = "matmul" if shape.op == "matmul" else "conv"
+    used, bits = precision.used(dtype, step.precision_bits(precision_setting) if dtype == "float32" else None, (kind,))
 
     def call(state, operands, k):
         out = state
@@ -123,7 +131,8 @@ def op_program(shape: Any, dtype: str) -> dict[str, Any]:
 
     return {"call": call, "state": compiled(a, b), "operands": (a, b),
             "flops": float(cost.get("flops", 0.0)) or None,
-            "bytes": float(cost.get("bytes accessed", 0.0)) or None}
+            "bytes": float(cost.get("bytes accessed", 0.0)) or None,
+            "matmul_precision_used": used, "matmul_precision_bits": bits}
 
 
 def cpu_child_env(env: dict[str, str]) -> dict[str, str]:

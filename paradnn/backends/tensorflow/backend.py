@@ -432,10 +432,11 @@ class TensorFlowBackend:
         loop = "host" if options.step_loop == "host" else "device"
         tf = _tf()
         apply_matmul_precision(options.matmul_precision)
-        used, bits = precision.used(workload.dtype, precision_bits() if workload.dtype == "float32" else None)
         from paradnn.backends.tensorflow.models import trainable_params
 
         tfm, optimizer, batch = _build(workload)
+        used, bits = precision.used(workload.dtype, precision_bits() if workload.dtype == "float32" else None,
+                                    precision.ops_in(v.shape for v in tfm.model.trainable_variables))
         step = _step_fn(tfm, optimizer)
         t0 = time.perf_counter()
         if loop == "device":

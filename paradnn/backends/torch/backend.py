@@ -55,35 +55,29 @@ def compile_mode(settings: Any) -> str:
 
 # ------------------------------------------------------------------------- matmul precision
 
-#: The float32 precision flags of the ``matmul_precision`` setting (torch >= 2.9's
-#: ``fp32_precision`` API: "ieee" is full float32): cuBLAS matmuls, cuDNN convolutions and cuDNN
-#: RNNs. They act on CUDA devices only; on a CPU torch computes float32 in full float32.
-_PRECISION_FLAGS = ("cuda.matmul", "cudnn.conv", "cudnn.rnn")
-_PRECISION_VALUES = {"highest": "ieee", "tf32": "tf32"}
-#: The flags as they were before paradnn first changed them: the framework's own default.
-_DEFAULT_FLAGS: dict[str, Any] = {}
-
-
-def _flag_owner(torch: Any, flag: str) -> Any:
-    owner = torch.backends
-    for part in flag.split("."):
-        owner = getattr(owner, part)
-    return owner
+#: The float32 precision of the ``matmul_precision`` setting, through PyTorch's long-standing
+#: switches: the float32 matmul precision ("highest": full float32, "high": TF32 on CUDA) and
+#: cuDNN's TF32 switch (convolutions and RNNs). Not the ``fp32_precision`` flags of torch >= 2.9:
+#: after a write there, reading the old switches raises ("mix of the legacy and new APIs"), and
+#: torch.compile's Inductor still reads them (its cache key among others: pytorch issue 166387,
+#: seen on torch 2.14 here), so every compiled run would fail. The old switches act on CUDA only;
+#: on a CPU torch computes float32 in full float32 whatever they say.
+_PRECISION_SWITCHES = {"highest": ("highest", False), "tf32": ("high", True)}
+#: The switches as they were before paradnn first changed them: the framework's own default.
+_DEFAULT_SWITCHES: dict[str, Any] = {}
 
 
 def apply_matmul_precision(setting: str) -> None:
-    """Set torch's float32 precision flags for the ``matmul_precision`` setting (process-wide:
-    every compile and init of a run applies its own). ``default`` restores the flags paradnn
-    found. Older torch without the ``fp32_precision`` API keeps its defaults (the measured
-    ``matmul_precision_used`` says what they were)."""
+    """Set torch's float32 precision switches for the ``matmul_precision`` setting
+    (process-wide: every compile and init of a run applies its own). ``default`` restores the
+    switches paradnn found (the measured ``matmul_precision_used`` says what they were)."""
     import torch
 
-    if not hasattr(torch.backends.cuda.matmul, "fp32_precision"):
-        return
-    for flag in _PRECISION_FLAGS:
-        owner = _flag_owner(torch, flag)
-        _DEFAULT_FLAGS.setdefault(flag, owner.fp32_precision)
-        owner.fp32_precision = _PRECISION_VALUES.get(setting, _DEFAULT_FLAGS[flag])
+    _DEFAULT_SWITCHES.setdefault("matmul", torch.get_float32_matmul_precision())
+    _DEFAULT_SWITCHES.setdefault("cudnn", torch.backends.cudnn.allow_tf32)
+    matmul, cudnn = _PRECISION_SWITCHES.get(setting, (_DEFAULT_SWITCHES["matmul"], _DEFAULT_SWITCHES["cudnn"]))
+    torch.set_float32_matmul_precision(matmul)
+    torch.backends.cudnn.allow_tf32 = cudnn
 
 
 def precision_bits(device: Any) -> dict[str, float]:
@@ -296,12 +290,13 @@ class TorchBackend:
         setting = settings.options_for(self.name).matmul_precision
         apply_matmul_precision(setting)
         device = self._device()
-        used, bits = precision.used(workload.dtype, precision_bits(device) if workload.dtype == "float32" else None)
         model = families.builder(workload.spec, "torch")(workload.spec, workload.dtype)
         torch.manual_seed(SEED)
         with device:
             module = model.make_module()
         module.train()
+        used, bits = precision.used(workload.dtype, precision_bits(device) if workload.dtype == "float32" else None,
+                                    precision.ops_in(p.shape for p in module.parameters()))
         opt = make_optimizer(workload.optimizer, module.parameters())
         gen = torch.Generator(device=device).manual_seed(SEED + 1)
         batch = model.make_batch(gen, workload.batch, device)

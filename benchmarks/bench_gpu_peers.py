@@ -1,0 +1,532 @@
+"""paradnn against the plain training loop of its own framework, side by side on one device
+(issue 19, item 5: on a GPU, paradnn's examples/s should be >= 0.97x the plain loop's).
+
+For each (model, framework) pair, in one child process per pair (so that a crash, an OOM or
+JAX's memory preallocation cannot touch the other pairs, and JAX and PyTorch never share one
+process's view of the GPU):
+
+1. the plain loop is built, compiled and warmed, then timed ("before");
+2. ``paradnn.run(spec, batch=..., dtype=..., framework=...)`` measures the same workload
+   (examples/s from its median step time);
+3. the plain loop is timed again ("after").
+
+ratio = paradnn's examples/s / the mean of the plain loop's two rates; pass = ratio >= 0.97.
+
+The plain loop is what a user of that framework writes, with the SAME network (paradnn's
+builder for that framework, so the comparison is the harness, not two models), the same
+optimizer (paradnn's default for the model, with paradnn's hyperparameters), the same dtype
+policy (float32 master weights, compute in the dtype, float32 loss) and the same batch of
+synthetic data resident on the device:
+
+* jax: ``paradnn.backends.jax.models.build`` -> Flax module; an optax step (value_and_grad of
+  the float32 loss, ``tx.update``, ``optax.apply_updates``) under ``jax.jit`` with the state
+  donated, called in a Python loop (XLA's default compile options);
+* torch: paradnn's torch module (``families.builder(spec, "torch")``, as
+  ``paradnn/backends/torch/backend.py`` builds it) wrapped in ``torch.compile(module)`` (the
+  mode paradnn uses, ``--torch-compile``); each step ``zero_grad``, the forward under
+  ``torch.autocast`` in the dtype, the float32 loss, ``backward``, ``opt.step()`` (eager, not
+  compiled: what ``torch.compile`` on the model leaves), ``torch.cuda.synchronize()`` around
+  the timed steps on CUDA.
+
+Models (``--models``, comma list; default ``fc1024,fc8192,transformer``):
+
+* fc1024:      FC(layers 4, nodes 1024, input 1024, output 1000), batch 1024 (dispatch-bound)
+* fc8192:      FC(layers 4, nodes 8192, input 8192, output 1000), batch 8192 (compute-bound)
+* transformer: Transformer(layers 1, d_model 1024, heads 16, d_ff 4096, length 512, vocab 1024),
+               a GPT-like decoder block, batch 32 sequences (16k tokens); paradnn builds the
+               Transformer family in JAX only, so its torch pair is reported "unsupported"
+* resnet50:    Real("resnet50", image 224), batch 256
+
+On the GPU (bfloat16). Not yet run on one: the estimate is about 5 minutes for the default
+models on an H100, mostly compiles and process starts, and 2-4 more for resnet50 (torch.compile
+of ResNet-50 included); ``--pair-timeout`` bounds each pair:
+
+    python benchmarks/bench_gpu_peers.py --json gpu_peers.json
+    python benchmarks/bench_gpu_peers.py --models resnet50 --json gpu_peers_resnet.json
+
+paradnn's side runs its own protocol, shortened: K steps per call chosen by autorange (its
+default; ``--steps-per-call`` fixes K), a 3 s time budget (``--time-budget``), its default XLA
+preset (XLA's defaults on a GPU) and ``torch_compile`` mode (``--torch-compile``, which sets
+the plain torch loop's mode too). Its one-time peak probe is capped at ``--probe-budget``
+seconds of GEMMs (PARADNN_PROBE_BUDGET_S, unless set); it runs in the first JAX pair and the
+torch pairs read it from paradnn's cache.
+
+Rehearsal on a CPU, the same code paths at tiny sizes (float32: bfloat16 on XLA:CPU is
+emulated and slow; ``--torch-compile eager`` because Inductor's C++ compiles add tens of
+seconds per model on a small host; ratios on a CPU are noise):
+
+    python benchmarks/bench_gpu_peers.py --tiny --models fc1024,transformer --torch-compile eager
+
+Not a test (tests/test_bench_gpu_peers.py rehearses it); on a CPU the ratio is noise. Exit
+status 0 when every pair paradnn builds ran (whatever its ratio), 1 when one failed or its
+framework is missing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import importlib.util
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+from typing import Any, Callable
+
+TARGET = 0.97
+FRAMEWORKS = ("jax", "torch")
+DEFAULT_MODELS = "fc1024,fc8192,transformer"
+
+
+def model_spec(name: str, tiny: bool) -> tuple[Any, int]:
+    """(spec, batch) of a ``--models`` name, full size or tiny."""
+    import paradnn
+    from paradnn.families.transformer import Transformer
+
+    if name == "fc1024":
+        return (paradnn.FC(layers=2, nodes=64, input=64, output=10), 16) if tiny else (
+            paradnn.FC(layers=4, nodes=1024, input=1024, output=1000), 1024)
+    if name == "fc8192":
+        return (paradnn.FC(layers=2, nodes=128, input=128, output=10), 32) if tiny else (
+            paradnn.FC(layers=4, nodes=8192, input=8192, output=1000), 8192)
+    if name == "transformer":
+        if tiny:
+            return Transformer(layers=1, d_model=64, heads=2, d_ff=256, length=16, vocab=64), 4
+        return Transformer(layers=1, d_model=1024, heads=16, d_ff=4096, length=512, vocab=1024), 32
+    if name == "resnet50":
+        return (paradnn.Real("resnet50", image=32), 2) if tiny else (paradnn.Real("resnet50", image=224), 256)
+    raise SystemExit(f"unknown model {name!r}: one of fc1024, fc8192, transformer, resnet50")
+
+
+MODELS = ("fc1024", "fc8192", "transformer", "resnet50")
+
+
+def measure_settings(args: argparse.Namespace) -> Any:
+    """paradnn's timing protocol for this bench: short (``--time-budget``), K auto (paradnn's
+    default: a call lasts about 0.2 s, 0.05 s with ``--tiny``) unless ``--steps-per-call``."""
+    from paradnn.measure import MeasureSettings
+
+    options: dict[str, Any] = {}
+    if args.framework_in_child == "torch":
+        options["torch_compile"] = args.torch_compile
+    if args.tiny:
+        return MeasureSettings(steps_per_call=args.steps_per_call, call_target_s=0.05, warmup_calls=1,
+                               warmup_s=0.0, min_calls=2, max_calls=5, cv_target=0.5,
+                               time_budget_s=args.time_budget, **options)
+    return MeasureSettings(steps_per_call=args.steps_per_call, warmup_calls=1, min_calls=3, max_calls=50,
+                           cv_target=0.02, time_budget_s=args.time_budget, **options)
+
+
+# ------------------------------------------------------------------------------- timing
+
+
+def time_plain(run_steps: Callable[[int], None], sync: Callable[[], None], target_s: float,
+               min_steps: int, warm_steps: int = 2, max_steps: int = 100_000) -> tuple[float, int]:
+    """(seconds per step, steps timed) of a plain loop: ``warm_steps`` untimed steps, then
+    untimed runs of ``min_steps``, doubling, until half of ``target_s`` went by (warm-up that
+    also sizes the timed run), then as many steps as fill ``target_s`` (at least
+    ``min_steps``), queued without synchronization and timed to the last result."""
+    run_steps(warm_steps)
+    sync()
+    n, start = min_steps, time.perf_counter()
+    while True:
+        t0 = time.perf_counter()
+        run_steps(n)
+        sync()
+        per_step = (time.perf_counter() - t0) / n
+        if time.perf_counter() - start >= target_s / 2 or n >= max_steps:
+            break
+        n *= 2
+    steps = int(min(max_steps, max(min_steps, target_s / max(per_step, 1e-9))))
+    t0 = time.perf_counter()
+    run_steps(steps)
+    sync()
+    return (time.perf_counter() - t0) / steps, steps
+
+
+# --------------------------------------------------------------------------- plain loops
+
+
+#: (run k steps, wait for them, {"final_loss": () -> float}) of a plain loop.
+Loop = tuple[Callable[[int], None], Callable[[], None], dict[str, Any]]
+
+
+def plain_jax(spec: Any, batch: int, dtype: str, optimizer: str) -> Loop:
+    """The hand-written Flax/optax loop of ``spec``: (run k steps, sync, info)."""
+    import jax
+    import optax
+
+    from paradnn.backends.jax.models import build
+    from paradnn.backends.jax.step import make_optimizer  # optax's, with paradnn's hyperparameters
+
+    model = build(spec, dtype)
+    tx = make_optimizer(optimizer)
+    key_init, key_data = jax.random.split(jax.random.key(1))
+    data = jax.jit(lambda k: model.make_batch(k, batch))(key_data)
+    variables = jax.jit(lambda k: model.module.init(k, model.make_batch(k, 1)["inputs"], train=False))(key_init)
+    params = variables["params"]
+    extra = {k: v for k, v in variables.items() if k != "params"}  # batch_stats, where the model has them
+    state = {"params": params, "extra": extra, "opt": tx.init(params)}
+
+    def train_step(state: dict[str, Any], data: dict[str, Any]) -> tuple[dict[str, Any], Any]:
+        def loss_fn(params: Any) -> Any:
+            outputs, updates = model.module.apply({"params": params, **state["extra"]}, data["inputs"],
+                                                  train=True, mutable=list(state["extra"]))
+            return model.loss(outputs, data), updates  # float32 loss (logits cast to float32)
+
+        (loss, updates), grads = jax.value_and_grad(loss_fn, has_aux=True)(state["params"])
+        deltas, opt = tx.update(grads, state["opt"], state["params"])
+        return {"params": optax.apply_updates(state["params"], deltas), "extra": dict(updates), "opt": opt}, loss
+
+    step = jax.jit(train_step, donate_argnums=0)
+    box: dict[str, Any] = {"state": state, "loss": None}
+
+    def run_steps(k: int) -> None:
+        s, loss = box["state"], box["loss"]
+        for _ in range(k):
+            s, loss = step(s, data)
+        box["state"], box["loss"] = s, loss
+
+    def sync() -> None:
+        jax.block_until_ready((box["state"], box["loss"]))
+
+    def final_loss() -> float:
+        return float(box["loss"])
+
+    return run_steps, sync, {"final_loss": final_loss}
+
+
+def plain_torch(spec: Any, batch: int, dtype: str, optimizer: str, compile_mode: str) -> Loop:
+    """The plain PyTorch loop of ``spec`` with ``torch.compile(module)``: (run k steps, sync, info)."""
+    import torch
+
+    from paradnn import families
+    from paradnn.backends.torch.backend import make_optimizer  # torch.optim / TF1RMSprop, paradnn's hyperparameters
+
+    if dtype not in ("float32", "bfloat16"):
+        raise ValueError(f"the plain torch loop runs float32 or bfloat16, not {dtype}")
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    model = families.builder(spec, "torch")(spec, dtype)
+    torch.manual_seed(1)
+    with device:
+        module = model.make_module()
+    module.train()
+    opt = make_optimizer(optimizer, module.parameters())
+    gen = torch.Generator(device=device).manual_seed(2)
+    data = model.make_batch(gen, batch, device)
+    net = module if compile_mode == "eager" else torch.compile(
+        module, mode=None if compile_mode == "default" else compile_mode)
+    amp = torch.bfloat16 if dtype == "bfloat16" else None
+    box: dict[str, Any] = {"loss": None}
+
+    def run_steps(k: int) -> None:
+        loss = None
+        for _ in range(k):
+            opt.zero_grad(set_to_none=True)
+            with torch.autocast(device.type, dtype=amp or torch.float32, enabled=amp is not None):
+                outputs = net(data["inputs"])
+            loss = model.loss(outputs, data)  # float32: the loss casts the logits
+            loss.backward()
+            opt.step()
+        box["loss"] = loss.detach()
+
+    def sync() -> None:
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+
+    def final_loss() -> float:
+        return float(box["loss"])
+
+    return run_steps, sync, {"final_loss": final_loss}
+
+
+# ------------------------------------------------------------------------------ one pair
+
+
+def versions(framework: str) -> dict[str, Any]:
+    import paradnn
+
+    out: dict[str, Any] = {"paradnn_version": getattr(paradnn, "__version__", None), "python": sys.version.split()[0]}
+    if framework == "jax":
+        import flax
+        import jax
+        import optax
+
+        out.update(jax_version=jax.__version__, flax_version=flax.__version__, optax_version=optax.__version__)
+    else:
+        import torch
+
+        out.update(torch_version=torch.__version__, torch_cuda_version=torch.version.cuda)
+    return out
+
+
+def device_kind(framework: str) -> tuple[str, str]:
+    """(platform, device kind) as the framework sees its first device."""
+    if framework == "jax":
+        import jax
+
+        d = jax.devices()[0]
+        return d.platform, d.device_kind
+    import torch
+
+    if torch.cuda.is_available():
+        return "gpu", torch.cuda.get_device_name(0)
+    return "cpu", "cpu"
+
+
+def policy(framework: str, optimizer: str, dtype: str, batch: int, compile_mode: str) -> str:
+    loop = ("jax.jit(step, donate_argnums=0), XLA default options, host loop" if framework == "jax"
+            else f"torch.compile(module, mode={compile_mode}), eager opt.step()"
+            if compile_mode != "eager" else "eager module, eager opt.step()")
+    return (f"both sides: paradnn's {framework} network, optimizer {optimizer} (paradnn's default, its "
+            f"hyperparameters), compute {dtype} with float32 master weights and float32 loss, batch {batch}, "
+            f"synthetic data on the device; plain loop: {loop}")
+
+
+def run_pair(name: str, framework: str, args: argparse.Namespace) -> dict[str, Any]:
+    """Plain loop, paradnn.run, plain loop again, in this process; never raises."""
+    import paradnn
+    from paradnn.workload import Workload
+
+    t_start = time.perf_counter()
+    spec, batch = model_spec(name, args.tiny)
+    dtype = args.dtype or ("float32" if args.tiny else "bfloat16")
+    row: dict[str, Any] = {"model": name, "framework": framework, "batch": batch, "dtype": dtype,
+                           "spec": spec.to_dict(), "status": "error"}
+    stage = "setup"
+    try:
+        optimizer = Workload(spec, batch, dtype, None, 1, framework).optimizer
+        row["optimizer"] = optimizer
+        row["policy"] = policy(framework, optimizer, dtype, batch, args.torch_compile)
+        row.update(versions(framework))
+        row["device_platform"], row["device_kind"] = device_kind(framework)
+        stage = "plain loop build"
+        t0 = time.perf_counter()
+        if framework == "jax":
+            run_steps, sync, info = plain_jax(spec, batch, dtype, optimizer)
+        else:
+            run_steps, sync, info = plain_torch(spec, batch, dtype, optimizer, args.torch_compile)
+        target, min_steps = args.plain_s, (3 if args.tiny else 5)
+        stage = "plain loop (before)"
+        before, steps_before = time_plain(run_steps, sync, target, min_steps)
+        row["plain_setup_and_before_s"] = time.perf_counter() - t0  # build, compile, warm-up, first timing
+        stage = "paradnn.run"
+        t0 = time.perf_counter()
+        record = paradnn.run(spec, batch=batch, dtype=dtype, framework=framework, settings=measure_settings(args))
+        row["paradnn_wall_s"] = time.perf_counter() - t0
+        m = record.metrics
+        row.update(paradnn_status=record.status, paradnn_error=record.error,
+                   paradnn_examples_per_sec=m.get("examples_per_sec"), paradnn_step_time_s=m.get("step_time_s"),
+                   paradnn_stable=m.get("stable"), paradnn_steps_per_call=m.get("steps_per_call_used"),
+                   paradnn_step_times_s=m.get("step_times_s"),
+                   paradnn_compile_s=m.get("compile_s"), paradnn_step_loop=m.get("step_loop_used"),
+                   paradnn_matmul_precision_used=m.get("matmul_precision_used"),
+                   paradnn_settings=dict(record.settings), paradnn_device_kind=record.platform.get("device_kind"))
+        stage = "plain loop (after)"
+        after, steps_after = time_plain(run_steps, sync, target, min_steps)
+        rates = [batch / before, batch / after]
+        row.update(plain_examples_per_sec=statistics.fmean(rates), plain_examples_per_sec_before_after=rates,
+                   plain_steps_timed=[steps_before, steps_after], plain_final_loss=info["final_loss"]())
+        if record.status != "ok":
+            row["status"] = f"paradnn {record.status}"
+            row["error"] = f"paradnn.run: {record.status}: {record.error}"
+        else:
+            ours = m["examples_per_sec"]
+            row["ratio"] = ours / row["plain_examples_per_sec"]
+            row["pass"] = row["ratio"] >= TARGET
+            row["status"] = "ok"
+    except Exception as exc:  # noqa: BLE001 - one pair's failure is reported, the others run
+        try:
+            from paradnn import backends
+
+            oom = backends.get(framework).is_oom(exc)
+        except Exception:  # noqa: BLE001
+            oom = False
+        row["status"] = "oom" if oom else "error"
+        row["error"] = f"{stage}: {type(exc).__name__}: {exc}"[:2000]
+        row["traceback"] = traceback.format_exc()[-4000:]
+    row["wall_s"] = time.perf_counter() - t_start
+    return row
+
+
+# -------------------------------------------------------------------------------- parent
+
+
+def _pump(stream: Any, tail: collections.deque) -> None:
+    """Echo a child's stderr to ours (its progress lines) and keep the last lines."""
+    for line in stream:
+        sys.stderr.write(line)
+        sys.stderr.flush()
+        tail.append(line)
+
+
+def spawn_pair(name: str, framework: str, argv: list[str], timeout_s: float) -> dict[str, Any]:
+    """Run one pair in a child process of this script; a crash or timeout becomes a row."""
+    fd, out = tempfile.mkstemp(prefix=f"gpu_peers_{name}_{framework}_", suffix=".json")
+    os.close(fd)
+    cmd = [sys.executable, os.path.abspath(__file__), *argv, "--child", f"{name}:{framework}", "--child-out", out]
+    t0 = time.perf_counter()
+    tail: collections.deque = collections.deque(maxlen=40)
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    pump = threading.Thread(target=_pump, args=(proc.stderr, tail), daemon=True)
+    pump.start()
+    try:
+        rc = proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        rc = None
+        proc.wait()
+    pump.join(timeout=5)
+    try:
+        with open(out) as f:
+            text = f.read()
+        row = json.loads(text) if text.strip() else None
+    finally:
+        os.unlink(out)
+    if row is None:
+        row = {"model": name, "framework": framework,
+               "status": "timeout" if rc is None else "crashed",
+               "error": (f"no result within {timeout_s:.0f} s" if rc is None else f"child exited with status {rc}")
+               + ("; stderr tail: " + "".join(tail)[-1500:] if tail else "")}
+    row["child_wall_s"] = time.perf_counter() - t0
+    return row
+
+
+def pair_plan(models: list[str], frameworks: list[str], tiny: bool) -> list[tuple[str, str, str | None]]:
+    """(model, framework, why not runnable or None) in run order: model-major, jax first (its
+    run measures the device's probe once; the torch run's ceiling reads it from the cache)."""
+    from paradnn import families
+
+    plan = []
+    for name in models:
+        spec, _ = model_spec(name, tiny)
+        built = families.of(spec).frameworks_for(spec)
+        for fw in frameworks:
+            why = None
+            if fw not in built:
+                why = f"unsupported: paradnn builds {name} in {', '.join(built)} only"
+            elif importlib.util.find_spec(fw) is None:
+                why = f"missing: {fw} is not installed"
+            plan.append((name, fw, why))
+    return plan
+
+
+def fmt(x: Any, spec: str = ".1f") -> str:
+    return "-" if x is None or (isinstance(x, float) and not math.isfinite(x)) else format(x, spec)
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    head = ("model", "fw", "batch", "dtype", "paradnn ex/s", "plain ex/s (before/after)", "ratio", "pass",
+            "status", "s")
+    lines = []
+    for r in rows:
+        ba = r.get("plain_examples_per_sec_before_after")
+        plain = f"{fmt(r.get('plain_examples_per_sec'))} ({fmt(ba[0])}/{fmt(ba[1])})" if ba else "-"
+        passed = "-" if r.get("pass") is None else ("yes" if r["pass"] else "NO")
+        lines.append((r["model"], r["framework"], str(r.get("batch", "-")), r.get("dtype", "-"),
+                      fmt(r.get("paradnn_examples_per_sec")), plain, fmt(r.get("ratio"), ".3f"), passed,
+                      r["status"], fmt(r.get("child_wall_s", r.get("wall_s")), ".0f")))
+    widths = [max(len(h), *(len(line[i]) for line in lines)) if lines else len(h) for i, h in enumerate(head)]
+    out = ["  ".join(h.ljust(w) for h, w in zip(head, widths)), "  ".join("-" * w for w in widths)]
+    out += ["  ".join(c.ljust(w) for c, w in zip(line, widths)) for line in lines]
+    return "\n".join(out)
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", default=DEFAULT_MODELS, help=f"comma list of {', '.join(MODELS)}")
+    parser.add_argument("--frameworks", default=",".join(FRAMEWORKS), help="comma list of jax, torch")
+    parser.add_argument("--tiny", action="store_true", help="tiny sizes for a CPU rehearsal (float32 by default)")
+    parser.add_argument("--dtype", default=None, choices=("float32", "bfloat16"),
+                        help="compute dtype (default bfloat16; float32 with --tiny)")
+    parser.add_argument("--torch-compile", default="default",
+                        choices=("default", "eager", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"),
+                        help="torch.compile mode of both sides (paradnn's torch_compile; default: paradnn's "
+                             "default); eager to rehearse quickly on a CPU")
+    parser.add_argument("--steps-per-call", type=int, default=None,
+                        help="paradnn steps_per_call (default auto, paradnn's own)")
+    parser.add_argument("--time-budget", type=float, default=None,
+                        help="paradnn time_budget_s per run (default 3 s; 1 s with --tiny)")
+    parser.add_argument("--plain-s", type=float, default=None,
+                        help="seconds of each timed plain-loop run (default 2; 0.3 with --tiny)")
+    parser.add_argument("--pair-timeout", type=float, default=900.0, help="seconds one pair's child may run")
+    parser.add_argument("--probe-budget", type=float, default=10.0,
+                        help="PARADNN_PROBE_BUDGET_S for paradnn's one-time peak probe, unless already set (s)")
+    parser.add_argument("--json", default=None, help="write the rows here")
+    parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--child-out", default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.time_budget is None:
+        args.time_budget = 1.0 if args.tiny else 3.0
+    if args.plain_s is None:
+        args.plain_s = 0.3 if args.tiny else 2.0
+    args.framework_in_child = None
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = parse_args(argv)
+    if args.child:
+        name, framework = args.child.split(":")
+        args.framework_in_child = framework
+        row = run_pair(name, framework, args)
+        with open(args.child_out, "w") as f:
+            json.dump(row, f, default=str)
+        return 0
+
+    os.environ.setdefault("PARADNN_PROBE_BUDGET_S", str(args.probe_budget))
+    models = [m.strip() for m in args.models.split(",") if m.strip()]
+    frameworks = [f.strip() for f in args.frameworks.split(",") if f.strip()]
+    for fw in frameworks:
+        if fw not in FRAMEWORKS:
+            raise SystemExit(f"unknown framework {fw!r}: one of {', '.join(FRAMEWORKS)}")
+    # The children get the same options, less the parent's own.
+    child_argv, skip = [], False
+    for a in argv:
+        if skip:
+            skip = False
+            continue
+        if a in ("--json", "--models", "--frameworks"):
+            skip = True
+            continue
+        if a.startswith(("--json=", "--models=", "--frameworks=")):
+            continue
+        child_argv.append(a)
+    t0 = time.perf_counter()
+    rows = []
+    for name, fw, why in pair_plan(models, frameworks, args.tiny):
+        if why is not None:
+            spec, batch = model_spec(name, args.tiny)
+            rows.append({"model": name, "framework": fw, "batch": batch, "status": why.split(":")[0], "error": why})
+            print(f"[{name} {fw}] {why}", file=sys.stderr, flush=True)
+            continue
+        print(f"[{name} {fw}] running (child process) ...", file=sys.stderr, flush=True)
+        row = spawn_pair(name, fw, child_argv, args.pair_timeout)
+        rows.append(row)
+        print(f"[{name} {fw}] {row['status']}" + (f": {row.get('error')}" if row.get("error") else "")
+              + (f"; ratio {row['ratio']:.3f}" if row.get("ratio") is not None else ""), file=sys.stderr, flush=True)
+    wall = time.perf_counter() - t0
+    print(table(rows))
+    for r in rows:
+        if r.get("policy"):
+            print(f"{r['model']} {r['framework']}: {r['policy']}")
+    kinds = sorted({f"{r['framework']}: {r.get('device_kind')}" for r in rows if r.get("device_kind")})
+    print(f"devices: {'; '.join(kinds) or '-'}; target ratio >= {TARGET}; wall {wall:.0f} s"
+          + ("; TINY rehearsal: ratios on a CPU are noise" if args.tiny else ""))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"target_ratio": TARGET, "tiny": args.tiny, "argv": argv, "wall_s": wall, "pairs": rows},
+                      f, indent=1, default=str)
+    ran = all(r["status"] == "ok" for r in rows if r["status"] != "unsupported")
+    return 0 if ran else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
