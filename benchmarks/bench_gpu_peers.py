@@ -509,6 +509,8 @@ def main(argv: list[str] | None = None) -> int:
             continue
         print(f"[{name} {fw}] running (child process) ...", file=sys.stderr, flush=True)
         row = spawn_pair(name, fw, child_argv, args.pair_timeout)
+        row.setdefault("batch", model_spec(name, args.tiny)[1])
+        row.setdefault("dtype", args.dtype or ("float32" if args.tiny else "bfloat16"))
         rows.append(row)
         print(f"[{name} {fw}] {row['status']}" + (f": {row.get('error')}" if row.get("error") else "")
               + (f"; ratio {row['ratio']:.3f}" if row.get("ratio") is not None else ""), file=sys.stderr, flush=True)

@@ -257,13 +257,18 @@ def _profile(args: argparse.Namespace) -> int:
                          peak_source="given")
     else:
         with_peaks(ops, workload.dtype)
-    orf = A.op_roofline(ops, ops.attrs["peak_flops"], ops.attrs["peak_bytes_per_sec"])
+    peak_flops, peak_bw = ops.attrs["peak_flops"], ops.attrs["peak_bytes_per_sec"]
+    # Without a usable peak (only contended probes of this host on record) there is no roof to
+    # classify the operations against: the table and breakdown still stand, the roofline not.
+    known = bool(peak_flops and peak_bw)
+    orf = A.op_roofline(ops, peak_flops, peak_bw) if known else ops.iloc[0:0]
     top = A.top_ops(orf if len(orf) else ops, n=args.top)
     with pd.option_context("display.width", 160, "display.max_columns", 20,
                            "display.float_format", "{:.4g}".format):
+        peaks = (f"{peak_flops:.4g} FLOP/s, {peak_bw:.4g} B/s ({ops.attrs['peak_source']})" if known else
+                 f"unknown, so no op roofline ({ops.attrs.get('peak_method') or ops.attrs['peak_source']})")
         print(f"module {ops.attrs['module']} on {ops.attrs['device_kind']} ({ops.attrs['device_platform']}); "
-              f"times per step (s), FLOP and B per step; peaks: {ops.attrs['peak_flops']:.4g} FLOP/s, "
-              f"{ops.attrs['peak_bytes_per_sec']:.4g} B/s ({ops.attrs['peak_source']})")
+              f"times per step (s), FLOP and B per step; peaks: {peaks}")
         print(A.op_breakdown(ops).to_string(index=False))
         print(top.to_string(index=False))
     print(f"note: {ops.attrs['note']}")
