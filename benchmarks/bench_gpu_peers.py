@@ -107,14 +107,17 @@ def model_spec(name: str, tiny: bool) -> tuple[Any, int]:
 MODELS = ("fc1024", "fc8192", "transformer", "resnet50")
 
 
-def measure_settings(args: argparse.Namespace) -> Any:
+def measure_settings(args: argparse.Namespace, step_loop: str | None = None) -> Any:
     """paradnn's timing protocol for this bench: short (``--time-budget``), K auto (paradnn's
-    default: a call lasts about 0.2 s, 0.05 s with ``--tiny``) unless ``--steps-per-call``."""
+    default: a call lasts about 0.2 s, 0.05 s with ``--tiny``) unless ``--steps-per-call``;
+    ``step_loop`` sets JAX's option of that name (default: paradnn's, auto)."""
     from paradnn.measure import MeasureSettings
 
     options: dict[str, Any] = {}
     if args.framework_in_child == "torch":
         options["torch_compile"] = args.torch_compile
+    if step_loop is not None:
+        options["step_loop"] = step_loop
     if args.tiny:
         return MeasureSettings(steps_per_call=args.steps_per_call, call_target_s=0.05, warmup_calls=1,
                                warmup_s=0.0, min_calls=2, max_calls=5, cv_target=0.5,
@@ -328,6 +331,16 @@ def run_pair(name: str, framework: str, args: argparse.Namespace) -> dict[str, A
                    paradnn_compile_s=m.get("compile_s"), paradnn_step_loop=m.get("step_loop_used"),
                    paradnn_matmul_precision_used=m.get("matmul_precision_used"),
                    paradnn_settings=dict(record.settings), paradnn_device_kind=record.platform.get("device_kind"))
+        if framework == "jax" and args.jax_step_loops:
+            # The same workload with each other JAX step loop: on a GPU the device loop's
+            # runtime trip count may cost a host round trip per step, which a fast step feels.
+            stage = "paradnn.run (other step loops)"
+            by_loop = {f"auto ({m.get('step_loop_used')})": m.get("examples_per_sec")}
+            for loop in args.jax_step_loops.split(","):
+                other = paradnn.run(spec, batch=batch, dtype=dtype, framework=framework,
+                                    settings=measure_settings(args, step_loop=loop))
+                by_loop[loop] = other.metrics.get("examples_per_sec") if other.status == "ok" else other.status
+            row["paradnn_examples_per_sec_by_step_loop"] = by_loop
         stage = "plain loop (after)"
         after, steps_after = time_plain(run_steps, sync, target, min_steps)
         rates = [batch / before, batch / after]
@@ -458,6 +471,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--pair-timeout", type=float, default=900.0, help="seconds one pair's child may run")
     parser.add_argument("--probe-budget", type=float, default=10.0,
                         help="PARADNN_PROBE_BUDGET_S for paradnn's one-time peak probe, unless already set (s)")
+    parser.add_argument("--jax-step-loops", default="",
+                        help="comma list of other JAX step_loop settings (device, host) that paradnn also "
+                             "measures each JAX model with (paradnn_examples_per_sec_by_step_loop)")
     parser.add_argument("--json", default=None, help="write the rows here")
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--child-out", default=None, help=argparse.SUPPRESS)
