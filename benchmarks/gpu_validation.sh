@@ -302,6 +302,19 @@ for dt in ("bfloat16", "float32"):
               if against is not None else f"no ceiling: {r.get('ceiling_method')}",
               ">= 85% of the ceiling, never above it",
               (against is not None and 0.85 <= against <= 1.0) if gpu else None)
+        energy = r.get("energy_per_example_j")
+        check("FC bfloat16 energy per example",
+              f"{energy:.4g} J/example, {num(r.get('power_w'))} W ({r.get('energy_source')}, "
+              f"{num(r.get('meter_window_s'), '.3g')} s window)" if energy is not None
+              else f"{r.get('energy_source')}: {r.get('energy_note')}",
+              "measured by NVML on a GPU", (energy is not None and str(r.get("energy_source")).startswith("nvml"))
+              if gpu else None)
+        stats = (load("env.json") or {}).get("memory_stats") or {}
+        check("FC bfloat16 memory limit", f"{si(r.get('memory_limit_bytes'), 'B')} ({r.get('memory_limit_source')}); "
+              f"the device reports bytes_limit {si(stats.get('bytes_limit'), 'B')}",
+              "the device's own limit (memory_stats bytes_limit)",
+              (r.get("memory_limit_source") == "device" and r.get("memory_limit_bytes") == stats.get("bytes_limit"))
+              if gpu else r.get("memory_limit_source") == "device")
     else:
         from paradnn.hardware import spec_peak
         entry = spec_peak(r.get("device_kind", "")) or {}

@@ -118,6 +118,12 @@ METRICS: dict[str, tuple[str, str]] = {
     "time_budget_used_s": ("s", "the time budget the timing protocol ran with: the settings' "
                            "time_budget_s, or a multiple of it in a sweep's automatic retry of an "
                            "unstable config (retry_unstable_s, docs/sweeps.md)"),
+    "memory_limit_bytes": ("B", "the memory of one device that the run's out-of-memory predictions "
+                           "were checked against: given (--memory-limit, a sweep's memory_limit) "
+                           "or the device's as its framework reports it"),
+    "memory_limit_source": ("", "given, or device: JAX's runtime limit (memory_stats bytes_limit on a "
+                            "GPU), else the vendor table's memory, else the host's memory on a CPU; "
+                            "PyTorch's CUDA total memory; TensorFlow's vendor table or host memory"),
     "oom_predicted": ("bool", "an oom status predicted without running: from the analytic weights and "
                       "optimizer state, or the compiled memory analysis, against the memory limit"),
     "peak_method": ("", "how peak_flops was obtained: the vendor table entry, or the probe's methods "

@@ -96,14 +96,18 @@ def run_workload(
     if workload.devices > platform["device_count"]:
         raise SpecError("devices", workload.devices, f"at most {platform['device_count']} on this host")
     limit = memory_limit_bytes if memory_limit_bytes is not None else backend.device_memory_bytes()
+    # The limit every out-of-memory prediction of this run is checked against, and its source.
+    limit_metrics = {"memory_limit_bytes": limit, "memory_limit_source": (
+        None if limit is None else "given" if memory_limit_bytes is not None else "device")}
     # Cheapest check first (paradnn.sizes): the analytic weights + optimizer state against the
     # limit, before anything is traced; --layers 1000000000 must not trace for hours.
     too_big = sizes.predicted_oom(workload, limit)
     if too_big is not None:
-        return Record.failed(workload, "oom", too_big["error"], metrics=too_big["metrics"], **context_)
+        return Record.failed(workload, "oom", too_big["error"], metrics={**too_big["metrics"], **limit_metrics},
+                             **context_)
     # Measured alone unless an executor that compiles ahead says otherwise (it replaces these).
     metrics: dict[str, Any] = {"oom_predicted": False, "overlap_workers": 0, "prepared_ahead": False,
-                               "preparers_stopped": False, "prepare_wait_s": 0.0}
+                               "preparers_stopped": False, "prepare_wait_s": 0.0, **limit_metrics}
     tags: dict[str, Any] = {}
     phases = Phases(metrics)
     try:

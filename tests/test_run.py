@@ -62,6 +62,11 @@ def test_record_carries_every_contracted_metric(tiny_settings):
                   "device_platform", "cpu_model", "steps_per_call", "cv_target"):
         assert row[field] not in (None, ""), field
     assert row["steps_per_call"] == tiny_settings.steps_per_call
+    # No limit given: the device's own as JAX reports it (on a CPU, the host's memory).
+    from paradnn import hardware
+
+    assert row["memory_limit_source"] == "device"
+    assert row["memory_limit_bytes"] == hardware.device_memory_bytes() > 0
 
 
 def test_model_that_cannot_fit_is_oom_before_compiling(tiny_settings):
@@ -71,6 +76,9 @@ def test_model_that_cannot_fit_is_oom_before_compiling(tiny_settings):
     assert record.status == "oom"
     assert "before compiling" in record.error
     assert "compile_s" not in record.metrics
+    # The record says which limit it was checked against.
+    assert record.metrics["memory_limit_bytes"] == 100_000_000
+    assert record.metrics["memory_limit_source"] == "given"
 
 
 def test_model_whose_activations_do_not_fit_is_oom_from_memory_analysis(tiny_settings):
@@ -148,7 +156,8 @@ def test_cli_summary_says_units_and_sources(paradnn_cmd):
     out = proc.stdout
     for text in ("examples/s", "s median", "95% CI", "executed (XLA cost analysis)", "useful (analytic)",
                  "FLOP/s", "(measured; measured ", "FLOP/B", "compiled memory analysis", "cv ", "target 2.00%",
-                 "from useful FLOPs (analytic count)", "from executed FLOPs (XLA cost analysis)"):
+                 "from useful FLOPs (analytic count)", "from executed FLOPs (XLA cost analysis)",
+                 "per device (the device's, as the framework reports it)"):
         assert text in out, text
     # The headline utilization is the useful-FLOP one, the executed one beside it.
     line = next(l for l in out.splitlines() if l.startswith("utilization"))

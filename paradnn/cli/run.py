@@ -193,6 +193,11 @@ def _meter_lines(d: dict[str, Any]) -> list[str]:
     if all(v is not None for _, v in parts):
         text = ", ".join(f"{name[len('memory_'):-len('_bytes')]} {si(v, 'B')}" for name, v in parts)
         lines.append(f"memory breakdown  {text} (per device; shapes, autodiff residuals, compiled total)")
+    if d.get("memory_limit_bytes") is not None:
+        source = {"given": "given", "device": "the device's, as the framework reports it"}.get(
+            d.get("memory_limit_source"), d.get("memory_limit_source"))
+        lines.append(f"memory limit      {si(d['memory_limit_bytes'], 'B')} per device ({source}): what "
+                     "out-of-memory predictions were checked against")
     if d.get("energy_per_example_j") is not None:
         lines.append(f"energy            {d['energy_per_example_j']:.4g} J/example, {d['energy_per_step_j']:.4g} "
                      f"J/step, {d['power_w']:.4g} W average ({d['energy_source']}, measured over "
