@@ -33,8 +33,7 @@ Models (``--models``, comma list; default ``fc1024,fc8192,transformer``):
 * fc1024:      FC(layers 4, nodes 1024, input 1024, output 1000), batch 1024 (dispatch-bound)
 * fc8192:      FC(layers 4, nodes 8192, input 8192, output 1000), batch 8192 (compute-bound)
 * transformer: Transformer(layers 1, d_model 1024, heads 16, d_ff 4096, length 512, vocab 1024),
-               a GPT-like decoder block, batch 32 sequences (16k tokens); paradnn builds the
-               Transformer family in JAX only, so its torch pair is reported "unsupported"
+               a GPT-like decoder block, batch 32 sequences (16k tokens)
 * resnet50:    Real("resnet50", image 224), batch 256
 
 On the GPU (bfloat16). Not yet run on one: the estimate is about 5 minutes for the default

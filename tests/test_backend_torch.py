@@ -48,7 +48,7 @@ TINY_CASES = list(_tiny_cases())
 
 
 def _classes(spec) -> int:
-    return spec.vocab if spec.family == "rnn" else spec.output
+    return spec.vocab if spec.family in ("rnn", "transformer") else spec.output
 
 
 def _compiled(name, fields, batch, tiny_settings, dtype="float32", optimizer=None, mode="eager"):
@@ -351,11 +351,18 @@ def _flax_leaves(tree):
 
 @pytest.mark.parametrize("name,fields,batch", [
     pytest.param(*case.values, marks=[pytest.mark.slow] if case.values[0] == "cnn" else [], id=case.id)
-    for case in TINY_CASES])
+    for case in TINY_CASES] + [
+    # The Transformer's other attention x stack x positions combinations than its tiny presets'.
+    pytest.param("transformer", {"layers": 2, "d_model": 16, "heads": 2, "d_ff": 32, "length": 8,
+                                 "vocab": 32, "attention": "einsum", "positions": "sinusoidal"}, 2,
+                 id="transformer-decoder-einsum-sinusoidal"),
+    pytest.param("transformer", {"layers": 1, "d_model": 16, "heads": 4, "d_ff": 32, "length": 8,
+                                 "vocab": 32, "stack": "encoder"}, 2, id="transformer-encoder-fused-learned")])
 def test_forward_equals_jax_with_the_same_weights(name, fields, batch):
     """The torch model computes the JAX model's function: the JAX parameters (perturbed, so
     that no zero-initialized BN scale hides a branch) copied in, the same batch, the same loss.
-    Checks the layouts, SAME padding and pooling, and the TF1 cells."""
+    Checks the layouts, SAME padding and pooling, the TF1 cells, and the Transformer's attention
+    (fused and einsum, causal and not) and position encodings."""
     import jax
 
     from paradnn.backends.jax.models import build
@@ -390,10 +397,13 @@ def test_forward_equals_jax_with_the_same_weights(name, fields, batch):
     assert len(named) == len(leaves)
     with torch.no_grad():
         for (jax_name, value), (torch_name, p) in zip(leaves, named):
-            if value.ndim == 4:  # conv kernel HWIO -> OIHW
+            if torch_name.rsplit(".", 1)[0] in linears:
+                # Dense kernel (in, out) -> (out, in); a DenseGeneral kernel (the Transformer's
+                # Q/K/V [d, 3, heads, head_dim] and output [heads, head_dim, d]) flattened to
+                # the Linear's (in, out) first, its bias to the Linear's.
+                value = value.reshape(tuple(reversed(p.shape))).T
+            elif value.ndim == 4:  # conv kernel HWIO -> OIHW
                 value = value.transpose(3, 2, 0, 1)
-            elif torch_name.rsplit(".", 1)[0] in linears:  # Dense kernel (in, out) -> (out, in)
-                value = value.T
             assert tuple(value.shape) == tuple(p.shape), (jax_name, torch_name)
             p.copy_(torch.from_numpy(np.ascontiguousarray(value)))
         inputs = torch.from_numpy(np.array(data["inputs"]))
@@ -435,3 +445,70 @@ def test_the_jax_probe_adds_torch_on_a_gpu_with_its_version_in_the_key():
     assert versions["method_versions"] == {"torch-cublas": importlib.metadata.version("torch")}
     assert "method_versions" not in hardware._probe_versions(
         jax_backend.probe_versions(), jax_backend.gemm_methods("tpu"))
+
+
+# ------------------------------------------------------------------------------ Transformer
+
+def _transformer(**overrides):
+    from paradnn.families.transformer import Transformer
+
+    return Transformer(**{"layers": 1, "d_model": 16, "heads": 2, "d_ff": 32, "length": 8, "vocab": 32,
+                          **overrides})
+
+
+def test_transformer_constants_and_sinusoid_equal_the_jax_models():
+    """The torch model keeps its own copies (building it imports no JAX): they must agree."""
+    from paradnn.backends.jax.models import transformer_lm
+    from paradnn.backends.jax.models.zoo.transformer import sinusoid
+    from paradnn.backends.torch.models import transformer as tt
+
+    assert (tt.MASK_RATE, tt.MASK_TOKEN) == (transformer_lm.MASK_RATE, transformer_lm.MASK_TOKEN)
+    for length, dim in ((8, 16), (5, 2), (3, 6)):
+        np.testing.assert_allclose(tt.sinusoid(length, dim).numpy(), sinusoid(length, dim), rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("stack", ["decoder", "encoder"])
+def test_transformer_batches_have_the_jax_models_semantics(stack):
+    spec = _transformer(stack=stack, length=64)
+    model = families.builder(spec, "torch")(spec, "float32")
+    assert model.tags["attention_implementation"] == "sdpa"
+    data = model.make_batch(torch.Generator().manual_seed(0), 16, torch.device("cpu"))
+    inputs, labels = data["inputs"], data["labels"]
+    assert inputs.shape == labels.shape == (16, 64) and inputs.dtype == labels.dtype == torch.int64
+    assert 0 <= int(inputs.min()) and int(labels.max()) < spec.vocab
+    if stack == "decoder":  # next-token prediction: labels are the inputs shifted by one
+        assert torch.equal(inputs[:, 1:], labels[:, :-1])
+    else:  # corrupted positions show MASK_TOKEN, every label is the original token
+        changed = inputs != labels
+        assert torch.all(inputs[changed] == 0)
+        corrupt = float((inputs == 0).float().mean())
+        assert 0.08 < corrupt < 0.25  # 15% corrupted, plus the tokens drawn as 0
+
+
+def test_transformer_decoder_is_causal_and_encoder_is_not():
+    """Changing the last token changes no earlier logit in the decoder, every logit in the encoder."""
+    for stack, attention in (("decoder", "fused"), ("decoder", "einsum"), ("encoder", "fused"),
+                             ("encoder", "einsum")):
+        spec = _transformer(stack=stack, attention=attention)
+        model = families.builder(spec, "torch")(spec, "float32")
+        torch.manual_seed(0)
+        module = model.make_module()
+        tokens = torch.randint(1, spec.vocab, (2, spec.length))
+        other = tokens.clone()
+        other[:, -1] = other[:, -1] % (spec.vocab - 1) + 1  # another token in [1, vocab)
+        with torch.no_grad():
+            a, b = module(tokens), module(other)
+        same_prefix = torch.allclose(a[:, :-1], b[:, :-1], atol=1e-6)
+        assert same_prefix == (stack == "decoder"), (stack, attention)
+
+
+@pytest.mark.parametrize("attention", ["fused", "einsum"])
+def test_transformer_bfloat16_autocast_trains(attention, tiny_settings):
+    fields = {"layers": 1, "d_model": 16, "heads": 2, "d_ff": 32, "length": 8, "vocab": 32,
+              "attention": attention}
+    _, program = _compiled("transformer", fields, 2, tiny_settings, dtype="bfloat16")
+    state, data = B.init(program)
+    assert all(p.dtype == torch.float32 for p in state["module"].parameters())  # master weights
+    state, first = program.call(state, data, 1)
+    state, second = program.call(state, data, 1)
+    assert first.dtype == torch.float32 and B.loss_value(second) < B.loss_value(first)

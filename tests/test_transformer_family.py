@@ -241,8 +241,11 @@ def test_registry_entry():
     # This module imported the family first (paradnn.Transformer): built-ins keep their order.
     assert families.names()[:5] == ["fc", "cnn", "rnn", "transformer", "real"]
     assert families.builder(spec(), "jax") is build
+    from paradnn.backends.torch.models import transformer as torch_transformer
+
+    assert families.builder(spec(), "torch") is torch_transformer.build
     with pytest.raises(SpecError) as err:
-        families.builder(spec(), "torch")
+        families.builder(spec(), "tensorflow")
     assert err.value.parameter == "framework"
     assert fam.fields() == tuple(f.name for f in dataclasses.fields(Transformer))
     assert {a.name for a in fam.axes} == set(fam.fields())

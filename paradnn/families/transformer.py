@@ -206,7 +206,8 @@ FAMILY = register(Family(
         Axis("attention_flops", "", "analytic count of the attention products: full, or half "
              "(causal triangle only)", choices=ATTENTION_FLOPS),
     ),
-    builders={"jax": "paradnn.backends.jax.models.transformer_lm:build"},
+    builders={"jax": "paradnn.backends.jax.models.transformer_lm:build",
+              "torch": "paradnn.backends.torch.models.transformer:build"},
     param_count=param_count,
     train_flops_per_example=train_flops_per_example,
     activation_elements=activation_elements,

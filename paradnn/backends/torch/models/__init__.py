@@ -43,4 +43,27 @@ def softmax_xent(logits: Any, labels: Any) -> Any:
     return F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), labels.reshape(-1))
 
 
-__all__ = ["SEED", "TorchModel", "softmax_xent"]
+def lecun_normal_(w: Any, fan_in: int) -> Any:
+    """Fill ``w`` in place as Flax's ``lecun_normal`` (the default of Dense, DenseGeneral and
+    Conv): a normal truncated at 2 std, rescaled to variance 1/fan_in (0.8796... is the std of
+    a standard normal truncated at +-2)."""
+    import math
+
+    from torch import nn
+
+    std = math.sqrt(1.0 / fan_in) / 0.87962566103423978
+    return nn.init.trunc_normal_(w, std=std, a=-2 * std, b=2 * std)
+
+
+def dense(fan_in: int, out: int, bias: bool = True) -> Any:
+    """A ``Linear(fan_in, out)`` initialized as Flax's Dense: LeCun-normal weight, zero bias."""
+    from torch import nn
+
+    layer = nn.Linear(fan_in, out, bias=bias)
+    lecun_normal_(layer.weight, fan_in)
+    if bias:
+        nn.init.zeros_(layer.bias)
+    return layer
+
+
+__all__ = ["SEED", "TorchModel", "dense", "lecun_normal_", "softmax_xent"]

@@ -17,7 +17,7 @@ from torch import nn
 
 from paradnn.families.cnn import GROUP_STRIDE, GROUP_WIDTH
 from paradnn.families.rnn import GATES, LSTM_FORGET_BIAS
-from paradnn.backends.torch.models import TorchModel, softmax_xent
+from paradnn.backends.torch.models import TorchModel, dense, lecun_normal_, softmax_xent
 from paradnn.families.cnn import CNN
 from paradnn.families.fc import FC
 from paradnn.families.rnn import RNN
@@ -31,19 +31,13 @@ def same_pads(size: int, kernel: int, stride: int) -> tuple[int, int]:
     return total // 2, total - total // 2
 
 
-def _lecun_normal_(w: torch.Tensor, fan_in: int) -> torch.Tensor:
-    # Flax's lecun_normal: a normal truncated at 2 std, rescaled to variance 1/fan_in.
-    std = math.sqrt(1.0 / fan_in) / 0.87962566103423978
-    return nn.init.trunc_normal_(w, std=std, a=-2 * std, b=2 * std)
-
-
 class SameConv2d(nn.Conv2d):
     """Conv2d without bias, SAME padding: the symmetric part in the convolution, the extra
     row/column of an odd total (at the high end, as XLA) by an explicit pad."""
 
     def __init__(self, cin: int, cout: int, kernel: int, stride: int = 1) -> None:
         super().__init__(cin, cout, kernel, stride, bias=False)
-        _lecun_normal_(self.weight, cin * kernel * kernel)
+        lecun_normal_(self.weight, cin * kernel * kernel)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         k, s = self.kernel_size[0], self.stride[0]
@@ -67,13 +61,6 @@ def _bn(channels: int, zero_scale: bool = False) -> nn.BatchNorm2d:
     if zero_scale:
         nn.init.zeros_(bn.weight)
     return bn
-
-
-def _dense(fan_in: int, out: int) -> nn.Linear:
-    layer = nn.Linear(fan_in, out)
-    _lecun_normal_(layer.weight, fan_in)
-    nn.init.zeros_(layer.bias)
-    return layer
 
 
 # ---------------------------------------------------------------------------------------- FC
@@ -144,7 +131,7 @@ class ResNetV1(nn.Module):
                 blocks.append(Block(ch, f, stride if i == 0 else 1, bottleneck, project=(i == 0)))
                 ch = f * 4 if bottleneck else f
         self.blocks = nn.Sequential(*blocks)
-        self.head = _dense(ch, spec.output)
+        self.head = dense(ch, spec.output)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = _max_pool_same(self.stem(x), 3, 2)
@@ -210,7 +197,7 @@ class RNNLM(nn.Module):
         self.embed = nn.Embedding(spec.vocab, spec.embed)
         nn.init.normal_(self.embed.weight, std=1.0 / math.sqrt(spec.embed))  # Flax Embed's default
         self.layers = nn.ModuleList(Recurrent(spec.cell, spec.embed, spec.embed) for _ in range(spec.layers))
-        self.head = _dense(spec.embed, spec.vocab)
+        self.head = dense(spec.embed, spec.vocab)
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         x = self.embed(tokens).transpose(0, 1)  # time-major
