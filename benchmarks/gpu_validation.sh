@@ -278,8 +278,9 @@ if probe:
           "below the spec in every dtype and bandwidth (H100 SXM: about 790-800 TFLOP/s bf16 expected on 8192^3)",
           (not probe.get("above_spec") and bool(c.get("flops")) and pk["source"] == "spec"
            and c["flops"] <= pk["flops"]) if gpu
-          # A CPU's bfloat16 GEMMs are emulated and often too noisy to be a ceiling: float32's.
-          else bool(probe["ceilings"]["float32"].get("flops")),
+          # On a CPU (the rehearsal): that the probe measured; a busy shared host makes it
+          # contended (no ceiling then, by design), and bfloat16 is emulated and often noisy.
+          else bool((probe.get("peak_flops") or {}).get("float32")),
           "; ".join((probe.get("above_spec") or {}).values()))
 else:
     check("measured ceiling (paradnn probe)", steps.get("probe", {}).get("status"), "probe.json written", False)
