@@ -84,6 +84,9 @@ if [ "$MODE" = gpu ]; then
   PROFILE_ARGS=(--layers 4 --nodes 4096 --input 4096 --output 1000 --batch 4096)
   GRID_NODES="[512, 1024, 2048, 4096, 8192]"; GRID_BATCH="[256, 1024, 4096, 16384]"
   PEERS_ARGS=(--models fc1024,fc8192,transformer --jax-step-loops host --pair-timeout 200)
+  TRANSFORMER_FIXED="{layers: 2, d_model: 1024, heads: 16, d_ff: 4096, length: 512, vocab: 32000}"
+  TRANSFORMER_BATCH="[8, 32, 128]"
+  CNN_PROFILE_ARGS=(--block residual --blocks 4 --filters 64 --image 112 --output 1000 --batch 128)
 else
   FC_ARGS=(--layers 2 --nodes 64 --input 64 --output 10 --batch 64)
   FC_SETTINGS=(--steps-per-call 2 --warmup-calls 1 --min-calls 2 --max-calls 3 --time-budget-s 0.2)
@@ -96,6 +99,9 @@ else
   PROFILE_ARGS=(--layers 2 --nodes 64 --input 64 --output 10 --batch 64)
   GRID_NODES="[16, 32, 64, 128, 256]"; GRID_BATCH="[8, 16, 32, 64]"
   PEERS_ARGS=(--tiny --models fc1024,transformer --jax-step-loops host --torch-compile eager)
+  TRANSFORMER_FIXED="{layers: 1, d_model: 32, heads: 2, d_ff: 64, length: 8, vocab: 64}"
+  TRANSFORMER_BATCH="[2, 4, 8]"
+  CNN_PROFILE_ARGS=(--block residual --blocks 1 --filters 4 --image 32 --output 10 --batch 2)
 fi
 
 # 1. What ran where: GPU, driver, CUDA, software versions.
@@ -182,10 +188,12 @@ axes: {nodes: $GRID_NODES, batch: $GRID_BATCH}
 dtypes: [bfloat16]
 settings: {steps_per_call: 5, warmup_calls: 1, min_calls: 3, max_calls: 20, time_budget_s: 1.0}
 EOF
-# In-process: one JAX start-up for the whole sweep instead of one per config.
-step sweep_smoke 60 "$PY" -m paradnn sweep sweeps/smoke.yaml --store "$OUT_DIR/gpu.db" --executor inprocess
+# In-process: one JAX start-up for the whole sweep instead of one per config. No automatic
+# retries of unstable configs (up to 4x their time each): this run's time budget is fixed.
+step sweep_smoke 60 "$PY" -m paradnn sweep sweeps/smoke.yaml --store "$OUT_DIR/gpu.db" --executor inprocess \
+  --retry-unstable-s 0
 step sweep_fc_grid20 150 "$PY" -m paradnn sweep "$OUT_DIR/fc_grid20.yaml" --store "$OUT_DIR/gpu.db" \
-  --executor inprocess
+  --executor inprocess --retry-unstable-s 0
 
 # 9. The largest ResNet-50 batch that fits (compiled memory analysis; powers of two from 512).
 #    No trial run (each ResNet-50 compile costs tens of seconds); the CPU smoke uses a tiny FC.
@@ -199,6 +207,22 @@ else:
     result = max_batch(FC(2, 256, 512, 10), memory_limit_bytes=30_000_000, start=1024, limit=65536, trial=False)
 print(json.dumps(result, default=str))
 EOF
+
+# 9b. The Transformer family at three batch sizes (bfloat16, JAX and PyTorch) into the same store,
+#     and an operation-level profile of a CNN (the FC's is step 6).
+cat > "$OUT_DIR/transformer3.yaml" <<EOF
+description: the Transformer family at three batch sizes for the GPU check (bfloat16)
+family: transformer
+fixed: $TRANSFORMER_FIXED
+axes: {batch: $TRANSFORMER_BATCH, framework: [jax, torch]}
+dtypes: [bfloat16]
+settings: {warmup_calls: 1, min_calls: 3, max_calls: 20, time_budget_s: 1.0}
+EOF
+# The process executor (JAX and PyTorch never share a process: one worker each).
+step sweep_transformer 150 "$PY" -m paradnn sweep "$OUT_DIR/transformer3.yaml" --store "$OUT_DIR/gpu.db" \
+  --retry-unstable-s 0
+step profile_cnn 90 "$PY" -m paradnn profile -o "$OUT_DIR/profile_cnn" --steps 3 --warmup 1 cnn "${CNN_PROFILE_ARGS[@]}" \
+  --dtype bfloat16
 
 # 10. The report of the store (normally made on the CPU host after bringing gpu.db back).
 step report 90 "$PY" -m paradnn report "$OUT_DIR/gpu.db" -o "$OUT_DIR/report"
@@ -403,6 +427,21 @@ try:
           "25 records, none failed but oom", len(df) >= 25 and set(counts) <= {"ok", "oom"})
 except Exception as exc:  # noqa: BLE001 - the store may be missing when its step failed
     check("sweeps into gpu.db", f"{type(exc).__name__}: {exc}", "25 records", False)
+
+try:
+    t = df[df["family"] == "transformer"] if "family" in df.columns else df.iloc[0:0]
+    by = t.groupby(["framework", "status"]).size().to_dict() if len(t) else {}
+    check("Transformer family, 3 batch sizes x JAX and PyTorch (bfloat16)",
+          f"{len(t)} records: {by}" + ("; examples/s " + ", ".join(
+              f"{r.framework} b{r.batch} {num(r.examples_per_sec, '.0f')}" for r in t.itertuples()) if len(t) else ""),
+          "6 records, none failed but oom", len(t) >= 6 and set(t["status"]) <= {"ok", "oom"})
+except Exception as exc:  # noqa: BLE001 - no store when its steps failed
+    check("Transformer family sweep", f"{type(exc).__name__}: {exc}", "6 records", False)
+
+ops_cnn = load("profile_cnn/ops.json")
+check("paradnn profile of a CNN", (f"device platform {ops_cnn.get('device_platform')}, FLOPs matched "
+      f"{pct(ops_cnn.get('flops_matched_fraction'))}") if ops_cnn else steps.get("profile_cnn", {}).get("status"),
+      "ops.csv written", ops_cnn is not None)
 
 r = load("maxbatch.json") or {}
 check("maxbatch ResNet-50 bfloat16" if gpu else "maxbatch (tiny FC)",
