@@ -456,15 +456,18 @@ def _transformer(**overrides):
                           **overrides})
 
 
-def test_transformer_constants_and_sinusoid_equal_the_jax_models():
-    """The torch model keeps its own copies (building it imports no JAX): they must agree."""
-    from paradnn.backends.jax.models import transformer_lm
-    from paradnn.backends.jax.models.zoo.transformer import sinusoid
+def test_the_sinusoid_table_is_the_familys_closed_form_in_both_frameworks():
+    """One table (paradnn.families.transformer.sinusoid) for both frameworks: its values are
+    sin/cos of the position at geometric frequencies, and the torch model adds exactly it."""
     from paradnn.backends.torch.models import transformer as tt
+    from paradnn.families.transformer import sinusoid
 
-    assert (tt.MASK_RATE, tt.MASK_TOKEN) == (transformer_lm.MASK_RATE, transformer_lm.MASK_TOKEN)
-    for length, dim in ((8, 16), (5, 2), (3, 6)):
-        np.testing.assert_allclose(tt.sinusoid(length, dim).numpy(), sinusoid(length, dim), rtol=1e-6, atol=1e-7)
+    table = sinusoid(8, 16)
+    p, i = np.arange(8)[:, None], np.arange(8)[None, :]
+    angle = p / 10000.0 ** (i / 7)
+    np.testing.assert_allclose(table, np.concatenate([np.sin(angle), np.cos(angle)], axis=1), rtol=1e-6, atol=1e-6)
+    module = tt.TransformerLM(_transformer(positions="sinusoidal", length=8, d_model=16))
+    np.testing.assert_array_equal(module.sinusoid.numpy(), table)
 
 
 @pytest.mark.parametrize("stack", ["decoder", "encoder"])

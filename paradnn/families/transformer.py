@@ -21,6 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+import numpy as np
+
 from paradnn.errors import SpecError
 from paradnn.families import Axis, Family, register
 from paradnn.families.ranges import geometric
@@ -37,6 +39,23 @@ FF_MULTIPLE = 4
 #: A string, not a ``causal`` bool: a bool column with gaps (other families' rows) loses its
 #: type in pandas group-bys and joins, and would pass for a numeric hyperparameter.
 STACKS = ("decoder", "encoder")
+
+
+#: Fraction of positions the encoder-only objective corrupts (BERT's masking rate), and the
+#: token id a corrupted position shows the encoder: every framework's batches use these.
+MASK_RATE = 0.15
+MASK_TOKEN = 0
+#: Standard deviation of the token and learned position embeddings' normal initializer (GPT-2's).
+EMBED_STD = 0.02
+
+
+def sinusoid(length: int, dim: int) -> np.ndarray:
+    """Sinusoidal position encodings ``[length, dim]`` (float32, computed in float64): sines of
+    the positions at ``dim/2`` geometric frequencies on the first half, cosines on the second.
+    One table for every framework (``positions="sinusoidal"``, and the zoo's Transformer)."""
+    pos = np.arange(length)[:, None]
+    inv = np.exp(-np.log(10000.0) * np.arange(dim // 2) / max(dim // 2 - 1, 1))
+    return np.concatenate([np.sin(pos * inv), np.cos(pos * inv)], axis=1).astype(np.float32)
 
 
 def _auto(value: Any) -> bool:

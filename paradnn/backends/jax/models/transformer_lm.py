@@ -23,15 +23,11 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from paradnn.families.transformer import Transformer, train_flops_per_example
+from paradnn.families.transformer import (EMBED_STD, MASK_RATE, MASK_TOKEN, Transformer, sinusoid,
+                                          train_flops_per_example)
 from paradnn.backends.jax.models.base import ModelDef, softmax_xent
-from paradnn.backends.jax.models.zoo.transformer import sinusoid
 
-#: Fraction of positions the encoder-only objective corrupts (BERT's masking rate).
-MASK_RATE = 0.15
-#: The token id a corrupted position shows the encoder.
-MASK_TOKEN = 0
-_INIT = nn.initializers.normal(0.02)  # GPT-2's embedding and position initializer
+_INIT = nn.initializers.normal(EMBED_STD)  # the token and position embeddings' initializer
 
 
 def fused_implementation(head_dim: int, dtype: str, platform: str) -> str:

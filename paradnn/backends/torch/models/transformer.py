@@ -17,7 +17,6 @@ the output projection a ``Linear(d, d)`` whose inputs are ordered (head, head di
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import torch
@@ -25,28 +24,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from paradnn.backends.torch.models import TorchModel, dense, softmax_xent
-from paradnn.families.transformer import Transformer
+from paradnn.families.transformer import EMBED_STD, MASK_RATE, MASK_TOKEN, Transformer, sinusoid
 
-#: Fraction of positions the encoder-only objective corrupts (the JAX model's ``MASK_RATE``:
-#: kept here so that building the torch model imports no JAX; a test checks they agree).
-MASK_RATE = 0.15
-#: The token id a corrupted position shows the encoder (the JAX model's ``MASK_TOKEN``).
-MASK_TOKEN = 0
-#: Standard deviation of the token and learned position embeddings (GPT-2's; the JAX model's).
-EMBED_STD = 0.02
 #: Flax's LayerNorm epsilon (torch's default is 1e-5).
 LN_EPS = 1e-6
-
-
-def sinusoid(length: int, dim: int) -> torch.Tensor:
-    """Sinusoidal position encodings ``[length, dim]`` (float32): sines of the positions at
-    ``dim/2`` geometric frequencies on the first half, cosines on the second, the JAX models'
-    ``zoo.transformer.sinusoid``."""
-    half = dim // 2
-    pos = torch.arange(length, dtype=torch.float64)[:, None]
-    # float64 then float32, as the NumPy original, so that both frameworks add the same table.
-    inv = torch.exp(-math.log(10000.0) * torch.arange(half, dtype=torch.float64) / max(half - 1, 1))
-    return torch.cat([torch.sin(pos * inv), torch.cos(pos * inv)], dim=1).float()
 
 
 def _layer_norm(d: int) -> nn.LayerNorm:
@@ -123,7 +104,8 @@ class TransformerLM(nn.Module):
         else:
             self.positions = None
             # A constant, not state: not in the state_dict (nor in the weights' bytes).
-            self.register_buffer("sinusoid", sinusoid(spec.length, d), persistent=False)
+            # torch.tensor, not from_numpy: it follows a default-device context (the FLOP count builds on meta).
+            self.register_buffer("sinusoid", torch.tensor(sinusoid(spec.length, d)), persistent=False)
         self.blocks = nn.ModuleList(Block(spec) for _ in range(spec.layers))
         self.final_norm = _layer_norm(d)
         self.head = dense(d, spec.vocab, bias=False)
@@ -160,4 +142,4 @@ def build(spec: Transformer, dtype: str) -> TorchModel:
                       tags={"kind": "generated", "attention_implementation": attention})
 
 
-__all__ = ["MASK_RATE", "MASK_TOKEN", "SelfAttention", "TransformerLM", "build", "sinusoid"]
+__all__ = ["SelfAttention", "TransformerLM", "build"]

@@ -18,22 +18,15 @@ from typing import Any
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from paradnn.backends.jax.models.base import ModelDef, softmax_xent
 from paradnn.backends.jax.models.registry import Entry, register
 from paradnn.backends.jax.models.zoo.layers import no_image, real_tags, sequence_length
 from paradnn.families.real import Real
+from paradnn.families.transformer import sinusoid
 
 VOCAB = 37000
 D_MODEL, HEADS, D_FF, LAYERS = 512, 8, 2048, 6
-
-
-def sinusoid(length: int, dim: int) -> np.ndarray:
-    """Sinusoidal position encodings [length, dim]: sin on the first half, cos on the second."""
-    pos = np.arange(length)[:, None]
-    inv = np.exp(-np.log(10000.0) * np.arange(dim // 2) / max(dim // 2 - 1, 1))
-    return np.concatenate([np.sin(pos * inv), np.cos(pos * inv)], axis=1).astype(np.float32)
 
 
 class FeedForward(nn.Module):
