@@ -159,8 +159,11 @@ def time_plain(run_steps: Callable[[int], None], sync: Callable[[], None], targe
 Loop = tuple[Callable[[int], None], Callable[[], None], dict[str, Any]]
 
 
-def plain_jax(spec: Any, batch: int, dtype: str, optimizer: str) -> Loop:
-    """The hand-written Flax/optax loop of ``spec``: (run k steps, sync, info)."""
+def plain_jax(spec: Any, batch: int, dtype: str, optimizer: str,
+              init_options: dict[str, Any] | None = None) -> Loop:
+    """The hand-written Flax/optax loop of ``spec``: (run k steps, sync, info). The training
+    step compiles with XLA's default options on its first call; ``init_options`` are the
+    compile options of the (never timed) initialization (default: XLA's)."""
     import jax
     import optax
 
@@ -170,8 +173,12 @@ def plain_jax(spec: Any, batch: int, dtype: str, optimizer: str) -> Loop:
     model = build(spec, dtype)
     tx = make_optimizer(optimizer)
     key_init, key_data = jax.random.split(jax.random.key(1))
-    data = jax.jit(lambda k: model.make_batch(k, batch))(key_data)
-    variables = jax.jit(lambda k: model.module.init(k, model.make_batch(k, 1)["inputs"], train=False))(key_init)
+
+    def once(fn: Callable, key: Any) -> Any:
+        return jax.jit(fn).lower(key).compile(init_options)(key)
+
+    data = once(lambda k: model.make_batch(k, batch), key_data)
+    variables = once(lambda k: model.module.init(k, model.make_batch(k, 1)["inputs"], train=False), key_init)
     params = variables["params"]
     extra = {k: v for k, v in variables.items() if k != "params"}  # batch_stats, where the model has them
     state = {"params": params, "extra": extra, "opt": tx.init(params)}

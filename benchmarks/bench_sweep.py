@@ -19,6 +19,13 @@ process), the medians, the ratios ``reference cold / cold`` (target >= 3) and ``
 (target >= 5), and this checkout's per-phase totals (s, summed over the records of the median
 cold and warm runs; docs/metrics.md, Phases). ``--no-reference`` measures this checkout alone.
 
+``--plain`` adds a third side to each round: ``benchmarks/plain_sweep.py``, a hand-written JAX
+script that only compiles and runs the file's configs (cold: an empty JAX persistent cache;
+warm: the same cache again). Printed besides: ``cold_over_plain_cold`` and
+``warm_over_plain_warm`` (paradnn's cost over that script) and ``reference_cold_over_plain_cold``
+(how much faster than the reference any sweeper that compiles and runs these programs can be:
+the ceiling of ``reference_cold_over_cold``).
+
 ``--grid40`` instead measures this checkout on a 40-config sweep of small FC and CNN models with
 ``time_budget_s: 1`` (the file is written to a temporary folder): a cold sweep, a warm re-run,
 and a second cold sweep (fresh cache) whose wall time ``paradnn plan``'s estimator
@@ -86,6 +93,19 @@ def run_sweep(checkout: Path, sweep_file: str, store: Path, cache: Path,
     wall = time.perf_counter() - t0
     if done.returncode != 0:
         raise SystemExit(f"sweep of {checkout} failed ({done.returncode}):\n{done.stderr[-3000:]}")
+    return wall
+
+
+def run_plain(sweep_file: str, cache: Path) -> float:
+    """Wall time (s) of one ``benchmarks/plain_sweep.py`` process (the hand-written JAX script:
+    compile and run the file's configs, nothing else) with JAX's persistent cache in ``cache``."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    t0 = time.perf_counter()
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "plain_sweep.py"), sweep_file,
+                           "--cache", str(cache)], env=env, cwd=ROOT, capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    if done.returncode != 0:
+        raise SystemExit(f"plain_sweep failed ({done.returncode}):\n{done.stderr[-3000:]}")
     return wall
 
 
@@ -242,6 +262,9 @@ def main() -> None:
                         help="checkout to compare with, e.g. `git worktree add ../paradnn-base "
                         "b5637c9` for the main before the throughput work (default: %(default)s)")
     parser.add_argument("--no-reference", action="store_true", help="measure this checkout only")
+    parser.add_argument("--plain", action="store_true", help="one more side: the hand-written JAX "
+                        "script of benchmarks/plain_sweep.py (compile and run the configs, nothing "
+                        "else), cold and warm, the floor of any sweeper")
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds")
     parser.add_argument("--agreement", action="store_true", help="six mid-size configs measured "
                         "by both checkouts, --rounds runs each, compared with paradnn compare")
@@ -257,20 +280,25 @@ def main() -> None:
         print(json.dumps(agreement(Path(args.reference), args.rounds, args.keep), indent=1))
         return
     sides = {"new": ROOT} if args.no_reference else {"new": ROOT, "reference": Path(args.reference)}
+    if args.plain:
+        sides["plain"] = ROOT
     walls: dict[str, list[float]] = {f"{s}_{k}": [] for s in sides for k in ("cold", "warm")}
     stores: dict[str, list[Path]] = {k: [] for k in walls}
     with tempfile.TemporaryDirectory() as tmp:
         probes = {side: Path(tmp) / f"{side}-probe" for side in sides}
-        quiet_probes = {side: probe_cache(sides[side], probes[side]) for side in sides}
+        quiet_probes = {side: probe_cache(sides[side], probes[side]) for side in sides if side != "plain"}
         for r in range(args.rounds):
             order = list(sides) if r % 2 == 0 else list(reversed(sides))
             for side in order:
                 cache = Path(tmp) / f"{side}-{r}-xla"
                 for kind in ("cold", "warm"):
-                    store = Path(tmp) / f"{side}-{r}-{kind}.db"
-                    walls[f"{side}_{kind}"].append(run_sweep(sides[side], args.sweep, store, cache,
-                                                             probes[side]))
-                    stores[f"{side}_{kind}"].append(store)
+                    if side == "plain":
+                        walls[f"{side}_{kind}"].append(run_plain(args.sweep, cache))
+                    else:
+                        store = Path(tmp) / f"{side}-{r}-{kind}.db"
+                        walls[f"{side}_{kind}"].append(run_sweep(sides[side], args.sweep, store, cache,
+                                                                 probes[side]))
+                        stores[f"{side}_{kind}"].append(store)
                     print(f"round {r + 1} {side} {kind}: {walls[f'{side}_{kind}'][-1]:.2f} s",
                           file=sys.stderr)
         median = {k: statistics.median(v) for k, v in walls.items()}
@@ -297,6 +325,14 @@ def main() -> None:
             result["reference_warm_over_warm"] = round(median["reference_warm"] / median["new_warm"], 2)
             result["per_round_reference_cold_over_cold"] = [
                 round(a / b, 2) for a, b in zip(walls["reference_cold"], walls["new_cold"])]
+        if args.plain:
+            # paradnn's cost over the hand-written script, and (against the reference) the most
+            # any sweeper that compiles and runs these programs could gain over it.
+            for kind in ("cold", "warm"):
+                result[f"{kind}_over_plain_{kind}"] = round(median[f"new_{kind}"] / median[f"plain_{kind}"], 2)
+                if not args.no_reference:
+                    result[f"reference_{kind}_over_plain_{kind}"] = round(
+                        median[f"reference_{kind}"] / median[f"plain_{kind}"], 2)
         result["per_round_cold_over_warm"] = [round(a / b, 2) for a, b in zip(walls["new_cold"], walls["new_warm"])]
     print(json.dumps(result, indent=1))
 
