@@ -1,0 +1,42 @@
+"""benchmarks/plain_sweep.py, the floor side of ``bench_sweep.py --plain``: it compiles and runs
+every config of a sweep file with the file's step counts, fills JAX's persistent cache when
+given one, and refuses a config of another framework."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from helpers import ROOT, child_env
+
+SCRIPT = ROOT / "benchmarks" / "plain_sweep.py"
+
+SWEEP = """\
+parts:
+  - family: fc
+    fixed: {layers: 1, input: 8, output: 4, batch: 2}
+    axes: {nodes: [8, 16]}
+settings: {steps_per_call: 3, warmup_calls: 1, min_calls: 2}
+"""
+
+
+@pytest.mark.slow
+def test_plain_sweep_runs_the_files_configs_and_steps(tmp_path):
+    f = tmp_path / "s.yaml"
+    f.write_text(SWEEP)
+    cache = tmp_path / "cache"
+    done = subprocess.run([sys.executable, str(SCRIPT), str(f), "--cache", str(cache)],
+                          capture_output=True, text=True, env=child_env(), timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["configs"] == 2 and out["steps"] == 2 * (1 + 2) * 3
+    assert out["loop_wall_s"] > 0
+    assert any(cache.iterdir())  # JAX's persistent cache was written: the warm run reads it
+
+    f.write_text(SWEEP.replace("fixed: {", "fixed: {framework: torch, "))
+    bad = subprocess.run([sys.executable, str(SCRIPT), str(f)], capture_output=True, text=True,
+                         env=child_env(), timeout=300)
+    assert bad.returncode != 0 and "JAX configs only" in bad.stderr
