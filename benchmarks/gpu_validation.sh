@@ -83,7 +83,7 @@ if [ "$MODE" = gpu ]; then
   RUN_SETTINGS=(--steps-per-call 5 --warmup-calls 1 --min-calls 3 --time-budget-s 3)
   PROFILE_ARGS=(--layers 4 --nodes 4096 --input 4096 --output 1000 --batch 4096)
   GRID_NODES="[512, 1024, 2048, 4096, 8192]"; GRID_BATCH="[256, 1024, 4096, 16384]"
-  PEERS_ARGS=(--models fc1024,fc8192,transformer --jax-step-loops host --pair-timeout 200)
+  PEERS_ARGS=(--models fc1024,fc8192,transformer --jax-step-loops device --pair-timeout 200)
   TRANSFORMER_FIXED="{layers: 2, d_model: 1024, heads: 16, d_ff: 4096, length: 512, vocab: 32000}"
   TRANSFORMER_BATCH="[8, 32, 128]"
   CNN_PROFILE_ARGS=(--block residual --blocks 4 --filters 64 --image 112 --output 1000 --batch 128)
@@ -166,7 +166,9 @@ step oom_activations 90 --expect-rc 1 --stdout "$OUT_DIR/oom_activations.json" "
 step resnet_loop 200 "$PY" benchmarks/bench_resnet_loop.py "${RESNET_ARGS[@]}" --json "$OUT_DIR/resnet_loop.json"
 # 5b. paradnn (JAX and PyTorch) against the plain loop of its own framework, bfloat16: the FC
 #     4x1024 (launch-bound) and 4x8192 (compute-bound) and a Transformer block; JAX also with
-#     its host step loop (benchmarks/bench_gpu_peers.py; ResNet-50 there with --models resnet50).
+#     the step loop auto does not pick (auto: host on a GPU, device on a CPU; paradnn/backends/
+#     steploop.py), to measure what XLA:GPU's per-iteration wait costs the device loop
+#     (benchmarks/bench_gpu_peers.py; ResNet-50 there with --models resnet50).
 step gpu_peers 300 "$PY" benchmarks/bench_gpu_peers.py "${PEERS_ARGS[@]}" --json "$OUT_DIR/gpu_peers.json"
 
 # 6. paradnn profile: per-operation times from the device trace joined with HLO costs.

@@ -12,6 +12,7 @@ import paradnn
 from paradnn.backends.jax import step as wl
 from paradnn.backends.jax import xla_stack as xla_stack
 from paradnn.backends.jax.models import build
+from paradnn.backends.steploop import auto_step_loop
 from paradnn.families.fc import FC
 from paradnn.workload import Workload
 
@@ -104,10 +105,29 @@ def test_step_loop_auto_runs_convolutions_from_the_host_on_cpu(tiny_settings):
     device = paradnn.run(cnn, batch=4, settings=tiny_settings, step_loop="device")
     fc = paradnn.run(SPEC, batch=32, settings=tiny_settings)
     assert auto.status == device.status == fc.status == "ok", (auto.error, device.error, fc.error)
-    expected = "host" if jax.default_backend() == "cpu" else "device"
-    assert auto.metrics["step_loop_used"] == expected
-    assert device.metrics["step_loop_used"] == "device" and fc.metrics["step_loop_used"] == "device"
+    backend = jax.default_backend()
+    assert auto.metrics["step_loop_used"] == auto_step_loop(backend, slow_in_device_loop=backend == "cpu")
+    assert device.metrics["step_loop_used"] == "device"
+    assert fc.metrics["step_loop_used"] == auto_step_loop(backend)
     # One step of work either way: the executed FLOPs agree.
     assert auto.metrics["flops_per_step"] == pytest.approx(device.metrics["flops_per_step"], rel=0.02)
     with pytest.raises(paradnn.SpecError, match="step_loop"):
         paradnn.MeasureSettings(step_loop="gpu")
+
+
+def test_auto_step_loop_by_platform():
+    """``auto``: the host loop on a GPU for every program (XLA:GPU waits for the host after each
+    iteration of a loop with a run-time trip count), and where the caller found the program slow
+    in a device loop (convolutions on XLA:CPU); the in-program loop elsewhere."""
+    assert auto_step_loop("gpu") == "host" and auto_step_loop("gpu", slow_in_device_loop=False) == "host"
+    assert auto_step_loop("cpu") == "device" and auto_step_loop("tpu") == "device"
+    assert auto_step_loop("cpu", slow_in_device_loop=True) == "host"
+    # One list of loops for every XLA framework's option.
+    from paradnn.backends.jax.options import JaxOptions
+    from paradnn.backends.tensorflow.options import TensorFlowOptions
+    from paradnn.backends.steploop import STEP_LOOPS
+
+    for options in (JaxOptions, TensorFlowOptions):
+        assert options().step_loop == "auto"
+        for loop in STEP_LOOPS:
+            assert options(step_loop=loop).step_loop == loop

@@ -5,15 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from paradnn.backends import Options, choice, setting
+from paradnn.backends.steploop import STEP_LOOPS
 from paradnn.precision import matmul_precision_setting
 from paradnn.backends.jax import xla_stack
-
-#: How a timed call runs its K steps (:func:`paradnn.backends.jax.step.compile_measured`):
-#: ``device`` (a loop inside the compiled program: dispatch costs nothing), ``host`` (a
-#: one-step program with the state donated, called K times without waiting: JAX dispatches
-#: asynchronously), ``auto`` (device, except host where the device loop is known to be slower:
-#: convolutions on XLA:CPU).
-STEP_LOOPS = ("auto", "device", "host")
 
 
 @dataclass(frozen=True)
@@ -23,7 +17,8 @@ class JaxOptions(Options):
 
     step_loop: str = setting("auto", choice(*STEP_LOOPS),
                              "how a call runs its K steps: device (a loop in the compiled program), "
-                             "host (a one-step program called K times), auto (device, but host for "
+                             "host (a one-step program called K times), auto (device, but host on "
+                             "GPUs, whose XLA loops wait for the host every step, and for "
                              "convolutions on XLA:CPU, whose loop bodies are slow)")
     xla_preset: str = setting(xla_stack.DEFAULT_PRESET, xla_stack.parse_preset,
                               "XLA compile options of the measured step: best (the platform's "

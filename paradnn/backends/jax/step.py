@@ -23,7 +23,7 @@ import optax
 from paradnn import precision
 from paradnn.backends.jax import xla_stack as xla_stack
 from paradnn.errors import SpecError
-from paradnn.backends.jax.options import STEP_LOOPS
+from paradnn.backends.steploop import STEP_LOOPS, auto_step_loop
 from paradnn.sizes import optimizer as optimizer_entry
 from paradnn.backends.jax.models import ModelDef, build
 from paradnn.workload import Workload
@@ -182,7 +182,8 @@ def _has_convolution(jaxpr: Any) -> bool:
 
 
 def _slow_in_loop(traced: jax.stages.Traced) -> bool:
-    """Whether the K-step while loop would run slower than K calls of one step. XLA:CPU emits
+    """Whether the K-step while loop would run slower than K calls of one step on XLA:CPU (GPUs
+    take the host loop for every program: :mod:`paradnn.backends.steploop`). XLA:CPU emits
     a convolution's weight gradient inside a while-loop body with a naive emitter (an open XLA
     issue, jax-ml/jax#12868): measured with jax 0.10.2 on a 2-core x86 host, a residual CNN
     (filters 16, image 64, batch 32) took 0.44-0.66 s per step in the loop and 0.06 s as a
@@ -245,6 +246,8 @@ def compile_measured(model: ModelDef, optimizer_name: str, mesh, state, batch,
         finally:
             phases[phase] = phases.get(phase, 0.0) + time.perf_counter() - t0
 
+    if loop == "auto" and auto_step_loop(jax.default_backend()) == "host":
+        loop = "host"  # the platform decides alone (a GPU): the K-step loop is never traced
     if loop != "host":
         traced = timed("trace", lambda: jit_multi_step(model, optimizer_name, mesh).trace(state, batch, STEPS_ARG))
         if loop == "device" or not _slow_in_loop(traced):

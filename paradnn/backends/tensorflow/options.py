@@ -9,11 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from paradnn.backends import Options, choice, setting
+from paradnn.backends.steploop import STEP_LOOPS
 from paradnn.precision import matmul_precision_setting
-
-#: auto and device: the K steps in a ``tf.while_loop`` inside the compiled program; host: a
-#: one-step ``tf.function`` called K times.
-STEP_LOOPS = ("auto", "device", "host")
 
 
 @dataclass(frozen=True)
@@ -22,8 +19,9 @@ class TensorFlowOptions(Options):
     ``matmul_precision``)."""
 
     step_loop: str = setting("auto", choice(*STEP_LOOPS),
-                             "how a call runs its K steps: device or auto (a tf.while_loop in the "
-                             "XLA program), host (a one-step tf.function called K times)")
+                             "how a call runs its K steps: device (a tf.while_loop in the XLA "
+                             "program), host (a one-step tf.function called K times), auto (device, "
+                             "but host on GPUs, whose XLA loops wait for the host every step)")
     matmul_precision: str = matmul_precision_setting()
 
 
