@@ -607,7 +607,6 @@ def test_heatmap_hatches_the_cells_that_did_not_change(tmp_path):
 
 
 def test_report_section_compares_the_two_newest_versions(tmp_path):
-    from paradnn.report import write_report
     from paradnn.report.compare import compare_section
     from paradnn.report.parts import Missing
     from paradnn.report.sections import plan

@@ -42,14 +42,14 @@ import math
 import types
 import warnings
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
 from paradnn import sizes
 from paradnn.analysis.columns import (
-    FAMILY_FIELDS, PLATFORM_KEY, WORKLOAD_FIELDS, drop_unstable, fmt, ok_rows, platform_label,
+    FAMILY_FIELDS, PLATFORM_KEY, WORKLOAD_FIELDS, drop_unstable, ok_rows, platform_label,
     require_columns,
 )
 from paradnn.analysis.heatmap import heatmap
