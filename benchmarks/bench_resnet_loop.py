@@ -1,11 +1,13 @@
 """ResNet-50 training throughput: paradnn's measurement against a hand-written Flax training loop
 of the same network, in the same process (issue 11's harness check on a GPU; target >= 0.97x).
 
-The reference is what a Flax user writes: the same ``nn.Module`` (paradnn's ResNet-50, so the
-comparison is the harness, not two models), SGD with momentum 0.9 (paradnn's default optimizer
-for ResNet-50), float32 softmax cross-entropy, a jitted step with the state donated, and a plain
-Python loop over one synthetic batch. It is timed before and after paradnn's run (interleaved),
-and the ratio is paradnn's examples/s over the mean of the two.
+The reference is what a Flax user writes, the plain JAX loop of ``bench_gpu_peers.py``
+(:func:`bench_gpu_peers.plain_jax`): the same ``nn.Module`` (paradnn's ResNet-50, so the
+comparison is the harness, not two models), paradnn's default optimizer for it (SGD with
+momentum) with paradnn's hyperparameters, the float32 loss, a jitted step with the state donated,
+and a plain Python loop over one synthetic batch. It is timed for a fixed number of steps before
+and after paradnn's run (interleaved), and the ratio is paradnn's examples/s over the mean of
+the two.
 
     python benchmarks/bench_resnet_loop.py [--batch 256] [--image 224] [--dtype bfloat16]
         [--steps 30] [--json out.json]
@@ -21,65 +23,40 @@ import argparse
 import json
 import sys
 import time
-from typing import Any
+from pathlib import Path
+from typing import Any, Callable
 
 import jax
-import jax.numpy as jnp
-import optax
 
 import paradnn
 from paradnn.measure import MeasureSettings
-from paradnn.backends.jax.models import build
+from paradnn.workload import Workload
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_gpu_peers import plain_jax  # noqa: E402 - the peers' hand-written loop, one copy
 
 
-def hand_written_loop(spec: paradnn.Real, batch: int, dtype: str):
-    """(jitted donated step, initial state, batch) of a plain Flax training loop of ``spec``."""
-    model = build(spec, dtype)
-    module, image = model.module, model.tags["image"]
-    key_init, key_x, key_y = jax.random.split(jax.random.key(1), 3)
-    x = jax.random.normal(key_x, (batch, image, image, 3), jnp.float32).astype(dtype)
-    y = jax.random.randint(key_y, (batch,), 0, 1000)
-    variables = jax.jit(lambda k: module.init(k, x[:1], train=False))(key_init)
-    tx = optax.sgd(0.1, momentum=0.9)
-    state = {"params": variables["params"], "batch_stats": variables["batch_stats"],
-             "opt": tx.init(variables["params"])}
-
-    def train_step(state, x, y):
-        def loss_fn(params):
-            logits, updates = module.apply({"params": params, "batch_stats": state["batch_stats"]}, x,
-                                           train=True, mutable=["batch_stats"])
-            loss = optax.softmax_cross_entropy_with_integer_labels(logits.astype(jnp.float32), y).mean()
-            return loss, updates["batch_stats"]
-
-        (loss, stats), grads = jax.value_and_grad(loss_fn, has_aux=True)(state["params"])
-        updates, opt = tx.update(grads, state["opt"], state["params"])
-        return {"params": optax.apply_updates(state["params"], updates), "batch_stats": stats, "opt": opt}, loss
-
-    return jax.jit(train_step, donate_argnums=0), state, (x, y)
-
-
-def time_loop(step, state, data, steps: int) -> tuple[float, Any, float]:
-    """Seconds per step over ``steps`` steps after two warm-up steps; returns the state too."""
-    for _ in range(2):
-        state, loss = step(state, *data)
-    jax.block_until_ready((state, loss))
+def time_loop(run_steps: Callable[[int], None], sync: Callable[[], None], steps: int) -> float:
+    """Seconds per step over ``steps`` steps of a plain loop after two warm-up steps."""
+    run_steps(2)
+    sync()
     t0 = time.perf_counter()
-    for _ in range(steps):
-        state, loss = step(state, *data)
-    jax.block_until_ready((state, loss))
-    return (time.perf_counter() - t0) / steps, state, float(loss)
+    run_steps(steps)
+    sync()
+    return (time.perf_counter() - t0) / steps
 
 
 def compare(batch: int, image: int, dtype: str, steps: int, settings: MeasureSettings) -> dict[str, Any]:
     spec = paradnn.Real("resnet50", image=image)
     t0 = time.perf_counter()
-    step, state, data = hand_written_loop(spec, batch, dtype)
-    before, state, loss_before = time_loop(step, state, data, steps)
+    run_steps, sync, info = plain_jax(spec, batch, dtype, Workload(spec, batch, dtype).optimizer)
+    before = time_loop(run_steps, sync, steps)
     hand_setup_s = time.perf_counter() - t0
     record = paradnn.run(spec, batch=batch, dtype=dtype, settings=settings)
     if record.status != "ok":
         raise SystemExit(f"paradnn run failed: {record.status}: {record.error}")
-    after, state, loss_after = time_loop(step, state, data, steps)
+    after = time_loop(run_steps, sync, steps)
+    loss_after = info["final_loss"]()
     hand = batch / ((before + after) / 2)
     ours = record.metrics["examples_per_sec"]
     return {
