@@ -163,7 +163,8 @@ def plain_jax(spec: Any, batch: int, dtype: str, optimizer: str,
               init_options: dict[str, Any] | None = None) -> Loop:
     """The hand-written Flax/optax loop of ``spec``: (run k steps, sync, info). The training
     step compiles with XLA's default options on its first call; ``init_options`` are the
-    compile options of the (never timed) initialization (default: XLA's)."""
+    compile options of the (never timed) programs that make the batch and the parameters
+    (default: XLA's); the optimizer state is made eagerly, as optax users do."""
     import jax
     import optax
 

@@ -23,8 +23,8 @@ cold and warm runs; docs/metrics.md, Phases). ``--no-reference`` measures this c
 script that only compiles and runs the file's configs (cold: an empty JAX persistent cache;
 warm: the same cache again). Printed besides: ``cold_over_plain_cold`` and
 ``warm_over_plain_warm`` (paradnn's cost over that script) and ``reference_cold_over_plain_cold``
-(how much faster than the reference any sweeper that compiles and runs these programs can be:
-the ceiling of ``reference_cold_over_cold``).
+(how much faster than the reference a one-process sweeper that only traces, compiles and runs
+these programs can be: the ceiling of ``reference_cold_over_cold``).
 
 ``--grid40`` instead measures this checkout on a 40-config sweep of small FC and CNN models with
 ``time_budget_s: 1`` (the file is written to a temporary folder): a cold sweep, a warm re-run,
@@ -264,7 +264,7 @@ def main() -> None:
     parser.add_argument("--no-reference", action="store_true", help="measure this checkout only")
     parser.add_argument("--plain", action="store_true", help="one more side: the hand-written JAX "
                         "script of benchmarks/plain_sweep.py (compile and run the configs, nothing "
-                        "else), cold and warm, the floor of any sweeper")
+                        "else), cold and warm: the floor of a sweeper")
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds")
     parser.add_argument("--agreement", action="store_true", help="six mid-size configs measured "
                         "by both checkouts, --rounds runs each, compared with paradnn compare")
@@ -327,7 +327,7 @@ def main() -> None:
                 round(a / b, 2) for a, b in zip(walls["reference_cold"], walls["new_cold"])]
         if args.plain:
             # paradnn's cost over the hand-written script, and (against the reference) the most
-            # any sweeper that compiles and runs these programs could gain over it.
+            # a sweeper that only compiles and runs these programs could gain over it.
             for kind in ("cold", "warm"):
                 result[f"{kind}_over_plain_{kind}"] = round(median[f"new_{kind}"] / median[f"plain_{kind}"], 2)
                 if not args.no_reference:

@@ -106,7 +106,7 @@ def test_step_loop_auto_runs_convolutions_from_the_host_on_cpu(tiny_settings):
     fc = paradnn.run(SPEC, batch=32, settings=tiny_settings)
     assert auto.status == device.status == fc.status == "ok", (auto.error, device.error, fc.error)
     backend = jax.default_backend()
-    assert auto.metrics["step_loop_used"] == auto_step_loop(backend, slow_in_device_loop=backend == "cpu")
+    assert auto.metrics["step_loop_used"] == auto_step_loop(backend, has_convolution=True)
     assert device.metrics["step_loop_used"] == "device"
     assert fc.metrics["step_loop_used"] == auto_step_loop(backend)
     # One step of work either way: the executed FLOPs agree.
@@ -116,12 +116,12 @@ def test_step_loop_auto_runs_convolutions_from_the_host_on_cpu(tiny_settings):
 
 
 def test_auto_step_loop_by_platform():
-    """``auto``: the host loop on a GPU for every program (XLA:GPU waits for the host after each
-    iteration of a loop with a run-time trip count), and where the caller found the program slow
-    in a device loop (convolutions on XLA:CPU); the in-program loop elsewhere."""
-    assert auto_step_loop("gpu") == "host" and auto_step_loop("gpu", slow_in_device_loop=False) == "host"
-    assert auto_step_loop("cpu") == "device" and auto_step_loop("tpu") == "device"
-    assert auto_step_loop("cpu", slow_in_device_loop=True) == "host"
+    """``auto`` (JAX): the host loop on a GPU for every program (XLA:GPU waits for the host
+    after each iteration of a loop with a run-time trip count) and on a CPU for a program with a
+    convolution (slow in an XLA:CPU loop body); the in-program loop elsewhere."""
+    assert auto_step_loop("gpu") == "host" and auto_step_loop("gpu", has_convolution=True) == "host"
+    assert auto_step_loop("cpu") == "device" and auto_step_loop("cpu", has_convolution=True) == "host"
+    assert auto_step_loop("tpu") == "device" and auto_step_loop("tpu", has_convolution=True) == "device"
     # One list of loops for every XLA framework's option.
     from paradnn.backends.jax.options import JaxOptions
     from paradnn.backends.tensorflow.options import TensorFlowOptions

@@ -189,8 +189,8 @@ class JaxBackend:
             state_shapes, batch_shapes = wl.abstract_inputs(workload, model, optimizer, mesh)
             t0 = time.perf_counter()
             phases = {"trace": t0 - t_build}
-            # Which loop "auto" picks depends on the program alone: once known, it is not looked
-            # for again (a lowering saved per config).
+            # Which loop "auto" picks depends on the program and the platform (both in the
+            # analyses cache's key): once known, it is not looked for again (a trace saved).
             known = analyses.lookup("step_loop", workload.key) if options.step_loop == "auto" else None
             before = dict(_JAX_CACHE_COUNTS)
             compiled, loop = wl.compile_measured(model, optimizer, mesh, state_shapes, batch_shapes,

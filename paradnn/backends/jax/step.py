@@ -181,18 +181,6 @@ def _has_convolution(jaxpr: Any) -> bool:
     return False
 
 
-def _slow_in_loop(traced: jax.stages.Traced) -> bool:
-    """Whether the K-step while loop would run slower than K calls of one step on XLA:CPU (GPUs
-    take the host loop for every program: :mod:`paradnn.backends.steploop`). XLA:CPU emits
-    a convolution's weight gradient inside a while-loop body with a naive emitter (an open XLA
-    issue, jax-ml/jax#12868): measured with jax 0.10.2 on a 2-core x86 host, a residual CNN
-    (filters 16, image 64, batch 32) took 0.44-0.66 s per step in the loop and 0.06 s as a
-    one-step program called 4 times, while the loop won for FC (host calls 1.17x slower), LSTM
-    (1.37x) and tiny models (1.9x). Read from the traced program's own operations, not guessed,
-    before lowering it: a program that goes to the host loop is never lowered as a K-step loop."""
-    return jax.default_backend() == "cpu" and _has_convolution(traced.jaxpr)
-
-
 #: JAX's ``jax_default_matmul_precision`` for each ``matmul_precision`` setting
 #: (:mod:`paradnn.precision`); None leaves JAX's own default (and a user's
 #: ``JAX_DEFAULT_MATMUL_PRECISION``) untouched.
@@ -246,11 +234,15 @@ def compile_measured(model: ModelDef, optimizer_name: str, mesh, state, batch,
         finally:
             phases[phase] = phases.get(phase, 0.0) + time.perf_counter() - t0
 
-    if loop == "auto" and auto_step_loop(jax.default_backend()) == "host":
+    platform = jax.default_backend()
+    if loop == "auto" and auto_step_loop(platform) == "host":
         loop = "host"  # the platform decides alone (a GPU): the K-step loop is never traced
     if loop != "host":
         traced = timed("trace", lambda: jit_multi_step(model, optimizer_name, mesh).trace(state, batch, STEPS_ARG))
-        if loop == "device" or not _slow_in_loop(traced):
+        # auto reads the traced program's own operations (a convolution, slow in an XLA:CPU
+        # loop body) before lowering: a program that goes to the host loop is never lowered
+        # as a K-step loop.
+        if loop == "device" or auto_step_loop(platform, _has_convolution(traced.jaxpr)) == "device":
             lowered = timed("trace", traced.lower)
             return timed("compile", lambda: lowered.compile(options)), "device"
     lowered = timed("trace", lambda: jit_step(model, optimizer_name, mesh, donate=True).lower(state, batch))

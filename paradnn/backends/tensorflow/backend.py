@@ -33,7 +33,6 @@ from typing import Any, Callable
 
 from paradnn import hardware, precision
 from paradnn.backends import Program
-from paradnn.backends.steploop import auto_step_loop
 from paradnn.backends.tensorflow import pipeline
 from paradnn.errors import ParadnnError, SpecError
 from paradnn.sizes import optimizer as optimizer_entry
@@ -424,16 +423,14 @@ class TensorFlowBackend:
 
     def compile(self, workload: Any, settings: Any) -> Program:
         """Build the Keras model, optimizer and batch, trace the K-step function and compile it
-        (run once with K = 0). The option ``step_loop`` host, and auto on a GPU
-        (:mod:`paradnn.backends.steploop`), compiles a one-step function called K times instead
-        (:class:`paradnn.backends.tensorflow.options.TensorFlowOptions`)."""
+        (run once with K = 0). The option ``step_loop`` host compiles a one-step function called
+        K times instead (:class:`paradnn.backends.tensorflow.options.TensorFlowOptions`); auto
+        is the device loop on every platform (:mod:`paradnn.backends.steploop` says why)."""
         if workload.devices != 1:
             raise SpecError("devices", workload.devices, "1 with framework tensorflow (data "
                             "parallelism over several devices is implemented for jax only)")
         options = settings.options_for(self.name)
-        loop = options.step_loop
-        if loop == "auto":
-            loop = auto_step_loop(self.device_info()["device_platform"])
+        loop = "host" if options.step_loop == "host" else "device"
         tf = _tf()
         apply_matmul_precision(options.matmul_precision)
         from paradnn.backends.tensorflow.models import trainable_params

@@ -19,9 +19,8 @@ class TensorFlowOptions(Options):
     ``matmul_precision``)."""
 
     step_loop: str = setting("auto", choice(*STEP_LOOPS),
-                             "how a call runs its K steps: device (a tf.while_loop in the XLA "
-                             "program), host (a one-step tf.function called K times), auto (device, "
-                             "but host on GPUs, whose XLA loops wait for the host every step)")
+                             "how a call runs its K steps: device or auto (a tf.while_loop in the "
+                             "XLA program), host (a one-step tf.function called K times)")
     matmul_precision: str = matmul_precision_setting()
 
 
