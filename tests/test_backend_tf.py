@@ -164,6 +164,16 @@ def test_fc_trains_costs_and_reports():
         p = B.compile(Workload(spec, batch, framework="tensorflow"), TINY.replace(step_loop="host"))
         st, data = B.init(p)
         r["host"] = [p.metrics["step_loop_used"], time_calls(p.call, st, data, TINY, sync=B.sync).final_loss]
+        # ... compiled in compile (it ran one step there) with every variable put back: Adam's
+        # counter and the weights are the fixed-seed state's, and K steps count K.
+        p = B.compile(Workload(spec, batch, "float32", "adam", framework="tensorflow"), TINY.replace(step_loop="host"))
+        fresh = B.compile(Workload(spec, batch, "float32", "adam", framework="tensorflow"), TINY)
+        st, data = B.init(p)
+        r["host_count_after_compile"] = int(p.handle.optimizer.count.numpy())
+        r["host_weights_as_initialized"] = all(
+            bool((a.numpy() == b.numpy()).all()) for a, b in zip(p.handle.tfm.model.variables, fresh.handle.tfm.model.variables))
+        B.sync(p.call(st, data, 3))
+        r["host_count_after_k3"] = int(p.handle.optimizer.count.numpy())
         try:
             B.compile(Workload(spec, 2, devices=2, framework="tensorflow"), TINY)
         except SpecError as e:
@@ -193,6 +203,8 @@ def test_fc_trains_costs_and_reports():
     assert out["reinit"] == "ParadnnError"
     assert out["adam_count_after_k3"] == 3 and out["adam_count_after_k0"] == 3
     assert out["host"][0] == "host" and math.isfinite(out["host"][1])
+    assert out["host_count_after_compile"] == 0 and out["host_count_after_k3"] == 3
+    assert out["host_weights_as_initialized"]
     assert out["devices"] == "devices"
     assert out["oom"] == [True, False]
     assert out["protocol"] == [True, True]

@@ -21,9 +21,9 @@ TensorFlow backends), and what ``auto`` picks. Framework-free.
   - convolutions on XLA:CPU: XLA:CPU emits a convolution's weight gradient inside a loop body
     with a slow generic emitter (jax-ml/jax#12868; docs/performance.md has the measurements).
 
-TensorFlow's ``auto`` is the device loop on every platform: its host loop compiles at the
-first call, which the timing protocol makes (the first call sets K and counts against the time
-budget), so it is not a default until TensorFlow can compile it ahead.
+TensorFlow's ``auto`` is the device loop on every platform: a ``tf.function`` call costs the
+host more than a JAX call, so the trade differs, and neither loop has been measured with
+TensorFlow on a GPU (docs/frameworks-tensorflow.md).
 """
 
 from __future__ import annotations
