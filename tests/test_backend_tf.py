@@ -20,6 +20,7 @@ import pytest
 from helpers import child_env
 from paradnn import families
 from paradnn.backends import available
+from paradnn.backends.steploop import auto_step_loop
 
 pytestmark = pytest.mark.skipif(available("tensorflow") is not None,
                                 reason=f"TensorFlow backend unavailable: {available('tensorflow')}")
@@ -60,6 +61,7 @@ def train(spec, batch, dtype="float32", optimizer=None, costs=True):
     LAST[:] = [p]
     out = {"spec": spec.to_dict(), "batch": batch, "params": p.metrics["params"],
            "compile_s": p.metrics["compile_s"], "loop": p.metrics["step_loop_used"],
+           "platform": tb._device_platform(),
            "state_bytes": p.state_bytes, "first": first, "second": second,
            "timed_loss": timing.final_loss, "median_s": timing.median_s}
     if costs:
@@ -102,13 +104,15 @@ def _jax_flops(spec, batch: int, optimizer: str) -> float:
     return costs.xla_step_costs(w, model, optimizer, compiled)["flops_per_step"]
 
 
-def _check_step(r: dict, classes: int) -> None:
+def _check_step(r: dict, classes: int, convolutions: bool = False) -> None:
     """Initial loss near ln(classes) (the JAX models start there too), one step lowers it, the
-    timed loss is finite."""
+    timed loss is finite; ``auto`` picked its loop (the host loop for convolutions on a CPU,
+    so the first loss is also the state's after compile put the variables back)."""
     assert abs(r["first"] - math.log(classes)) < 0.5 * math.log(classes), r
     assert r["second"] < r["first"], r
     assert math.isfinite(r["timed_loss"]), r
-    assert r["loop"] == "device" and r["compile_s"] > 0 and r["median_s"] > 0
+    assert r["loop"] == auto_step_loop(r["platform"], convolutions, "tensorflow")
+    assert r["compile_s"] > 0 and r["median_s"] > 0
 
 
 def test_generated_params_equal_closed_forms_in_every_dtype():
@@ -215,6 +219,16 @@ def test_fc_trains_costs_and_reports():
     assert sw["keras_backend"] == "tensorflow"
     assert sw["tf_intra_op_threads"] == 1  # the environment override is applied and recorded
     assert sw["tf_inter_op_threads"] >= 1
+    # What the step loops mean is in the key: rows measured before the rule changed resume as
+    # other configs (measured again), not as these.
+    assert json.loads(sw["tf_step_loops"]) == {"auto": {"host_on": [], "host_for_convolutions_on": ["cpu"]},
+                                               "host": "compiled in compile"}
+    from paradnn.record import row_key
+
+    row = {"family": "fc", **spec.to_dict(), "batch": batch, "dtype": "float32", "optimizer": "rmsprop",
+           "devices": 1, "framework": "tensorflow", **out["device"], **sw}
+    before = {k: v for k, v in row.items() if k != "tf_step_loops"}
+    assert row_key(row) is not None and row_key(row) != row_key(before)
     assert out["memory"] is None or out["memory"] > 0
 
 
@@ -252,7 +266,7 @@ def test_cnn_blocks_train_and_flops():
         r = {"tiny": [], "bn_means": []}
         for spec, batch in tiny("cnn"):
             r["tiny"].append(train(spec, batch, optimizer="momentum"))
-            # batch norm's running statistics (initially 0) are updated inside the compiled loop
+            # batch norm's running statistics (initially 0) are updated by the compiled step
             r["bn_means"].append([float(abs(v.numpy()).sum()) for v in LAST[0].handle.tfm.model.non_trainable_variables
                                   if "moving_mean" in v.path])
         r["wide"] = [tb.step_costs(Workload(CNN(b, 1, 32, 32, 10), 8, "float32", "sgd",
@@ -264,7 +278,7 @@ def test_cnn_blocks_train_and_flops():
 
     for r, (spec, batch) in zip(out["tiny"], _tiny("cnn")):
         assert r["params"] == families.param_count(spec)
-        _check_step(r, spec.output)
+        _check_step(r, spec.output, convolutions=True)
         assert r["costs"]["flops_per_step"] == pytest.approx(_jax_flops(spec, batch, "momentum"), rel=0.10)
     for means in out["bn_means"]:
         assert means and all(m > 0 for m in means)
@@ -322,7 +336,7 @@ def test_zoo_model_trains():
                                                 framework="tensorflow"))["flops"] for n in ("mobilenet", "resnet50")}
         print(json.dumps(r))
     """)
-    _check_step(out, 1000)
+    _check_step(out, 1000, convolutions=True)
     from paradnn.families.real import Real
 
     # executed FLOPs equal JAX's within 10%: depthwise convolutions, strided PyTorch-padded ones

@@ -116,12 +116,15 @@ def test_step_loop_auto_runs_convolutions_from_the_host_on_cpu(tiny_settings):
 
 
 def test_auto_step_loop_by_platform():
-    """``auto`` (JAX): the host loop on a GPU for every program (XLA:GPU waits for the host
+    """``auto``: (JAX) the host loop on a GPU for every program (XLA:GPU waits for the host
     after each iteration of a loop with a run-time trip count) and on a CPU for a program with a
     convolution (slow in an XLA:CPU loop body); the in-program loop elsewhere."""
     assert auto_step_loop("gpu") == "host" and auto_step_loop("gpu", has_convolution=True) == "host"
     assert auto_step_loop("cpu") == "device" and auto_step_loop("cpu", has_convolution=True) == "host"
     assert auto_step_loop("tpu") == "device" and auto_step_loop("tpu", has_convolution=True) == "device"
+    # TensorFlow: the convolution rule only (its host calls cost about 0.5 ms each).
+    assert auto_step_loop("gpu", framework="tensorflow") == "device"
+    assert auto_step_loop("cpu", True, "tensorflow") == "host" and auto_step_loop("cpu", False, "tensorflow") == "device"
     # One list of loops for every XLA framework's option.
     from paradnn.backends.jax.options import JaxOptions
     from paradnn.backends.tensorflow.options import TensorFlowOptions

@@ -235,14 +235,14 @@ def compile_measured(model: ModelDef, optimizer_name: str, mesh, state, batch,
             phases[phase] = phases.get(phase, 0.0) + time.perf_counter() - t0
 
     platform = jax.default_backend()
-    if loop == "auto" and auto_step_loop(platform) == "host":
+    if loop == "auto" and auto_step_loop(platform, framework="jax") == "host":
         loop = "host"  # the platform decides alone (a GPU): the K-step loop is never traced
     if loop != "host":
         traced = timed("trace", lambda: jit_multi_step(model, optimizer_name, mesh).trace(state, batch, STEPS_ARG))
         # auto reads the traced program's own operations (a convolution, slow in an XLA:CPU
         # loop body) before lowering: a program that goes to the host loop is never lowered
         # as a K-step loop.
-        if loop == "device" or auto_step_loop(platform, _has_convolution(traced.jaxpr)) == "device":
+        if loop == "device" or auto_step_loop(platform, _has_convolution(traced.jaxpr), "jax") == "device":
             lowered = timed("trace", traced.lower)
             return timed("compile", lambda: lowered.compile(options)), "device"
     lowered = timed("trace", lambda: jit_step(model, optimizer_name, mesh, donate=True).lower(state, batch))

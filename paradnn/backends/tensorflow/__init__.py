@@ -11,7 +11,7 @@ INFO = FrameworkInfo(
     extra="tf",
     description="tensorflow (Keras 3, jit_compile=True)",
     software_fields=("tf_version", "keras_version", "keras_backend", "tf_xla_flags", "xla_flags",
-                     "tf_intra_op_threads", "tf_inter_op_threads"),
+                     "tf_intra_op_threads", "tf_inter_op_threads", "tf_step_loops"),
     version_fields=("tf_version", "xla_flags"),
     options=TensorFlowOptions,
     # TensorFlow and torchvision bundle LLVMs that clash in one process.

@@ -24,6 +24,7 @@ in ``software_info`` (``tf_intra_op_threads``, ``tf_inter_op_threads``).
 from __future__ import annotations
 
 import importlib.util
+import json
 import math
 import os
 import socket
@@ -33,6 +34,7 @@ from typing import Any, Callable
 
 from paradnn import hardware, precision
 from paradnn.backends import Program
+from paradnn.backends.steploop import auto_rule, auto_step_loop
 from paradnn.backends.tensorflow import pipeline
 from paradnn.errors import ParadnnError, SpecError
 from paradnn.sizes import optimizer as optimizer_entry
@@ -319,6 +321,15 @@ def _nbytes(variables) -> int:
     return int(sum(math.prod(v.shape) * tf.as_dtype(v.dtype).size for v in variables))
 
 
+def _device_platform() -> str:
+    """Where TensorFlow runs: "gpu" where it sees a GPU, else "tpu" where it sees a TPU, else
+    "cpu" (``device_platform``, as JAX names platforms)."""
+    tf = _tf()
+    if tf.config.list_physical_devices("GPU"):
+        return "gpu"
+    return "tpu" if tf.config.list_logical_devices("TPU") else "cpu"
+
+
 def _step_fn(tfm, optimizer: Optimizer) -> Callable:
     """One training step (x, y) -> float32 loss, updating the variables in place."""
     tf = _tf()
@@ -387,22 +398,24 @@ class TensorFlowBackend:
         """``device_platform`` (gpu where TensorFlow sees one, else cpu), ``device_kind`` (the
         GPU's name; "cpu" on a CPU, as JAX names it), ``device_count``, ``host``, ``cpu_model``."""
         tf = _tf()
-        gpus = tf.config.list_physical_devices("GPU")
-        tpus = tf.config.list_logical_devices("TPU")
-        if gpus:
+        platform = _device_platform()
+        if platform == "gpu":
+            gpus = tf.config.list_physical_devices("GPU")
             details = tf.config.experimental.get_device_details(gpus[0])
-            platform, kind, count = "gpu", details.get("device_name", "gpu"), len(gpus)
-        elif tpus:
-            platform, kind, count = "tpu", "tpu", len(tpus)
+            kind, count = details.get("device_name", "gpu"), len(gpus)
+        elif platform == "tpu":
+            kind, count = "tpu", len(tf.config.list_logical_devices("TPU"))
         else:
-            platform, kind, count = "cpu", "cpu", 1
+            kind, count = "cpu", 1
         return {"device_platform": platform, "device_kind": kind, "device_count": count,
                 "host": socket.gethostname(), "cpu_model": hardware.cpu_model()}
 
     def software_info(self) -> dict[str, Any]:
         """Versions (``framework_version`` = ``tf_version``, ``keras_version``), the XLA flag
-        variables TensorFlow read at start-up (``tf_xla_flags``, ``xla_flags``) and the thread
-        pools (``tf_intra_op_threads``, ``tf_inter_op_threads``: threads)."""
+        variables TensorFlow read at start-up (``tf_xla_flags``, ``xla_flags``), the thread
+        pools (``tf_intra_op_threads``, ``tf_inter_op_threads``: threads) and what the step
+        loops mean (``tf_step_loops``, JSON: ``auto``'s rule, and the host loop compiled in
+        ``compile``), part of the key since both changed (2026-11-27) under the same setting."""
         tf = _tf()
         import keras
 
@@ -410,7 +423,9 @@ class TensorFlowBackend:
                 "keras_version": keras.__version__, "keras_backend": keras.backend.backend(),
                 "tf_xla_flags": os.environ.get("TF_XLA_FLAGS", ""),
                 "xla_flags": os.environ.get("XLA_FLAGS", ""),
-                "tf_intra_op_threads": _threads["intra"], "tf_inter_op_threads": _threads["inter"]}
+                "tf_intra_op_threads": _threads["intra"], "tf_inter_op_threads": _threads["inter"],
+                "tf_step_loops": json.dumps({"auto": auto_rule(self.name), "host": "compiled in compile"},
+                                            sort_keys=True, separators=(",", ":"))}
 
     def device_memory_bytes(self) -> int | None:
         """One GPU's memory (B) from paradnn's vendor table by its name; on a CPU the host's
@@ -423,22 +438,23 @@ class TensorFlowBackend:
 
     def compile(self, workload: Any, settings: Any) -> Program:
         """Build the Keras model, optimizer and batch, trace the K-step function and compile it
-        (run once with K = 0). The option ``step_loop`` host compiles a one-step function called
-        K times instead (run once, its variables then restored), see
-        :class:`paradnn.backends.tensorflow.options.TensorFlowOptions`; auto is the device loop
-        on every platform (:mod:`paradnn.backends.steploop` says why)."""
+        (run once with K = 0). The option ``step_loop`` host, and auto for a model with
+        convolutions on a CPU (:mod:`paradnn.backends.steploop`), compiles a one-step function
+        called K times instead (run once, its variables then restored)."""
         if workload.devices != 1:
             raise SpecError("devices", workload.devices, "1 with framework tensorflow (data "
                             "parallelism over several devices is implemented for jax only)")
         options = settings.options_for(self.name)
-        loop = "host" if options.step_loop == "host" else "device"
         tf = _tf()
         apply_matmul_precision(options.matmul_precision)
         from paradnn.backends.tensorflow.models import trainable_params
 
         tfm, optimizer, batch = _build(workload)
-        used, bits = precision.used(workload.dtype, precision_bits() if workload.dtype == "float32" else None,
-                                    precision.ops_in(v.shape for v in tfm.model.trainable_variables))
+        ops = precision.ops_in(v.shape for v in tfm.model.trainable_variables)
+        used, bits = precision.used(workload.dtype, precision_bits() if workload.dtype == "float32" else None, ops)
+        loop = options.step_loop
+        if loop == "auto":  # convolutions on XLA:CPU run from the host (paradnn.backends.steploop)
+            loop = auto_step_loop(_device_platform(), "conv" in ops, self.name)
         step = _step_fn(tfm, optimizer)
         variables = list(tfm.model.variables) + optimizer.slots
         # XLA compiles the host loop's one-step program at its first call, and it has no K = 0:
@@ -567,8 +583,7 @@ def hlo_costs(compiler_ir: Callable[..., Any]) -> dict[str, Any]:
     same HLO (the same matmuls and convolutions), but the bytes accessed of a CPU program do not
     describe the accelerator's, so bytes are None there."""
     cost = _cost_analysis(compiler_ir(stage="hlo_serialized"))
-    on_cpu = not _tf().config.list_physical_devices("GPU") and not _tf().config.list_logical_devices("TPU")
-    if on_cpu:
+    if _device_platform() == "cpu":
         return {"flops": float(cost.get("flops", 0.0)), "bytes": float(cost.get("bytes accessed", 0.0)),
                 "source": FLOPS_SOURCE}
     return {"flops": float(cost.get("flops", 0.0)), "bytes": None,

@@ -19,8 +19,9 @@ class TensorFlowOptions(Options):
     ``matmul_precision``)."""
 
     step_loop: str = setting("auto", choice(*STEP_LOOPS),
-                             "how a call runs its K steps: device or auto (a tf.while_loop in the "
-                             "XLA program), host (a one-step tf.function called K times)")
+                             "how a call runs its K steps: device (a tf.while_loop in the XLA "
+                             "program), host (a one-step tf.function called K times), auto (device, "
+                             "but host for convolutions on XLA:CPU, whose loop bodies are slow)")
     matmul_precision: str = matmul_precision_setting()
 
 
