@@ -77,6 +77,16 @@ def probe_cache(checkout: Path, folder: Path, tries: int = 3) -> bool:
     return False
 
 
+def timed_process(argv: list[str], env: dict[str, str], cwd: Path, what: str) -> float:
+    """Wall time (s) of one process running ``argv``; SystemExit naming ``what`` if it fails."""
+    t0 = time.perf_counter()
+    done = subprocess.run(argv, env=env, cwd=cwd, capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    if done.returncode != 0:
+        raise SystemExit(f"{what} failed ({done.returncode}):\n{done.stderr[-3000:]}")
+    return wall
+
+
 def run_sweep(checkout: Path, sweep_file: str, store: Path, cache: Path,
               probes: Path | None = None, extra: tuple[str, ...] = ()) -> float:
     """Wall time (s) of one ``paradnn sweep`` process of ``checkout`` (``probes``: its own
@@ -86,27 +96,15 @@ def run_sweep(checkout: Path, sweep_file: str, store: Path, cache: Path,
     env = {**os.environ, "PYTHONPATH": str(checkout), "PARADNN_RETRY_UNSTABLE_S": "0"}
     if probes is not None:
         env["PARADNN_CACHE"] = str(probes)
-    t0 = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "paradnn", "sweep", sweep_file, "--store",
-                           str(store), "--cache-dir", str(cache), "--quiet", *extra],
-                          env=env, cwd=checkout, capture_output=True, text=True)
-    wall = time.perf_counter() - t0
-    if done.returncode != 0:
-        raise SystemExit(f"sweep of {checkout} failed ({done.returncode}):\n{done.stderr[-3000:]}")
-    return wall
+    return timed_process([sys.executable, "-m", "paradnn", "sweep", sweep_file, "--store", str(store),
+                          "--cache-dir", str(cache), "--quiet", *extra], env, checkout, f"sweep of {checkout}")
 
 
 def run_plain(sweep_file: str, cache: Path) -> float:
     """Wall time (s) of one ``benchmarks/plain_sweep.py`` process (the hand-written JAX script:
     compile and run the file's configs, nothing else) with JAX's persistent cache in ``cache``."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    t0 = time.perf_counter()
-    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "plain_sweep.py"), sweep_file,
-                           "--cache", str(cache)], env=env, cwd=ROOT, capture_output=True, text=True)
-    wall = time.perf_counter() - t0
-    if done.returncode != 0:
-        raise SystemExit(f"plain_sweep failed ({done.returncode}):\n{done.stderr[-3000:]}")
-    return wall
+    return timed_process([sys.executable, str(ROOT / "benchmarks" / "plain_sweep.py"), sweep_file,
+                          "--cache", str(cache)], {**os.environ, "PYTHONPATH": str(ROOT)}, ROOT, "plain_sweep")
 
 
 def phases(store: Path) -> dict[str, float]:
