@@ -51,6 +51,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Callable
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -277,26 +278,25 @@ def main() -> None:
     if args.agreement:
         print(json.dumps(agreement(Path(args.reference), args.rounds, args.keep), indent=1))
         return
-    sides = {"new": ROOT} if args.no_reference else {"new": ROOT, "reference": Path(args.reference)}
-    if args.plain:
-        sides["plain"] = ROOT
+    checkouts = {"new": ROOT} if args.no_reference else {"new": ROOT, "reference": Path(args.reference)}
+    sides = [*checkouts, "plain"] if args.plain else list(checkouts)
     walls: dict[str, list[float]] = {f"{s}_{k}": [] for s in sides for k in ("cold", "warm")}
-    stores: dict[str, list[Path]] = {k: [] for k in walls}
+    stores: dict[str, list[Path]] = {k: [] for k in walls}  # the hand-written script's: never written
     with tempfile.TemporaryDirectory() as tmp:
-        probes = {side: Path(tmp) / f"{side}-probe" for side in sides}
-        quiet_probes = {side: probe_cache(sides[side], probes[side]) for side in sides if side != "plain"}
+        probes = {side: Path(tmp) / f"{side}-probe" for side in checkouts}
+        quiet_probes = {side: probe_cache(checkout, probes[side]) for side, checkout in checkouts.items()}
+        # Each side as one call: (JAX cache folder, store) -> wall time (s).
+        runners: dict[str, Callable[[Path, Path], float]] = {
+            side: (lambda cache, store, c=checkout, p=probes[side]: run_sweep(c, args.sweep, store, cache, p))
+            for side, checkout in checkouts.items()}
+        runners["plain"] = lambda cache, store: run_plain(args.sweep, cache)
         for r in range(args.rounds):
-            order = list(sides) if r % 2 == 0 else list(reversed(sides))
-            for side in order:
+            for side in (sides if r % 2 == 0 else sides[::-1]):
                 cache = Path(tmp) / f"{side}-{r}-xla"
                 for kind in ("cold", "warm"):
-                    if side == "plain":
-                        walls[f"{side}_{kind}"].append(run_plain(args.sweep, cache))
-                    else:
-                        store = Path(tmp) / f"{side}-{r}-{kind}.db"
-                        walls[f"{side}_{kind}"].append(run_sweep(sides[side], args.sweep, store, cache,
-                                                                 probes[side]))
-                        stores[f"{side}_{kind}"].append(store)
+                    store = Path(tmp) / f"{side}-{r}-{kind}.db"
+                    walls[f"{side}_{kind}"].append(runners[side](cache, store))
+                    stores[f"{side}_{kind}"].append(store)
                     print(f"round {r + 1} {side} {kind}: {walls[f'{side}_{kind}'][-1]:.2f} s",
                           file=sys.stderr)
         median = {k: statistics.median(v) for k, v in walls.items()}

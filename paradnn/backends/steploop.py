@@ -37,27 +37,25 @@ STEP_LOOPS = ("auto", "device", "host")
 #: framework -> what its ``auto`` means: the platforms (``device_platform``: "cpu", "gpu",
 #: "tpu") where every program runs from the host, and those where a program with a convolution
 #: does (module notes: XLA:GPU synchronizes with the host once per loop iteration and JAX's
-#: host calls are cheap; XLA:CPU's loop bodies are slow for convolutions). A framework not
-#: listed gets the convolution rule only.
+#: host calls are cheap; XLA:CPU's loop bodies are slow for convolutions).
 AUTO_RULES: dict[str, dict[str, tuple[str, ...]]] = {
     "jax": {"host_on": ("gpu",), "host_for_convolutions_on": ("cpu",)},
     "tensorflow": {"host_on": (), "host_for_convolutions_on": ("cpu",)},
 }
-_CONVOLUTION_RULE_ONLY = {"host_on": (), "host_for_convolutions_on": ("cpu",)}
 
 
 def auto_rule(framework: str) -> dict[str, list[str]]:
     """What ``auto`` means for ``framework``, as data (:data:`AUTO_RULES`; a software field of
     the framework's records where the rule changed after records existed: a new rule is a new
     key)."""
-    return {k: sorted(v) for k, v in AUTO_RULES.get(framework, _CONVOLUTION_RULE_ONLY).items()}
+    return {k: sorted(v) for k, v in AUTO_RULES[framework].items()}
 
 
 def auto_step_loop(platform: str, has_convolution: bool = False, framework: str = "jax") -> str:
     """The loop ``auto`` means for a ``framework`` program on ``platform`` ("cpu", "gpu",
     "tpu"), a program with a convolution when ``has_convolution`` (:data:`AUTO_RULES`): "host"
     or "device"."""
-    rule = AUTO_RULES.get(framework, _CONVOLUTION_RULE_ONLY)
+    rule = AUTO_RULES[framework]
     if platform in rule["host_on"] or (has_convolution and platform in rule["host_for_convolutions_on"]):
         return "host"
     return "device"
