@@ -119,10 +119,10 @@ def measure_settings(args: argparse.Namespace, step_loop: str | None = None) -> 
         options["step_loop"] = step_loop
     if args.tiny:
         return MeasureSettings(steps_per_call=args.steps_per_call, call_target_s=0.05, warmup_calls=1,
-                               warmup_s=0.0, min_calls=2, max_calls=5, cv_target=0.5,
+                               warmup_s=0.0, min_calls=6, max_calls=6, ci_target=0.5,
                                time_budget_s=args.time_budget, **options)
-    return MeasureSettings(steps_per_call=args.steps_per_call, warmup_calls=1, min_calls=3, max_calls=50,
-                           cv_target=0.02, time_budget_s=args.time_budget, **options)
+    return MeasureSettings(steps_per_call=args.steps_per_call, warmup_calls=1, min_calls=6, max_calls=50,
+                           ci_target=0.02, time_budget_s=args.time_budget, **options)
 
 
 # ------------------------------------------------------------------------------- timing

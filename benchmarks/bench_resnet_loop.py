@@ -83,8 +83,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--time-budget", type=float, default=5.0, help="paradnn time_budget_s (s)")
     parser.add_argument("--json", default=None, help="write the result here")
     args = parser.parse_args(argv)
-    settings = MeasureSettings(steps_per_call=args.steps_per_call, warmup_calls=1, min_calls=3, max_calls=50,
-                               cv_target=0.02, time_budget_s=args.time_budget)
+    settings = MeasureSettings(steps_per_call=args.steps_per_call, warmup_calls=1, min_calls=6, max_calls=50,
+                               ci_target=0.02, time_budget_s=args.time_budget)
     result = compare(args.batch, args.image, args.dtype, args.steps, settings)
     print(f"ResNet-50 {args.dtype} batch {args.batch} image {args.image} on {result['device_kind']}: "
           f"paradnn {result['paradnn_examples_per_sec']:.1f} examples/s, hand-written Flax loop "

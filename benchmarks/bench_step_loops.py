@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--time-budget", type=float, default=5.0, help="paradnn time_budget_s per run (s)")
     parser.add_argument("--json", default=None, help="write the rows here")
     args = parser.parse_args(argv)
-    settings = MeasureSettings(warmup_calls=1, min_calls=3, max_calls=8, cv_target=0.05,
+    settings = MeasureSettings(warmup_calls=1, min_calls=6, max_calls=8, ci_target=0.05,
                                time_budget_s=args.time_budget)
     rows = []
     for r in range(args.rounds):

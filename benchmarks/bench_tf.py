@@ -32,8 +32,8 @@ SPEC, BATCH = FC(layers=4, nodes=1024, input=2000, output=1000), 256
 def paradnn_side(k: int, budget_s: float):
     """A function that runs one timed round through the backend: seconds per step (median)."""
     backend = tf_backend.BACKEND
-    settings = MeasureSettings(steps_per_call=k, warmup_calls=1, warmup_s=0.0, min_calls=5,
-                               max_calls=50, cv_target=0.02, time_budget_s=budget_s)
+    settings = MeasureSettings(steps_per_call=k, warmup_calls=1, warmup_s=0.0, min_calls=6,
+                               max_calls=50, ci_target=0.02, time_budget_s=budget_s)
     program = backend.compile(Workload(SPEC, BATCH, "float32", "rmsprop", framework="tensorflow"), settings)
     state, batch = backend.init(program)
 

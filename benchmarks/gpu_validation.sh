@@ -74,13 +74,13 @@ step() {
 # Sizes: the GPU ones are the issue's; the CPU ones only exercise the same code paths.
 if [ "$MODE" = gpu ]; then
   FC_ARGS=(--layers 4 --nodes 8192 --input 8192 --output 1000 --batch 8192)
-  FC_SETTINGS=(--steps-per-call 5 --warmup-calls 1 --min-calls 3 --time-budget-s 3)
+  FC_SETTINGS=(--steps-per-call 5 --warmup-calls 1 --min-calls 6 --time-budget-s 3)
   OOM_LIMIT=()                        # the device's own limit (memory_stats bytes_limit)
   ACT_OOM_ARGS=(--layers 32 --nodes 8192 --input 8192 --output 1000 --batch 131072)
   RESNET_ARGS=(--batch 256 --image 224 --steps 30)
   LSTM_ARGS=(--cell lstm --layers 9 --embed 500 --length 50 --vocab 32 --batch 256)
   CNN_ARGS=(--block bottleneck --blocks 6 --filters 32 --image 200 --output 1000 --batch 128)
-  RUN_SETTINGS=(--steps-per-call 5 --warmup-calls 1 --min-calls 3 --time-budget-s 3)
+  RUN_SETTINGS=(--steps-per-call 5 --warmup-calls 1 --min-calls 6 --time-budget-s 3)
   PROFILE_ARGS=(--layers 4 --nodes 4096 --input 4096 --output 1000 --batch 4096)
   GRID_NODES="[512, 1024, 2048, 4096, 8192]"; GRID_BATCH="[256, 1024, 4096, 16384]"
   PEERS_ARGS=(--models fc1024,fc8192,transformer --jax-step-loops device --pair-timeout 200)
@@ -89,7 +89,7 @@ if [ "$MODE" = gpu ]; then
   CNN_PROFILE_ARGS=(--block residual --blocks 4 --filters 64 --image 112 --output 1000 --batch 128)
 else
   FC_ARGS=(--layers 2 --nodes 64 --input 64 --output 10 --batch 64)
-  FC_SETTINGS=(--steps-per-call 2 --warmup-calls 1 --min-calls 2 --max-calls 3 --time-budget-s 0.2)
+  FC_SETTINGS=(--steps-per-call 2 --warmup-calls 1 --min-calls 6 --max-calls 6 --time-budget-s 0.2)
   OOM_LIMIT=(--memory-limit 30MB)
   ACT_OOM_ARGS=(--layers 4 --nodes 512 --input 128 --output 10 --batch 8192)  # state + batch 15 MB, activations more
   RESNET_ARGS=(--batch 4 --image 32 --dtype float32 --steps 2 --steps-per-call 1 --time-budget 0.2)
@@ -188,7 +188,7 @@ family: fc
 fixed: {layers: 4, input: 2000, output: 1000}
 axes: {nodes: $GRID_NODES, batch: $GRID_BATCH}
 dtypes: [bfloat16]
-settings: {steps_per_call: 5, warmup_calls: 1, min_calls: 3, max_calls: 20, time_budget_s: 1.0}
+settings: {steps_per_call: 5, warmup_calls: 1, min_calls: 6, max_calls: 20, time_budget_s: 1.0}
 EOF
 # In-process: one JAX start-up for the whole sweep instead of one per config. No automatic
 # retries of unstable configs (up to 4x their time each): this run's time budget is fixed.
@@ -218,7 +218,7 @@ family: transformer
 fixed: $TRANSFORMER_FIXED
 axes: {batch: $TRANSFORMER_BATCH, framework: [jax, torch]}
 dtypes: [bfloat16]
-settings: {warmup_calls: 1, min_calls: 3, max_calls: 20, time_budget_s: 1.0}
+settings: {warmup_calls: 1, min_calls: 6, max_calls: 20, time_budget_s: 1.0}
 EOF
 # The process executor (JAX and PyTorch never share a process: one worker each).
 step sweep_transformer 150 "$PY" -m paradnn sweep "$OUT_DIR/transformer3.yaml" --store "$OUT_DIR/gpu.db" \

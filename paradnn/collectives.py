@@ -55,7 +55,7 @@ MAX_SIMULATED_DEVICES = 256
 DEFAULT_SIZES = {"accelerator": "1KB..1GB", "cpu": "1KB..1MB"}
 DEFAULT_SETTINGS: dict[str, dict[str, Any]] = {
     "accelerator": {},
-    "cpu": {"time_budget_s": 0.3, "warmup_s": 0.05, "min_calls": 3, "max_calls": 20},
+    "cpu": {"time_budget_s": 0.3, "warmup_s": 0.05, "min_calls": 6, "max_calls": 20},
 }
 #: Copies of the per-device buffer one collective holds on each device (input, output and the
 #: broadcast's masked input): the memory check before compiling.

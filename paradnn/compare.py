@@ -153,15 +153,15 @@ class History:
     notes: list[str] = field(default_factory=list)
     source: str = ""
 
-    def exit_code(self, strict: bool = False) -> int:
-        """1 when the newest version has a regression step; 3 under ``strict`` when it has an
-        inconclusive one; else 0."""
+    def exit_code(self, allow_inconclusive: bool = False) -> int:
+        """1 when the newest version has a regression step; 3 when it has an inconclusive one
+        (unless ``allow_inconclusive``); else 0."""
         if self.steps.empty or self.versions.empty:
             return 0
         newest = self.steps[self.steps["index"] == len(self.versions) - 1]
         if (newest["verdict"] == "regression").any():
             return 1
-        return 3 if strict and (newest["verdict"] == "inconclusive").any() else 0
+        return 3 if not allow_inconclusive and (newest["verdict"] == "inconclusive").any() else 0
 
 
 def _short(revision: Any) -> str:
@@ -320,6 +320,13 @@ def _headline(result: CompareResult) -> str:
     t = result.threshold
     if c["regression"]:
         head = f"{c['regression']} regression(s) beyond {t:g}x"
+    elif c["inconclusive"]:
+        # Never "no regression" where one of the threshold's size could not have been seen.
+        head = (f"inconclusive: {c['inconclusive']} of {len(result.table)} configs could not be decided "
+                f"(a {t:g}x regression there would not have been detected: too few timed calls or too "
+                "much noise), no regression in the others")
+        extra = [f"{c[v]} {v}" for v in ("improvement", "unchanged") if c[v]]
+        return head + (f" ({', '.join(extra)})" if extra else "")
     else:
         head = f"no significant regression beyond {t:g}x"
     extra = [f"{c[v]} {v}" for v in ("improvement", "inconclusive", "unchanged") if c[v]]
@@ -332,12 +339,47 @@ def _ordered(table: pd.DataFrame) -> pd.DataFrame:
         ["_r", "ratio"], ascending=[True, False], kind="mergesort").drop(columns="_r")
 
 
-_METHOD_TEXT = ("ratio: NEW/BASE step time (x; above 1 is slower), Hodges-Lehmann estimate on the "
-                "per-call step times with its {level:.0%} distribution-free interval (with repeats, "
-                "widened to the t interval of the runs' medians); p: two-sided Mann-Whitney test of "
-                "the calls (with repeats, also a t test of the runs: the larger p); q: "
-                "Benjamini-Hochberg over the configs compared; noise: the config's own relative "
-                "spread; step times in ms (median of the runs)")
+def _column_meanings(result: CompareResult) -> dict[str, str]:
+    """What each column of the text and Markdown tables means, by a key of
+    :data:`_TEXT_COLUMNS` / :data:`_MARKDOWN_COLUMNS`: the legend under a table is made from
+    the columns it prints, so that it explains every one of them and nothing else."""
+    t, a = result.threshold, result.alpha
+    return {
+        "verdict": (f"regression: ratio >= {t:g}, beyond the noise, and q < {a:g} or the whole "
+                    f"interval beyond {t:g}; improvement: the same, faster (ratio <= {1 / t:.3g}); "
+                    f"inconclusive: neither, but a change of {t:g}x cannot be ruled out; "
+                    f"unchanged: the interval within {1 / t:.3g}-{t:g}"),
+        "ratio": ("NEW/BASE step time (x; above 1 is slower), Hodges-Lehmann estimate on the "
+                  "per-call step times"),
+        "ci": (f"the ratio's {result.level:.0%} distribution-free interval (x; with repeats, "
+               "widened to the t interval of the runs' medians)"),
+        "q": ("p-value of a two-sided Mann-Whitney test of the calls (with repeats, also a t test "
+              "of the runs: the larger p), Benjamini-Hochberg-adjusted over the configs compared"),
+        "noise": "the config's own relative spread of step times (%)",
+        "base": "BASE step time (ms, median of the runs)",
+        "new": "NEW step time (ms, median of the runs)",
+        "bound": ("roofline class: memory or compute (arithmetic intensity left or right of the "
+                  "ridge of the records' own peaks), ? where a value is missing"),
+        "config": ("the configuration (family, hyperparameters, batch); [matmul precision "
+                   "differs] where its two sides ran float32 matmuls at different measured precisions"),
+    }
+
+
+#: The columns of the text table, in print order: (key of :func:`_column_meanings`, header,
+#: width; a negative width left-aligns).
+_TEXT_COLUMNS = (("verdict", "verdict", -12), ("ratio", "ratio", 6), ("ci", "{level:.0%} CI", 15),
+                 ("q", "q", 7), ("noise", "noise", 6), ("base", "BASE ms", 8),
+                 ("new", "NEW ms", 8), ("bound", "bound", -7), ("config", "config", 0))
+#: The columns of the Markdown table, in print order: (key, header).
+_MARKDOWN_COLUMNS = (("verdict", "verdict"), ("config", "config"), ("bound", "bound"),
+                     ("ratio", "ratio (x)"), ("ci", "{level:.0%} CI (x)"), ("q", "q"),
+                     ("noise", "noise"), ("base", "BASE (ms)"), ("new", "NEW (ms)"))
+
+
+def _legend(result: CompareResult, columns: Sequence[tuple], bullet: str) -> list[str]:
+    """One line per printed column, ``<bullet><header>: <meaning>``, in print order."""
+    meaning = _column_meanings(result)
+    return [f"{bullet}{c[1].format(level=result.level)}: {meaning[c[0]]}" for c in columns]
 
 
 def text(result: CompareResult, rows: int | None = None) -> str:
@@ -351,9 +393,8 @@ def text(result: CompareResult, rows: int | None = None) -> str:
     t = _ordered(result.table)
     if rows is not None:
         t = t.head(rows)
-    header = (f"{'verdict':<12} {'ratio':>6} {'95% CI':>15} {'q':>7} {'noise':>6} "
-              f"{'BASE ms':>8} {'NEW ms':>8} {'bound':<7} config")
-    lines.append(header)
+    lines.append(" ".join(f"{h.format(level=result.level):{'<' if w < 0 else '>'}{abs(w)}}"
+                          for _, h, w in _TEXT_COLUMNS).rstrip())
     for r in t.itertuples():
         ci = f"{_x(r.ci_low)}-{_x(r.ci_high)}"
         lines.append(f"{r.verdict:<12} {_x(r.ratio):>6} {ci:>15} {r.q:>7.3g} "
@@ -361,9 +402,7 @@ def text(result: CompareResult, rows: int | None = None) -> str:
                      f"{_ms(r.base_s):>8} {_ms(r.new_s):>8} {str(r.bound or '?'):<7} {_marked(r)}")
     if rows is not None and len(result.table) > rows:
         lines.append(f"... {len(result.table) - rows} more (--json for all)")
-    lines.append("")
-    lines.append(_METHOD_TEXT.format(level=result.level) + f"; regression: q < {result.alpha:g}, "
-                 f"ratio >= {result.threshold:g} and beyond the noise")
+    lines += ["", "columns:", *_legend(result, _TEXT_COLUMNS, "  ")]
     lines += [f"note: {n}" for n in result.notes]
     return "\n".join(lines)
 
@@ -380,7 +419,7 @@ def markdown(result: CompareResult, rows: int = 30) -> str:
     t = _ordered(result.table)
     shown = t[t["verdict"] != "unchanged"].head(rows)
     if len(shown):
-        out += ["| verdict | config | bound | ratio (x) | 95% CI (x) | q | noise | BASE (ms) | NEW (ms) |",
+        out += ["| " + " | ".join(h.format(level=result.level) for _, h in _MARKDOWN_COLUMNS) + " |",
                 "|---|---|---|---:|---:|---:|---:|---:|---:|"]
         for r in shown.itertuples():
             out.append(f"| {r.verdict} | {_marked(r)} | {r.bound or '?'} | {_x(r.ratio)} | "
@@ -390,7 +429,9 @@ def markdown(result: CompareResult, rows: int = 30) -> str:
             out.append(f"\n{int((t['verdict'] != 'unchanged').sum()) - rows} more not shown.")
         out.append("")
     out.append(f"{c['unchanged']} config(s) unchanged within {1 / result.threshold:.3g}x - "
-               f"{result.threshold:g}x. " + _METHOD_TEXT.format(level=result.level) + ".")
+               f"{result.threshold:g}x.")
+    if len(shown):  # the legend of the table above, when there is one
+        out += ["", "Columns:", *_legend(result, _MARKDOWN_COLUMNS, "- ")]
     if result.notes:
         out += [""] + [f"- note: {n}" for n in result.notes]
     return "\n".join(out) + "\n"
@@ -415,7 +456,7 @@ def _records(df: pd.DataFrame) -> list[dict[str, Any]]:
     return [{k: _native(v) for k, v in row.items()} for row in df.to_dict("records")]
 
 
-def to_json(result: CompareResult, strict: bool = False) -> dict[str, Any]:
+def to_json(result: CompareResult, allow_inconclusive: bool = False) -> dict[str, Any]:
     """The comparison as plain JSON types: sources, axes and their values, join columns,
     threshold (x), alpha, counts per verdict, exit code, localisation (sentence and regions),
     one entry per config (ratios in x NEW/BASE step time, times in s), notes."""
@@ -425,7 +466,7 @@ def to_json(result: CompareResult, strict: bool = False) -> dict[str, Any]:
         "axes": list(result.join.axes), "values": {a: list(v) for a, v in result.join.values.items()},
         "on": result.join.on, "ignored": result.join.ignored,
         "threshold": result.threshold, "alpha": result.alpha, "level": result.level,
-        "counts": result.counts(), "exit_code": result.exit_code(strict),
+        "counts": result.counts(), "exit_code": result.exit_code(allow_inconclusive),
         "only_base": result.only_base, "only_new": result.only_new, "skipped_rows": result.skipped,
         "where": {"sentence": result.where.sentence, "regions": _records(result.where.regions)},
         "units": {"ratio": "x, NEW/BASE step time", "base_s": "s", "new_s": "s",
@@ -473,11 +514,11 @@ def history_markdown(h: History) -> str:
     return "\n".join(out) + "\n"
 
 
-def history_json(h: History, strict: bool = False) -> dict[str, Any]:
+def history_json(h: History, allow_inconclusive: bool = False) -> dict[str, Any]:
     """The history as plain JSON types."""
     return {"source": h.source, "axes": list(h.axes), "threshold": h.threshold, "alpha": h.alpha,
             "configs": h.configs, "versions": _records(h.versions), "steps": _records(h.steps),
-            "exit_code": h.exit_code(strict), "notes": h.notes,
+            "exit_code": h.exit_code(allow_inconclusive), "notes": h.notes,
             "units": {"ratio": "x, step time after / before the change point"}}
 
 

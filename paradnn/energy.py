@@ -22,12 +22,13 @@ of milliseconds, and a short window is mostly quantization.
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
+
+from paradnn import hostutil
 
 #: Shortest window whose energy is reported (s).
 MIN_WINDOW_S = 1.0
@@ -118,20 +119,6 @@ def _read_text(path: Path, default: str) -> str:
         return default
 
 
-def _nvml_indices(devices: Sequence[Any]) -> list[int]:
-    """NVML indices of JAX GPU devices. NVML numbers every GPU of the host; CUDA (and JAX)
-    number the visible ones, so CUDA_VISIBLE_DEVICES (when it lists integers) maps one to the
-    other."""
-    local = [int(d.id if getattr(d, "local_hardware_id", None) is None else d.local_hardware_id)
-             for d in devices]
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "").strip()
-    if visible:
-        ids = [v.strip() for v in visible.split(",")]
-        if all(v.isdigit() for v in ids):
-            return [int(ids[i]) for i in local]
-    return local
-
-
 class NvmlCounter(_Counter):
     """NVML's total-energy counter (mJ) summed over ``devices`` (JAX devices); ``nvml`` is the
     ``pynvml`` module. Raises ``nvml.NVMLError`` if the counter is not supported."""
@@ -140,7 +127,7 @@ class NvmlCounter(_Counter):
 
     def __init__(self, nvml: Any, devices: Sequence[Any]) -> None:
         self.nvml = nvml
-        self.indices = _nvml_indices(devices)
+        self.indices = hostutil.nvml_indices(devices)
         self.handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in self.indices]
         self.read()
         self.note = f"NVML total energy counter of GPU {', '.join(map(str, self.indices))}, summed"
@@ -163,7 +150,7 @@ class NvmlPowerSampler(_Counter):
 
     def __init__(self, nvml: Any, devices: Sequence[Any], interval_s: float = SAMPLE_S) -> None:
         self.nvml = nvml
-        self.indices = _nvml_indices(devices)
+        self.indices = hostutil.nvml_indices(devices)
         self.handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in self.indices]
         self.interval_s = interval_s
         self.joules = 0.0

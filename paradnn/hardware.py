@@ -20,7 +20,6 @@ import contextlib
 import fcntl
 import functools
 import json
-import math
 import os
 import platform as _platform
 import re
@@ -33,9 +32,9 @@ from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
-from paradnn import backends, precision
+from paradnn import backends, hostutil, precision
 from paradnn.errors import InfrastructureError, ParadnnError
-from paradnn.units import si
+from paradnn.units import positive_env, si
 
 T = 1e12
 # Vendor peak of one JAX device: "flops" {dtype: FLOP/s} (what utilization divides by), "bw"
@@ -233,13 +232,14 @@ def host_memory_bytes() -> int | None:
 
 
 class Peak(NamedTuple):
-    """The peak that utilization divides by, for one device and dtype. ``flops`` and
-    ``bytes_per_sec`` are None where no quiet measurement is on record (utilization is then not
-    computed, and the record says why)."""
+    """The peak that utilization divides by, for one device and dtype. ``flops`` is None where
+    no usable figure exists (utilization is then not computed, and the record says why)."""
 
     flops: float | None  # FLOP/s
     bytes_per_sec: float | None  # B/s
-    source: str  # "spec" (vendor table), "measured" (paradnn probe) or "none"
+    #: "spec" (vendor table), "measured" (the best quiet paradnn probe), "nominal" (a CPU's
+    #: cores x clock x vector width, where no quiet probe is on record) or "none"
+    source: str
     method: str  # the table entry, or the probe method that reached it and when
     id: str | None = None  # the probe measurement's id ("spec:<entry>" for the vendor table)
     measured_utc: str | None = None  # when that measurement was taken (None for the table)
@@ -247,6 +247,9 @@ class Peak(NamedTuple):
     #: a probe's internal precision of its float32 GEMMs (a paradnn.precision level, e.g. "tf32"),
     #: None where unknown (the table, other dtypes, probes of earlier versions)
     precision: str | None = None
+    #: where ``bytes_per_sec`` comes from when it differs from ``source``: "measured under load"
+    #: (the best bandwidth of the contended probes on record, a lower bound); None: ``source``
+    bytes_source: str | None = None
 
 
 #: A probe is contended (stored as such, never used as a denominator) when the winning GEMM's
@@ -255,8 +258,11 @@ class Peak(NamedTuple):
 PROBE_MAX_CV = 0.10
 #: ... or when other processes kept more than this many CPU cores busy on average during the
 #: probe (``/proc/stat`` busy ticks minus the probe's own CPU time): a steady neighbour lowers the
-#: peak without raising the spread. ``PARADNN_PROBE_MAX_LOAD`` overrides it.
-PROBE_MAX_OTHER_CORES = 0.5
+#: peak without raising the spread. ``PARADNN_PROBE_MAX_LOAD`` overrides it; the same threshold
+#: flags a run ``contended`` (:mod:`paradnn.hostutil`). The bandwidth loop's spread judges
+#: nothing: on a cloud host other tenants share the memory bandwidth however quiet this host
+#: is (a quiet VM's loop spread 27%), so it would keep every GEMM peak from being used.
+PROBE_MAX_OTHER_CORES = hostutil.MAX_OTHER_CORES
 #: Seconds a probe may spend on its GEMMs before it skips the remaining (method, size) pairs
 #: (each dtype keeps at least one); ``PARADNN_PROBE_BUDGET_S`` overrides it. The skipped pairs are
 #: recorded (``incomplete``), so a peak that missed a method says so.
@@ -268,31 +274,20 @@ PROBE_RETRY_S = 3600.0
 _KEEP_CONTENDED = 5
 
 
-def _positive_env(name: str, default: float) -> float:
-    raw = os.environ.get(name)
-    try:
-        value = float(raw) if raw is not None else default
-    except ValueError:
-        value = math.nan
-    if not math.isfinite(value) or value <= 0:
-        raise ParadnnError(f"invalid {name}={raw!r}: allowed a positive number")
-    return value
-
-
 def probe_max_cv() -> float:
     """The contention threshold on the spread: ``$PARADNN_PROBE_MAX_CV`` or :data:`PROBE_MAX_CV`."""
-    return _positive_env("PARADNN_PROBE_MAX_CV", PROBE_MAX_CV)
+    return positive_env("PARADNN_PROBE_MAX_CV", PROBE_MAX_CV)
 
 
 def probe_max_load() -> float:
     """The contention threshold on other processes' CPU use (cores): ``$PARADNN_PROBE_MAX_LOAD``
-    or :data:`PROBE_MAX_OTHER_CORES`."""
-    return _positive_env("PARADNN_PROBE_MAX_LOAD", PROBE_MAX_OTHER_CORES)
+    or :data:`PROBE_MAX_OTHER_CORES` (:func:`paradnn.hostutil.max_other_cores`)."""
+    return hostutil.max_other_cores()
 
 
 def probe_budget_s() -> float:
     """The probe's time budget in s: ``$PARADNN_PROBE_BUDGET_S`` or :data:`PROBE_BUDGET_S`."""
-    return _positive_env("PARADNN_PROBE_BUDGET_S", PROBE_BUDGET_S)
+    return positive_env("PARADNN_PROBE_BUDGET_S", PROBE_BUDGET_S, "seconds")
 
 
 #: What the probe measures on each kind of platform (:func:`probe_plan`): square GEMM sizes N
@@ -403,7 +398,8 @@ def nominal_cpu_flops() -> tuple[dict[str, float], str] | None:
     """The CPU's nominal peak from its cores, clock and vector width, or None where the clock
     cannot be read. Assumes two FMA units per core (server x86 cores since Skylake-SP/Zen 4) and
     doubles it for bfloat16 where the CPU has AVX512_BF16 dot products; a nominal figure, not a
-    measurement: utilization never divides by it."""
+    measurement: utilization divides by it only where no quiet probe is on record
+    (``peak_source`` nominal), and it bounds nothing (boost clocks exceed the reported one)."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     ghz, flags = None, set()
     try:
@@ -488,10 +484,27 @@ def _entries(cache: dict[str, Any], key: str) -> list[dict[str, Any]]:
                  "contended": True, "contended_reasons": [UNCHECKED_LOAD]}]
     if isinstance(value, dict) and isinstance(value.get("measurements"), list):
         # An earlier-format entry already converted into the list carries no host load either.
-        return [e if "host_load" in e or e.get("contended") else
-                {**e, "contended": True, "contended_reasons": [UNCHECKED_LOAD]}
-                for e in value["measurements"]]
+        # Entries with a host load are judged again by today's rule (contention_reasons): one
+        # judged contended by its bandwidth loop's spread alone is quiet.
+        out = []
+        for e in value["measurements"]:
+            if not isinstance(e, dict):
+                continue
+            if "host_load" in e:
+                reasons = contention_reasons(e)
+                e = {**e, "contended": bool(reasons), "contended_reasons": reasons}
+            elif not e.get("contended"):
+                e = {**e, "contended": True, "contended_reasons": [UNCHECKED_LOAD]}
+            out.append(e)
+        return out
     return []
+
+
+def _digest(text: str) -> str:
+    """12 hex digits of ``text``'s SHA-256: the id of a figure fixed by its text."""
+    import hashlib
+
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
 def _measurement_id(key: str, measured_utc: str) -> str:
@@ -521,11 +534,11 @@ def best_quiet(entries: list[dict[str, Any]], dtype: str) -> dict[str, Any] | No
 def usable(entry: dict[str, Any], dtype: str) -> bool:
     """Whether a probe measurement may divide ``dtype``'s utilization: measured for it, on a
     quiet host (not ``contended``), with that dtype's own spread within the target (not in
-    ``noisy_dtypes``), and no faster than the nominal peak of the CPUs it could use
-    (:func:`above_nominal`, judged from the entry's own fields, so that entries cached before
-    the check are judged too)."""
+    ``noisy_dtypes``), and possible (:func:`impossible`: it used no more CPUs than its process
+    may use; judged from the entry's own fields, so that entries cached before the check are
+    judged too)."""
     return (not entry.get("contended") and dtype in entry.get("peak_flops", {})
-            and dtype not in (entry.get("noisy_dtypes") or {}) and not above_nominal(entry))
+            and dtype not in (entry.get("noisy_dtypes") or {}) and not impossible(entry))
 
 
 def unusable_reasons(entry: dict[str, Any], dtype: str) -> list[str]:
@@ -533,33 +546,69 @@ def unusable_reasons(entry: dict[str, Any], dtype: str) -> list[str]:
     when it may."""
     return (list(entry.get("contended_reasons") or [])
             + [why for d, why in (entry.get("noisy_dtypes") or {}).items() if d == dtype]
-            + list(above_nominal(entry).values()))
+            + list(impossible(entry).values()))
 
 
-#: How far a CPU probe may exceed the nominal peak of the CPUs it may use before it is judged
-#: impossible (:func:`above_nominal`). Not 1: the nominal clock is what Linux reports
-#: (``cpuinfo_max_freq``, else the ``cpu MHz`` of /proc/cpuinfo, which in a virtual machine is
-#: the clock it was started at, not a turbo clock); the pinning bug this catches measured 1.2x
-#: (199 GFLOP/s for one CPU whose nominal is 166: the BLAS threads kept both cores).
-NOMINAL_TOLERANCE = 1.10
+#: How far the CPU time a probe's GEMMs used may exceed the CPUs its process may use (CPU time
+#: over wall time) before it is impossible: the clock ticks of the CPU-time accounting and the
+#: threads' start and end blur the ratio by a few percent, never by a tenth of every CPU.
+CORES_TOLERANCE = 1.10
+
+
+def impossible(entry: dict[str, Any]) -> dict[str, str]:
+    """What makes a probe ``entry`` impossible, in words ({"cores": why}), judged from what the
+    probe could check itself: its GEMMs kept more CPUs busy (its process's CPU time over their
+    wall time, ``gemm_cores_used``) than the CPUs its process may use (``gemm_cores_allowed``,
+    its CPU affinity) by more than :data:`CORES_TOLERANCE`. Such a probe ran its BLAS threads
+    outside the process's CPUs (threads not pinned with it): it measured another platform than
+    the records that would divide by it. Empty where possible or not known (accelerators, probes
+    cached before the check). A nominal peak from the clock the host reports bounds nothing
+    (boost clocks exceed it, a VM may report a base clock only: :func:`above_nominal`)."""
+    used, allowed = entry.get("gemm_cores_used"), entry.get("gemm_cores_allowed")
+    if not isinstance(used, (int, float)) or not isinstance(allowed, (int, float)) or allowed <= 0:
+        return {}
+    if used > allowed * CORES_TOLERANCE:
+        return {"cores": f"the probe's GEMMs kept {used:.2f} CPUs busy, more than the {allowed:g} this "
+                         "process may use (its CPU affinity): BLAS threads ran outside it (not pinned), "
+                         "so it measured another platform"}
+    return {}
+
+
+def contention_reasons(entry: dict[str, Any]) -> list[str]:
+    """Why a probe ``entry`` was measured on a busy host, judged from its own fields and the
+    thresholds it was measured with (``max_cv``, ``max_other_cores``): its float32 GEMM's
+    spread (float32 is every dtype's floor) above ``max_cv``, or, on a CPU, other processes'
+    busy cores (``host_load``) above ``max_other_cores``. The bandwidth loop's spread is not a
+    reason (:data:`PROBE_MAX_OTHER_CORES` says why). Empty for a quiet probe."""
+    reasons = []
+    max_cv = entry.get("max_cv", PROBE_MAX_CV)
+    cv = (entry.get("spread") or {}).get("float32")
+    if isinstance(cv, (int, float)) and cv > max_cv:
+        reasons.append(f"float32 spread cv {cv:.0%} > {max_cv:.0%}")
+    other = (entry.get("host_load") or {}).get("other_busy_cores")
+    max_load = entry.get("max_other_cores", PROBE_MAX_OTHER_CORES)
+    if entry.get("device_platform") == "cpu" and isinstance(other, (int, float)) and other > max_load:
+        reasons.append(f"other processes kept {other:.2f} CPU cores busy > {max_load:g}")
+    return reasons
 
 
 def above_nominal(entry: dict[str, Any]) -> dict[str, str]:
     """The dtypes whose measured peak in a probe ``entry`` exceeds the nominal peak of the CPUs
-    its process could use (``nominal_flops``, from its CPU affinity: :func:`nominal_cpu_flops`)
-    by more than :data:`NOMINAL_TOLERANCE`, each with the reason in words. Such a probe ran on
-    more CPUs than the process may use (threads not pinned with it) or the FLOP count is wrong:
-    it measured another platform than the records that would divide by it, so none of its
-    dtypes is used (:func:`usable`). Empty without a nominal peak (accelerators; CPUs whose
-    clock cannot be read)."""
+    its process could use (``nominal_flops``, from its CPU affinity: :func:`nominal_cpu_flops`),
+    each with a note in words. A note, not a verdict: the nominal clock is what the host
+    reports (``cpuinfo_max_freq``, else the ``cpu MHz`` of /proc/cpuinfo, which in a virtual
+    machine is its base clock), which boost clocks exceed; a quiet 2-core cloud VM reporting
+    2.45 GHz measured 187 GFLOP/s float32 against a nominal 157. Whether a probe is possible is
+    judged from the CPUs it used (:func:`impossible`). Empty without a nominal peak
+    (accelerators; CPUs whose clock cannot be read)."""
     nominal = entry.get("nominal_flops") or {}
     out = {}
     for dtype, flops in (entry.get("peak_flops") or {}).items():
         bound = nominal.get(dtype)
-        if bound and flops > bound * NOMINAL_TOLERANCE:
-            out[dtype] = (f"{dtype} {si(flops, 'FLOP/s')} measured, above {NOMINAL_TOLERANCE:g}x the nominal "
-                          f"{si(bound, 'FLOP/s')} of the CPUs this process may use ({entry.get('nominal_basis')}): "
-                          "the probe ran on more CPUs than that (threads not pinned) or counted wrong")
+        if bound and flops > bound:
+            out[dtype] = (f"{dtype} {si(flops, 'FLOP/s')} measured, {flops / bound:.2f}x the nominal "
+                          f"{si(bound, 'FLOP/s')} ({entry.get('nominal_basis')}): the cores run above "
+                          "the clock the host reports (boost)")
     return out
 
 
@@ -668,23 +717,44 @@ def probe(refresh: bool = False, dtypes: tuple[str, ...] = PROBE_DTYPES,
         if result["contended"]:
             notify(f"the host was busy ({'; '.join(result['contended_reasons'])}): this peak is stored "
                    "as contended and not used for utilization")
-        if result["above_nominal"]:
-            notify(f"impossible probe ({'; '.join(result['above_nominal'].values())}): stored, never "
+        if result["impossible"]:
+            notify(f"impossible probe ({'; '.join(result['impossible'].values())}): stored, never "
                    "used for utilization")
         if result["above_spec"]:
             notify(f"the vendor peak table is wrong for this device ({'; '.join(result['above_spec'].values())})")
         entries = [e for e in entries if not e.get("contended")] + contended + [result]
         entries.sort(key=lambda e: e.get("measured_epoch_s", 0.0))
-        # Entries of this host and device from other software versions have expired.
-        cache = {k: v for k, v in cache.items() if k == key or not (
-            isinstance(v, dict) and v.get("host") == info["host"] and v.get("device_kind") == info["device_kind"])}
-        cache[key] = {"host": info["host"], "device_kind": info["device_kind"], "measurements": entries}
+        cache[key] = {"host": info["host"], "device_kind": info["device_kind"], "measurements": entries,
+                      "updated_epoch_s": time.time()}
+        cache = _keep_recent(cache, info)
         tmp = CACHE_PATH.with_suffix(f".{os.getpid()}.tmp")
         tmp.write_text(json.dumps(cache, indent=1))
         os.replace(tmp, CACHE_PATH)  # atomic: concurrent readers never see half a file
         _MEMO[key] = entries
     used = best_quiet(entries, "float32")
     return {**result, "in_use": used is not None and used["id"] == result["id"]}
+
+
+#: Software keys kept per host and device in the probe cache (the most recently measured): several
+#: installations of paradnn on one host (two Pythons, two JAX versions) share the cache, and each
+#: keeps its own probe instead of expiring the other's (which made each re-probe on every run).
+KEEP_SOFTWARE_KEYS = 8
+
+
+def _keep_recent(cache: dict[str, Any], info: dict[str, Any]) -> dict[str, Any]:
+    """``cache`` with at most :data:`KEEP_SOFTWARE_KEYS` keys of ``info``'s host and device
+    kind, the most recently measured; other hosts' keys untouched."""
+    def mine(value: Any) -> bool:
+        return (isinstance(value, dict) and value.get("host") == info["host"]
+                and value.get("device_kind") == info["device_kind"])
+
+    def newest(value: dict[str, Any]) -> float:
+        stamps = [e.get("measured_epoch_s", 0.0) for e in value.get("measurements") or [] if isinstance(e, dict)]
+        return max([value.get("updated_epoch_s", 0.0), *stamps])
+
+    ours = sorted((k for k, v in cache.items() if mine(v)), key=lambda k: newest(cache[k]), reverse=True)
+    dropped = set(ours[KEEP_SOFTWARE_KEYS:])
+    return {k: v for k, v in cache.items() if k not in dropped}
 
 
 def _busy_cores_since(start: tuple[float, int, int, float] | None) -> tuple[tuple[float, int, int, float] | None, float | None]:
@@ -722,8 +792,14 @@ def _measure(backend: Any, methods: dict[str, Callable], info: dict[str, Any],
     # float32 (the default dtype, and the floor of the others) gets half of it.
     weights = [2.0 if d == "float32" else 1.0 for d in dtypes]
     ends = np.cumsum(weights) / sum(weights)
+    cpu0, wall0 = os.times(), time.perf_counter()
     gemm = {d: measure_gemm(d, methods, sizes.get(d), deadline=start + budget * float(end))
             for d, end in zip(dtypes, ends)}
+    cpu1, gemm_wall = os.times(), time.perf_counter() - wall0
+    # The CPUs the GEMMs kept busy (this process's CPU time over their wall time) against the
+    # CPUs it may use: more is impossible (impossible()); on an accelerator, host threads only.
+    gemm_cores = ((cpu1.user + cpu1.system - cpu0.user - cpu0.system) / gemm_wall
+                  if on_cpu and gemm_wall > 0 else None)
     stream = backend.measure_bandwidth(plan["bandwidth_mib"], plan["bandwidth_calls"])
     _, other_cores = _busy_cores_since(load0)
     bandwidth, bw_cv = stream["bytes_per_sec"], stream["cv"]
@@ -733,16 +809,12 @@ def _measure(backend: Any, methods: dict[str, Callable], info: dict[str, Any],
     spread = {d: g["cv"] for d, g in gemm.items()}
     spread["bandwidth"] = bw_cv
     max_cv, max_load = probe_max_cv(), probe_max_load()
-    wide = {d: f"{d} spread cv {cv:.0%} > {max_cv:.0%}" for d, cv in spread.items() if cv > max_cv}
-    # float32 (every dtype's floor) and the bandwidth judge the whole probe; a reduced precision
-    # whose own spread is wide (float16 is emulated on most CPUs and its GEMMs vary by about
-    # 10% on a quiet host) is only not used for that dtype.
-    noisy = {d: why for d, why in wide.items() if d not in ("float32", "bandwidth")}
-    reasons = [why for d, why in wide.items() if d not in noisy]
-    # Other processes' CPU load slows a CPU's GEMMs; an accelerator's run on the device (a busy
-    # host's data loaders do not slow them), so there it is recorded but judges nothing.
-    if on_cpu and other_cores is not None and other_cores > max_load:
-        reasons.append(f"other processes kept {other_cores:.2f} CPU cores busy > {max_load:g}")
+    # float32 (every dtype's floor) judges the whole probe (contention_reasons); a reduced
+    # precision whose own spread is wide (float16 is emulated on most CPUs and its GEMMs vary by
+    # about 10% on a quiet host) is only not used for that dtype; a wide bandwidth spread is
+    # noted and judges nothing (other tenants share a cloud host's memory bandwidth).
+    noisy = {d: f"{d} spread cv {cv:.0%} > {max_cv:.0%}" for d, cv in spread.items()
+             if cv > max_cv and d != "float32"}
     try:
         loadavg = os.getloadavg()[0]
     except OSError:
@@ -751,9 +823,11 @@ def _measure(backend: Any, methods: dict[str, Callable], info: dict[str, Any],
         **info, "versions": versions, "framework": backend.name,
         "peak_flops": peak_flops, "gemm": {d: g["by_method"] for d, g in gemm.items()},
         "best_method": best_method, "spread": spread, "peak_bytes_per_sec": bandwidth,
-        "contended": bool(reasons), "contended_reasons": reasons, "noisy_dtypes": noisy,
-        "max_cv": max_cv, "max_other_cores": max_load,
+        "noisy_dtypes": noisy, "max_cv": max_cv, "max_other_cores": max_load,
         "host_load": {"other_busy_cores": other_cores, "loadavg_1m": loadavg, "cpus": os.cpu_count()},
+        "gemm_cores_used": gemm_cores,
+        "gemm_cores_allowed": float(len(os.sched_getaffinity(0))) if on_cpu and hasattr(os, "sched_getaffinity")
+        else (float(os.cpu_count() or 1) if on_cpu else None),
         "incomplete": {d: g["skipped"] for d, g in gemm.items() if g["skipped"]},
         "probe_s": time.perf_counter() - start,
         "measured_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -773,6 +847,9 @@ def _measure(backend: Any, methods: dict[str, Callable], info: dict[str, Any],
     result["float32_precision"] = backend.probe_precision() if hasattr(backend, "probe_precision") else None
     result["above_nominal"] = above_nominal(result)
     result["above_spec"] = above_spec(result)
+    result["contended_reasons"] = contention_reasons(result)
+    result["contended"] = bool(result["contended_reasons"])
+    result["impossible"] = impossible(result)
     return result
 
 
@@ -803,8 +880,10 @@ def peaks(device_kind: str, dtype: str, backend: str | None = None, precision_us
     table for known accelerators (for float32, the rate of the measured ``precision_used``:
     :func:`_spec_flops`), else the best quiet probe of this host and software on record
     (measured once, :func:`measured_peak`; for a run of ``framework`` on an accelerator, see
-    :func:`ceiling`). Where only contended probes are on record, ``flops`` is None (``source``
-    "none", ``method`` says why): a peak measured under load would inflate utilization."""
+    :func:`ceiling`). A CPU where only contended probes are on record divides by its nominal
+    peak (:func:`nominal_peak`, ``source`` "nominal"): a peak measured under load would inflate
+    utilization, and a stable named denominator keeps every run's utilization. An accelerator
+    without a vendor entry or a quiet probe has none (``flops`` None, ``method`` says why)."""
     if backend != "cpu":
         name = spec_name(device_kind)
         if name is not None:
@@ -813,8 +892,29 @@ def peaks(device_kind: str, dtype: str, backend: str | None = None, precision_us
             return Peak(float(flops), float(entry["bw"]), "spec", f"vendor table: {device_kind}, {rate}",
                         f"spec:{name}", None, 0.0)
     if backend in (None, "cpu"):
-        return at_precision(measured_peak(dtype), dtype, precision_used)
+        measured = at_precision(measured_peak(dtype), dtype, precision_used)
+        return measured if measured.flops is not None else nominal_peak(dtype, measured)
     return at_precision(_accelerator_probe(backend, dtype, framework), dtype, precision_used)
+
+
+def nominal_peak(dtype: str, missing: Peak | None = None) -> Peak:
+    """The CPU's nominal peak for ``dtype`` (:func:`nominal_cpu_flops`) as a :class:`Peak` with
+    ``source`` "nominal": the denominator of a CPU where no quiet probe is on record (``missing``
+    says why, in ``method``). Its bandwidth is the best any probe of this host and software
+    measured (``bytes_source`` "measured under load": a lower bound; None without a probe).
+    ``flops`` None (``source`` "none") where the clock cannot be read."""
+    nominal = nominal_cpu_flops()
+    why = f"; no measured peak: {missing.method}" if missing is not None and missing.method else ""
+    if nominal is None:
+        return Peak(None, None, "none", "no quiet probe on record and no nominal peak (the CPU clock "
+                    "cannot be read)" + why)
+    figures, basis = nominal
+    flops = figures.get(dtype, figures["float32"])
+    loaded = [e.get("peak_bytes_per_sec") for e in on_record() if isinstance(e.get("peak_bytes_per_sec"), (int, float))]
+    bandwidth = max(loaded) if loaded else None
+    return Peak(float(flops), None if bandwidth is None else float(bandwidth), "nominal",
+                basis + why, "nominal:" + _digest(basis),
+                None, 0.0, None, "measured under load" if bandwidth is not None else None)
 
 
 def measured_peak(dtype: str) -> Peak:
@@ -869,6 +969,7 @@ def utilization_metrics(peak: Peak, ceiling: Peak, executed: float | None, usefu
 
     return {
         "peak_flops": peak.flops, "peak_bytes_per_sec": peak.bytes_per_sec, "peak_source": peak.source,
+        "peak_bytes_source": peak.bytes_source or (peak.source if peak.bytes_per_sec is not None else None),
         "peak_method": peak.method, "peak_id": peak.id, "peak_measured_utc": peak.measured_utc,
         "peak_spread": peak.spread,
         "flops_utilization": over(executed, peak.flops), "model_flops_utilization": over(useful, peak.flops),
@@ -890,8 +991,9 @@ def ceiling(device_platform: str, dtype: str, framework: str = backends.DEFAULT,
             peak: Peak | None = None, precision_used: str | None = None) -> Peak:
     """The measured ceiling of one device for ``dtype``: the best quiet probe of this host,
     device and software (:func:`measured_peak`), whatever the peak utilization divides by.
-    Where ``peak`` is itself measured (a CPU, a device without a vendor entry) or none, the
-    ceiling is that same probe: it is returned as is, nothing is measured twice.
+    Where ``peak`` is itself measured (a CPU, a device without a vendor entry), the ceiling is
+    that same probe: it is returned as is, nothing is measured twice; where it is nominal or
+    none, no quiet probe is on record and there is no ceiling.
 
     On an accelerator the probe runs (once per host and software, cached like a CPU's) with
     the reference framework (JAX). A run of another framework there (PyTorch) gets it from a
@@ -900,8 +1002,12 @@ def ceiling(device_platform: str, dtype: str, framework: str = backends.DEFAULT,
     probe that fails on an accelerator (out of memory beside the run's own buffers) gives no
     ceiling (``source`` "none", ``method`` says why) rather than failing the run; so does a
     float32 run at another precision than the probe's (``precision_used``: :func:`at_precision`)."""
-    if peak is not None and peak.source != "spec":
+    if peak is not None and peak.source == "measured":
         return peak
+    if peak is not None and peak.source in ("nominal", "none"):
+        # The peak is not measured because no quiet probe is on record: no ceiling either.
+        return Peak(None, None, "none", "no quiet probe on record for this host and software "
+                    "(run paradnn probe --refresh on a quiet host)")
     if device_platform == "cpu":
         return at_precision(measured_peak(dtype), dtype, precision_used)
     return at_precision(_accelerator_probe(device_platform, dtype, framework), dtype, precision_used)

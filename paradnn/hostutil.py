@@ -4,6 +4,11 @@
   window's clock ticks that were neither idle nor waiting for I/O; all processes of the host
   count, so a busy neighbour shows. ``process_cpu_s`` is this process's own CPU time (user +
   system, all its threads, from ``os.times``), which on a CPU backend is XLA's compute.
+* Contention: ``host_other_busy_cores`` is what the host's busy ticks leave after this
+  process's own CPU time (the cores other processes kept busy during the window), and on
+  NVIDIA GPUs ``device_other_processes`` counts other processes with compute contexts on the
+  run's devices (NVML). A run over :func:`max_other_cores` (or with another process on its GPU)
+  is ``contended``: a fact of the run, recorded beside its numbers, not a failure of the config.
 * Device: :func:`device_busy_fraction` reads a ``jax.profiler.trace`` directory and returns the
   share of the traced span during which at least one kernel ran on an accelerator (overlapping
   kernels on several streams count once). CPU backends have no device events: unavailable.
@@ -15,11 +20,72 @@ import glob
 import gzip
 import json
 import os
+import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from paradnn.units import positive_env
+
 PROC_STAT = Path("/proc/stat")
+
+#: A run (or a probe of the peak) is contended when other processes kept more than this many CPU
+#: cores busy on average while it was timed: one neighbour spinning on one core of a 2-core host
+#: reads about 1.0, a quiet host 0.0-0.1. ``PARADNN_PROBE_MAX_LOAD`` overrides it.
+MAX_OTHER_CORES = 0.5
+#: The environment variable that overrides :data:`MAX_OTHER_CORES`.
+MAX_OTHER_CORES_ENV = "PARADNN_PROBE_MAX_LOAD"
+
+
+def max_other_cores() -> float:
+    """The contention threshold on other processes' CPU use (cores): ``$PARADNN_PROBE_MAX_LOAD``
+    or :data:`MAX_OTHER_CORES`; ParadnnError naming the variable for a value that is not a
+    positive number."""
+    return positive_env(MAX_OTHER_CORES_ENV, MAX_OTHER_CORES, "CPU cores")
+
+
+def nvml_indices(devices: Sequence[Any]) -> list[int]:
+    """NVML indices of JAX GPU devices. NVML numbers every GPU of the host; CUDA (and JAX)
+    number the visible ones, so CUDA_VISIBLE_DEVICES (when it lists integers) maps one to the
+    other."""
+    local = [int(d.id if getattr(d, "local_hardware_id", None) is None else d.local_hardware_id)
+             for d in devices]
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "").strip()
+    if visible:
+        ids = [v.strip() for v in visible.split(",")]
+        if all(v.isdigit() for v in ids):
+            return [int(ids[i]) for i in local]
+    return local
+
+
+def other_device_processes(devices: Sequence[Any], nvml: Any = None) -> int | None:
+    """Processes other than this one with a compute context on the NVIDIA GPUs ``devices``
+    (JAX or framework devices with an ``id``), from NVML's running-process lists; None where
+    NVML is not installed or cannot tell (no GPU, a driver without the call, a container that
+    hides other processes' ids)."""
+    if nvml is None:
+        try:
+            import pynvml as nvml  # nvidia-ml-py
+        except ImportError:
+            return None
+    try:
+        nvml.nvmlInit()
+    except Exception:  # noqa: BLE001 - no driver, no GPU: NVML cannot tell
+        return None
+    try:
+        pids: set[int] = set()
+        for index in nvml_indices(devices):
+            handle = nvml.nvmlDeviceGetHandleByIndex(index)
+            pids.update(int(p.pid) for p in nvml.nvmlDeviceGetComputeRunningProcesses(handle))
+        return len(pids - {os.getpid()})
+    except Exception:  # noqa: BLE001 - any NVMLError: not known
+        return None
+    finally:
+        try:
+            nvml.nvmlShutdown()
+        except Exception:  # noqa: BLE001 - shutting down what failed to start
+            pass
 
 
 def read_proc_stat(path: Path = PROC_STAT) -> dict[str, tuple[int, int]]:
@@ -45,21 +111,35 @@ def _process_cpu_s() -> float:
 @dataclass(frozen=True)
 class HostReading:
     """Host utilization of one window: ``per_core`` (0-1 per core, in core order, None where
-    the core did not tick), ``process_cpu_s`` (s of CPU time of this process), ``note``."""
+    the core did not tick), ``process_cpu_s`` (s of CPU time of this process), ``note``,
+    ``wall_s`` (the window's wall time, s)."""
 
     per_core: list[float | None] | None
     process_cpu_s: float
     note: str
+    wall_s: float = 0.0
+
+    @property
+    def other_busy_cores(self) -> float | None:
+        """Cores other processes kept busy on average over the window: the host's busy cores
+        (the sum of ``per_core``) minus this process's (its CPU time over the wall time), at
+        least 0; None without per-core readings or wall time."""
+        ticked = [u for u in self.per_core or [] if u is not None]
+        if not ticked or not self.wall_s > 0:
+            return None
+        return max(0.0, sum(ticked) - self.process_cpu_s / self.wall_s)
 
     def metrics(self) -> dict[str, Any]:
         """``host_cpu_utilization`` (mean over cores, 0-1), ``host_cpu_utilization_per_core``
-        (comma-separated, 3 decimals), ``process_cpu_s`` (s)."""
+        (comma-separated, 3 decimals), ``process_cpu_s`` (s), ``host_other_busy_cores``
+        (cores)."""
         ticked = [u for u in self.per_core or [] if u is not None]
         return {
             "host_cpu_utilization": sum(ticked) / len(ticked) if ticked else None,
             "host_cpu_utilization_per_core": (",".join("" if u is None else f"{u:.3f}" for u in self.per_core)
                                               if ticked else None),
             "process_cpu_s": self.process_cpu_s,
+            "host_other_busy_cores": self.other_busy_cores,
         }
 
 
@@ -71,6 +151,7 @@ class HostWindow:
         self.proc_stat = Path(proc_stat)
         self._stat0: dict[str, tuple[int, int]] | None = None
         self._cpu0 = 0.0
+        self._t0 = 0.0
         self.why = ""
 
     def _stat(self) -> dict[str, tuple[int, int]] | None:
@@ -83,12 +164,14 @@ class HostWindow:
     def start(self) -> None:
         self._stat0 = self._stat()
         self._cpu0 = _process_cpu_s()
+        self._t0 = time.perf_counter()
 
     def stop(self) -> HostReading:
         cpu = _process_cpu_s() - self._cpu0
         stat1 = self._stat()
+        wall = time.perf_counter() - self._t0
         if self._stat0 is None or stat1 is None:
-            return HostReading(None, cpu, self.why)
+            return HostReading(None, cpu, self.why, wall)
         per_core: list[float | None] = []
         for name in sorted(self._stat0, key=lambda n: int(n[3:])):
             if name not in stat1:
@@ -97,7 +180,7 @@ class HostWindow:
             busy = stat1[name][0] - self._stat0[name][0]
             total = stat1[name][1] - self._stat0[name][1]
             per_core.append(min(1.0, max(0.0, busy / total)) if total > 0 else None)
-        return HostReading(per_core, cpu, f"/proc/stat over the window, {len(per_core)} cores, all processes")
+        return HostReading(per_core, cpu, f"/proc/stat over the window, {len(per_core)} cores, all processes", wall)
 
 
 def _kernel_threads(events: list[dict[str, Any]], devices: set[Any]) -> set[tuple[Any, Any]]:

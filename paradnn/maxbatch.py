@@ -25,12 +25,12 @@ import numpy as np
 
 from paradnn import backends, sizes
 from paradnn.errors import ParadnnError, SpecError
-from paradnn.measure import MeasureSettings
+from paradnn.measure import MIN_TIMED_CALLS, MeasureSettings
 from paradnn.workload import ModelSpec, Workload
 
 # A short, cheap trial: it only has to show that the batch runs.
-TRIAL_SETTINGS = MeasureSettings(steps_per_call=2, warmup_calls=1, warmup_s=0.0, min_calls=2, max_calls=3,
-                                 cv_target=0.5, time_budget_s=1.0)
+TRIAL_SETTINGS = MeasureSettings(steps_per_call=2, warmup_calls=1, warmup_s=0.0, min_calls=MIN_TIMED_CALLS,
+                                 max_calls=MIN_TIMED_CALLS, ci_target=0.5, time_budget_s=1.0)
 
 
 def _positive_int(name: str, value: Any) -> int:

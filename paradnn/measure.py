@@ -9,15 +9,25 @@ stops only when its outputs are ready on the device. The protocol:
    a model whose single step outlasts the target keeps K = 1.
 2. **Warm-up** by time: calls are untimed until at least ``warmup_calls`` calls ran and
    ``warmup_s`` seconds passed (the calls that chose K count).
-3. **Timed phase**: calls repeat until ``min_calls`` were timed and the coefficient of variation
-   (CV) of their times is at most ``cv_target``, or ``max_calls`` were timed, or the next call
-   would end past ``time_budget_s`` measured from the start of warm-up; at least
-   :data:`MIN_TIMED_CALLS` calls are always timed.
+3. **Timed phase**: calls repeat until ``min_calls`` were timed and the precision target of the
+   ``stop_rule`` is met, or ``max_calls`` were timed, or the next call would end past
+   ``time_budget_s`` measured from the start of warm-up; at least :data:`MIN_TIMED_CALLS` calls
+   are always timed (the fewest with which the median's 95% interval and ``paradnn compare``'s
+   rank test can say anything).
+
+The stopping rules (:data:`STOP_RULES`): ``ci`` (the default) stops once the distribution-free
+95% confidence interval of the median step time is within ``ci_target`` of the median (relative
+half-width): a target on the precision of the *estimate*, which more calls do improve, so a
+quiet host stops early and a noisy one keeps timing until the budget. ``cv`` (the rule of
+paradnn before record schema 5) stops once the coefficient of variation of the calls is at most
+``cv_target``: a target on the spread of *single calls*, which more calls never shrink, so
+under sustained load no budget meets it. docs/metrics.md compares the two on a quiet host and on
+one with a core kept busy (``benchmarks/bench_stopping.py``).
 
 So the whole timing phase (compile and initialization excluded) lasts at most about
-``max(time_budget_s, 3 steps)`` on any device, however large the model. A run whose CV met the
-target is ``stable``; the median step time comes with a distribution-free 95% confidence
-interval from order statistics.
+``max(time_budget_s, (1 + MIN_TIMED_CALLS) calls)`` on any device, however large the model. A
+run whose rule met its target is ``stable``; the median step time comes with its
+distribution-free 95% confidence interval from order statistics whatever the rule.
 
 Nothing here imports JAX: the caller passes the synchronization function, so the statistics and
 the stopping rule are testable on a fake clock.
@@ -27,6 +37,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import math
 import time
 from dataclasses import dataclass
@@ -40,12 +51,33 @@ from paradnn.errors import SpecError
 from paradnn.families import FieldsView
 from paradnn.units import parse_int, parse_number
 
-#: A spread needs two samples: the budget never cuts the timed phase below this many calls.
-MIN_TIMED_CALLS = 2
+#: The budget never cuts the timed phase below this many calls: 6 is the fewest samples whose
+#: extreme order statistics cover the median with at least 95% (1 - 2^-5 = 96.9%, so the
+#: interval says something), and with 6 calls a side ``paradnn compare``'s Mann-Whitney test can
+#: reach p = 0.002 (two-sided, 6 vs 6 fully separated): a 2x regression is detectable even after
+#: a false-discovery correction over a few dozen configs. With 3 calls a side no test reaches
+#: p < 0.05 (at best 0.1), so a CI gate on such records passes any regression.
+MIN_TIMED_CALLS = 6
 #: Upper bound on an adaptive K, so that a mis-timed first call cannot make one call run forever.
 MAX_STEPS_PER_CALL = 100_000
 #: Calls that refine an adaptive K before warm-up proper (each one counts as warm-up).
 _AUTORANGE_ROUNDS = 4
+
+
+#: The stopping rules of the timed phase: name -> what it stops on (its target setting).
+STOP_RULES: dict[str, str] = {
+    "ci": "the 95% confidence interval of the median step time within ci_target of the median "
+          "(relative half-width)",
+    "cv": "the coefficient of variation of the calls' times at most cv_target (the rule before "
+          "record schema 5)",
+}
+
+
+def _stop_rule(value: Any, parameter: str) -> str:
+    text = value.strip().lower() if isinstance(value, str) else value
+    if text not in STOP_RULES:
+        raise SpecError(parameter, value, "one of " + ", ".join(STOP_RULES))
+    return str(text)
 
 
 def _steps(value: Any, parameter: str) -> int | None:
@@ -66,8 +98,8 @@ class MeasureSettings:
     each backend reads its own with :meth:`options_for`. A record stores the protocol fields
     and its own framework's options (:meth:`to_dict`).
 
-    The CV rule applies from ``min_calls`` timed calls on; the time budget may stop the timed
-    phase before ``min_calls`` (never before :data:`MIN_TIMED_CALLS`).
+    The stopping rule (``stop_rule``) applies from ``min_calls`` timed calls on; the time budget
+    may stop the timed phase before ``min_calls`` (never before :data:`MIN_TIMED_CALLS`).
     """
 
     steps_per_call: int | None = _setting(
@@ -78,11 +110,21 @@ class MeasureSettings:
     warmup_calls: int = _setting(1, parse_int, "fewest untimed warm-up calls", minimum=0, maximum=10**6)
     warmup_s: float = _setting(0.5, parse_number, "seconds of untimed warm-up calls (at most half "
                                "the budget)", maximum=86_400.0, exclusive_minimum=False)
-    min_calls: int = _setting(5, parse_int, "timed calls before the CV rule may stop timing",
-                              minimum=1, maximum=10**6)
-    max_calls: int = _setting(200, parse_int, "most timed calls", minimum=MIN_TIMED_CALLS, maximum=10**6)
-    cv_target: float = _setting(0.02, parse_number, "precision target: stop once the coefficient of "
-                                "variation of call times is at most this (1 = 100 percent)", maximum=10.0)
+    min_calls: int = _setting(MIN_TIMED_CALLS, parse_int, "timed calls before the stopping rule may "
+                              f"stop timing (at least {MIN_TIMED_CALLS}: the median's 95% interval "
+                              "and compare's rank test need them)", minimum=MIN_TIMED_CALLS, maximum=10**6)
+    max_calls: int = _setting(200, parse_int, "most timed calls (at least min_calls)", minimum=MIN_TIMED_CALLS,
+                              maximum=10**6)
+    stop_rule: str = _setting("ci", _stop_rule, "when the timed phase may stop: ci (the median's "
+                              "95% interval within ci_target) or cv (the calls' coefficient of "
+                              "variation within cv_target)")
+    ci_target: float = _setting(0.02, parse_number, "precision target of stop_rule ci: stop once the "
+                                "95% confidence interval of the median step time is within this "
+                                "fraction of the median (relative half-width; 0.02 = +-2 percent)",
+                                maximum=10.0)
+    cv_target: float = _setting(0.02, parse_number, "precision target of stop_rule cv: stop once the "
+                                "coefficient of variation of call times is at most this (1 = 100 "
+                                "percent)", maximum=10.0)
     time_budget_s: float = _setting(5.0, parse_number, "seconds for warm-up and timed calls together "
                                     "(at least 2 timed calls always run)", maximum=86_400.0)
     #: Framework options given (sorted (name, value) pairs, parsed); not a protocol setting.
@@ -159,9 +201,59 @@ def parse_setting(value: Any, name: str) -> Any:
     raise SpecError("setting", name, "one of " + ", ".join(_settings_fields()))
 
 
+def nearest_valid(name: str, value: Any) -> Any:
+    """``value`` of setting ``name`` as this version accepts it: itself where valid, else
+    raised or lowered to the limit it passed (``min_calls`` 2 of an older store is 6 now), else
+    the setting's default. How a sweep file that must time like older rows states their
+    settings."""
+    try:
+        return parse_setting(value, name)
+    except SpecError:
+        pass
+    if name in _FIELDS:
+        limits = _FIELDS[name].metadata["limits"]
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value == value:
+            for bound in ("minimum", "maximum"):
+                if bound in limits:
+                    try:
+                        return parse_setting(limits[bound], name)
+                    except SpecError:
+                        continue
+        return _FIELDS[name].default
+    return backends.option_default(name) if name in backends.option_fields() else value
+
+
 #: Up to this many samples the median's interval sums the binomial terms exactly (2**n fits a
 #: float to 1023); beyond, in log space.
 _EXACT_CI_CALLS = 1000
+
+
+@functools.lru_cache(maxsize=4096)
+def _ci_index(n: int, level: float) -> int:
+    """The index ``j`` of :func:`median_ci`'s order statistics for ``n`` samples (cached: the
+    stopping rule asks after every timed call)."""
+    # Coverage of (x[i], x[n-1-i]) is 1 - 2 P(B <= i) for B ~ Binomial(n, 1/2): take the
+    # largest i whose tail P(B <= i) stays within (1 - level) / 2, else i = 0 (the full range).
+    tail = (1.0 - level) / 2.0
+    if n <= _EXACT_CI_CALLS:
+        i, cdf = 0, 2.0**-n
+        while i + 1 <= (n - 1) // 2 and cdf + math.comb(n, i + 1) / 2.0**n <= tail:
+            i += 1
+            cdf += math.comb(n, i) / 2.0**n
+        return i
+    # 2.0**n overflows past 1023 calls (a long budget with tiny steps times thousands):
+    # the binomial terms in log space, from where the lower tail is below exp(-200)
+    # (Hoeffding: P(B <= n/2 - t) <= exp(-2 t^2 / n), t = 10 sqrt(n)), which adds nothing.
+    def log_term(k: int) -> float:
+        return (math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1)
+                - n * math.log(2.0))
+
+    i = max(0, int(n / 2 - 10 * math.sqrt(n)))
+    cdf = math.exp(log_term(i))
+    while i + 1 <= (n - 1) // 2 and cdf + math.exp(log_term(i + 1)) <= tail:
+        i += 1
+        cdf += math.exp(log_term(i))
+    return i
 
 
 def median_ci(sorted_x: np.ndarray, level: float = 0.95) -> tuple[float, float]:
@@ -174,29 +266,46 @@ def median_ci(sorted_x: np.ndarray, level: float = 0.95) -> tuple[float, float]:
     n = len(sorted_x)
     if n == 0:
         return math.nan, math.nan
-    # Coverage of (x[i], x[n-1-i]) is 1 - 2 P(B <= i) for B ~ Binomial(n, 1/2): take the
-    # largest i whose tail P(B <= i) stays within (1 - level) / 2, else i = 0 (the full range).
-    tail = (1.0 - level) / 2.0
-    if n <= _EXACT_CI_CALLS:
-        i, cdf = 0, 2.0**-n
-        while i + 1 <= (n - 1) // 2 and cdf + math.comb(n, i + 1) / 2.0**n <= tail:
-            i += 1
-            cdf += math.comb(n, i) / 2.0**n
-    else:
-        # 2.0**n overflows past 1023 calls (a long budget with tiny steps times thousands):
-        # the binomial terms in log space, from where the lower tail is below exp(-200)
-        # (Hoeffding: P(B <= n/2 - t) <= exp(-2 t^2 / n), t = 10 sqrt(n)), which adds nothing.
-        def log_term(k: int) -> float:
-            return (math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1)
-                    - n * math.log(2.0))
-
-        i = max(0, int(n / 2 - 10 * math.sqrt(n)))
-        cdf = math.exp(log_term(i))
-        while i + 1 <= (n - 1) // 2 and cdf + math.exp(log_term(i + 1)) <= tail:
-            i += 1
-            cdf += math.exp(log_term(i))
-    j = i
+    j = _ci_index(n, float(level))
     return float(sorted_x[j]), float(sorted_x[n - 1 - j])
+
+
+def ci_halfwidth(times: np.ndarray | list[float]) -> float:
+    """The relative half-width of the median's 95% confidence interval (:func:`median_ci`) of
+    ``times`` (any order): ``(high - low) / 2 / median``, 1 = 100%; NaN without samples or with
+    a median of 0. The precision of ``stop_rule`` ci."""
+    t = np.sort(np.asarray(times, dtype=float))
+    if t.size == 0:
+        return math.nan
+    median = float(np.median(t))
+    low, high = median_ci(t)
+    return (high - low) / 2.0 / median if median > 0 else math.nan
+
+
+def spread_cv(times: np.ndarray | list[float]) -> float:
+    """The coefficient of variation of ``times`` (population standard deviation over the mean,
+    1 = 100%): the precision of ``stop_rule`` cv; NaN without samples or with a mean of 0."""
+    t = np.asarray(times, dtype=float)
+    mean = float(np.mean(t)) if t.size else math.nan
+    return float(np.std(t) / mean) if mean > 0 else math.nan
+
+
+def precision_of(times: np.ndarray | list[float], rule: str) -> float:
+    """What ``rule`` (a :data:`STOP_RULES` name) holds to its target, for ``times``: the
+    relative half-width of the median's interval (ci) or the coefficient of variation (cv)."""
+    return ci_halfwidth(times) if rule == "ci" else spread_cv(times)
+
+
+def precision_met(times: np.ndarray | list[float], rule: str, target: float) -> bool:
+    """Whether ``times`` meet ``target`` under ``rule`` (:func:`precision_of` at most the
+    target); False for a NaN precision."""
+    value = precision_of(times, rule)
+    return bool(value <= target)
+
+
+def rule_target(settings: "MeasureSettings") -> float:
+    """The precision target of ``settings``' stopping rule: ``ci_target`` or ``cv_target``."""
+    return settings.ci_target if settings.stop_rule == "ci" else settings.cv_target
 
 
 @dataclass(frozen=True)
@@ -208,10 +317,11 @@ class Timing:
     steps_per_call: int
     warmup_calls: int
     warmup_s: float
-    cv_target: float
+    target: float  # the stopping rule's precision target (1 = 100%)
     timing_s: float
     meter: Any = None  # what ``window()`` yielded around the timed calls (paradnn.meters.Window)
     time_budget_s: float | None = None  # the budget the protocol ran with (s); None: not said
+    stop_rule: str = "ci"  # the STOP_RULES name the timed phase stopped by
 
     @property
     def timed_steps(self) -> int:
@@ -224,9 +334,7 @@ class Timing:
 
     @property
     def cv(self) -> float:
-        t = self.step_times_s
-        mean = float(np.mean(t))
-        return float(np.std(t) / mean) if mean > 0 else math.nan
+        return spread_cv(self.step_times_s)
 
     def stats(self) -> dict[str, Any]:
         """The record's timing metrics (times in seconds per step), with ``step_times_s``: the
@@ -234,15 +342,15 @@ class Timing:
         :mod:`paradnn.analysis.compare`)."""
         t = np.sort(self.step_times_s)
         low, high = median_ci(t)
-        cv = self.cv
         return {
             "step_time_s": self.median_s,
             "step_time_p10_s": float(np.percentile(t, 10)),
             "step_time_p90_s": float(np.percentile(t, 90)),
-            "step_time_cv": cv,
+            "step_time_cv": self.cv,
             "step_time_ci_low_s": low,
             "step_time_ci_high_s": high,
-            "stable": bool(cv <= self.cv_target),
+            "step_time_ci_halfwidth": ci_halfwidth(t),
+            "stable": precision_met(t, self.stop_rule, self.target),
             "timed_calls": int(t.size),
             "steps_per_call_used": self.steps_per_call,
             "warmup_calls_used": self.warmup_calls,
@@ -274,7 +382,7 @@ def choose_steps(step_s: float, target_s: float) -> int:
 def timing_bound_s(step_s: float, settings: MeasureSettings) -> float:
     """Upper bound (s) on the timing phase of a model whose step takes ``step_s`` seconds:
     the budget, or the first call and :data:`MIN_TIMED_CALLS` timed calls when those outlast it.
-    The phase ends sooner when the CV target is met."""
+    The phase ends sooner when the stopping rule's target is met."""
     k = settings.steps_per_call or choose_steps(step_s, settings.call_target_s)
     return max(settings.time_budget_s, (1 + MIN_TIMED_CALLS) * k * step_s)
 
@@ -333,12 +441,11 @@ def time_calls(
             if len(times) >= MIN_TIMED_CALLS and (clock() - start) + expected > settings.time_budget_s:
                 break
             times.append(timed(k))
-            if len(times) >= max(settings.min_calls, MIN_TIMED_CALLS):
-                arr = np.asarray(times)
-                if np.std(arr) / np.mean(arr) <= settings.cv_target:
-                    break
+            if (len(times) >= max(settings.min_calls, MIN_TIMED_CALLS)
+                    and precision_met(times, settings.stop_rule, rule_target(settings))):
+                break
     timing_s = clock() - start
     final_loss = loss_value(loss)
     del state  # the donated state is not needed after timing; free it before cost compiles
-    return Timing(np.asarray(times) / k, final_loss, k, warm, warmup_s, settings.cv_target, timing_s, meter,
-                  settings.time_budget_s)
+    return Timing(np.asarray(times) / k, final_loss, k, warm, warmup_s, rule_target(settings), timing_s, meter,
+                  settings.time_budget_s, settings.stop_rule)

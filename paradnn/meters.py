@@ -1,5 +1,6 @@
 """One window around the timed phase that reads every meter: energy (``paradnn.energy``), host
-CPU utilization and, when asked, device busy time (``paradnn.hostutil``).
+CPU utilization and contention (other processes' CPU cores, other processes on the GPU) and,
+when asked, device busy time (``paradnn.hostutil``).
 
 >>> with window("cpu", program.devices) as w:  # doctest: +SKIP
 ...     <timed calls, each synchronized>
@@ -25,6 +26,7 @@ from paradnn import energy, hostutil
 MAY_BE_NULL: frozenset[str] = frozenset({
     "energy_per_step_j", "energy_per_example_j", "power_w", "examples_per_joule",
     "host_cpu_utilization", "host_cpu_utilization_per_core", "device_busy_fraction",
+    "host_other_busy_cores", "device_other_processes",
 })
 
 
@@ -40,6 +42,9 @@ class Window:
         self.host_reading: hostutil.HostReading | None = None
         self.busy: tuple[float | None, str] = (None, "")
         self.seconds = 0.0
+        self.devices = devices
+        #: Most other processes seen on the run's GPUs at the window's ends (None: not known).
+        self.other_processes: int | None = None
 
     def metrics(self, steps: int, examples: int) -> dict[str, Any]:
         """Energy, host and device metrics of the closed window, for ``steps`` training steps
@@ -50,7 +55,20 @@ class Window:
         out.update(self.host_reading.metrics())
         out["device_busy_fraction"], out["device_busy_note"] = self.busy
         out["meter_window_s"] = self.seconds
+        out["device_other_processes"] = self.other_processes
+        out["contended"] = self.contended
         return out
+
+    @property
+    def contended(self) -> bool:
+        """Whether other work shared the platform during the window: other processes' CPU cores
+        above :func:`paradnn.hostutil.max_other_cores` where the run computes on the CPU, another
+        process on the run's GPUs where NVML tells. (A busy host slows an accelerator's run only
+        through its host work, which the step time already shows.)"""
+        if self.backend == "cpu":
+            other = self.host_reading.other_busy_cores if self.host_reading is not None else None
+            return other is not None and other > hostutil.max_other_cores()
+        return bool(self.other_processes)
 
 
 @contextlib.contextmanager
@@ -69,6 +87,8 @@ def window(backend: str, devices: Sequence[Any] = (),
         with contextlib.ExitStack() as profiler:
             if traced:
                 profiler.enter_context(trace(tmp))
+            gpu = backend in ("gpu", "cuda")
+            before = hostutil.other_device_processes(devices) if gpu else None
             w.host.start()
             w.energy.start()
             try:
@@ -76,6 +96,9 @@ def window(backend: str, devices: Sequence[Any] = (),
             finally:
                 w.energy_reading = w.energy.stop()
                 w.host_reading = w.host.stop()
+                after = hostutil.other_device_processes(devices) if gpu else None
+                known = [n for n in (before, after) if n is not None]
+                w.other_processes = max(known) if known else None
                 w.seconds = w.energy_reading.seconds  # one clock for power and busy fraction
         # The profiler has written its trace once its context closed.
         if traced:

@@ -44,7 +44,7 @@ import pandas as pd
 from paradnn import backends, hardware
 from paradnn.errors import ParadnnError, SpecError
 from paradnn.measure import MIN_TIMED_CALLS, MeasureSettings, time_calls
-from paradnn.record import Record, physics_warnings
+from paradnn.record import Record, record_warnings
 from paradnn.units import parse_int
 
 OPS = ("matmul", "conv2d")
@@ -249,7 +249,7 @@ def measure_op(shape: OpShape, dtype: str = "float32", settings: MeasureSettings
         matmul_precision_bits=op.get("matmul_precision_bits"),
     )
     return Record(status="ok", workload=workload, metrics=metrics,
-                  warnings=physics_warnings(metrics, cv_target=settings.cv_target), **context)
+                  warnings=record_warnings(metrics, peak_spread_limit=hardware.PROBE_MAX_CV), **context)
 
 
 def _fastest_flops(peak: Any, dtype: str, platform: dict[str, Any]) -> tuple[float | None, str]:

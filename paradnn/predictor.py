@@ -287,12 +287,15 @@ def score(
             raise ParadnnError(f"predict: family={family!r} has no rows in the store; families "
                                f"present: {', '.join(have) or 'none'}")
     if train is None:
-        P.fit_all(rows, correction, level, family, include_unstable)  # the clear error, if any
+        fitted = P.fit_all(rows, correction, level, family, include_unstable)  # the clear error, if any
         table = P.score(rows, correction, level, include_unstable=include_unstable,
                         keep_predictions=keep_predictions)
         if not len(table):
             raise ParadnnError(f"predict: no group has the {2 * P.MIN_CONFIGS} measured configs "
                                "a held-out score needs")
+        # Which peak each group's roofline divides by (a vendor peak, a quiet probe, a nominal
+        # CPU peak), said with the scores.
+        table.attrs["models"] = [m.describe() for m in fitted.models]
         return table
     train_rows = sized(_rows(train))
     predictor = P.fit_all(train_rows, correction, level, family, include_unstable)

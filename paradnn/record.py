@@ -12,9 +12,9 @@ from __future__ import annotations
 import copy
 import dataclasses
 import datetime as _dt
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from paradnn import backends, families
 from paradnn.measure import PROTOCOL_FIELDS
@@ -26,11 +26,16 @@ from paradnn.workload import Workload, stable_hash
 #    versions, no None placeholders for them) and its options (no other framework's settings).
 # 4: the option matmul_precision (every built-in framework); rows before it ran at each
 #    framework's default precision and read as matmul_precision "default" (SETTINGS_ADDED).
-SCHEMA_VERSION = 4
-#: Framework options added after the first schema: schema version -> {option: the value rows of
-#: earlier versions ran with}. Migration (``paradnn.store.migrate_row``) fills them in where the
-#: row's framework declares the option, so that an old row keys as the same config run now.
-SETTINGS_ADDED: dict[int, dict[str, Any]] = {4: {"matmul_precision": "default"}}
+# 5: the protocol settings stop_rule and ci_target (the timed phase stops on the precision of
+#    the median, not the spread of calls); rows before it stopped by the spread and read as
+#    stop_rule "cv" (their ci_target was not used: the value the setting had when it came).
+SCHEMA_VERSION = 5
+#: Settings added after the first schema: schema version -> {setting: the value rows of earlier
+#: versions ran with}. Migration (``paradnn.store.migrate_row``) fills in a protocol setting on
+#: every row and a framework option where the row's framework declares it, so that an old row
+#: keys as the same config run now with those values.
+SETTINGS_ADDED: dict[int, dict[str, Any]] = {4: {"matmul_precision": "default"},
+                                             5: {"stop_rule": "cv", "ci_target": 0.02}}
 
 #: A predicted row (paradnn.predictor) is not a measurement: no analysis or figure of measured
 #: rows uses it (they take ``ok`` rows), and it never counts as a config's record on resume.
@@ -44,6 +49,9 @@ METRICS: dict[str, tuple[str, str]] = {
     "step_time_p10_s": ("s", "measured: 10th percentile step time"),
     "step_time_p90_s": ("s", "measured: 90th percentile step time"),
     "step_time_cv": ("1", "measured: coefficient of variation of the step time"),
+    "step_time_ci_halfwidth": ("1", "measured: relative half-width of the median step time's 95% "
+                               "confidence interval, (step_time_ci_high_s - step_time_ci_low_s) / 2 / "
+                               "step_time_s: the precision stop_rule ci holds to ci_target"),
     "flops_per_step": ("FLOP", "executed FLOPs of one step, all devices, counted by the framework "
                        "(see flops_source): XLA cost analysis with loops scaled for jax"),
     "flops_source": ("", "where flops_per_step and bytes_per_step come from (XLA cost analysis, "
@@ -57,13 +65,20 @@ METRICS: dict[str, tuple[str, str]] = {
     "flops_utilization": ("1", "flops_per_sec / (peak_flops x devices)"),
     "peak_flops": ("FLOP/s", "peak of one device for the dtype; see peak_source"),
     "peak_bytes_per_sec": ("B/s", "peak memory bandwidth of one device; see peak_source"),
-    "peak_source": ("", "spec (vendor table), measured (paradnn probe) or none (only contended "
-                    "probes on record: no utilization)"),
+    "peak_source": ("", "spec (vendor table), measured (the best quiet paradnn probe of this host "
+                    "and software), nominal (a CPU without a quiet probe on record: cores x clock x "
+                    "vector lanes x FMA units, peak_method gives the figures) or none (no usable "
+                    "peak: no utilization)"),
+    "peak_bytes_source": ("", "where peak_bytes_per_sec comes from: spec, measured (a quiet probe) or "
+                          "measured under load (the best bandwidth of the probes on record, all "
+                          "taken while other processes were busy: a lower bound; points above it "
+                          "are noted roof_under_load, not judged)"),
     "peak_id": ("", "the peak measurement divided by: the probe's id in the probe cache, or "
                 "spec:<table entry>; two records with one peak_id share their denominator"),
     "peak_measured_utc": ("", "when that probe was measured (UTC; empty for the vendor table)"),
     "peak_spread": ("1", "coefficient of variation of that probe's winning GEMM (0 for the vendor "
-                    "table); above the run's cv_target raises peak_spread_above_target"),
+                    "table); above the probe's default threshold (10%, accepted under a raised "
+                    "PARADNN_PROBE_MAX_CV) raises peak_spread_above_target"),
     "ceiling_flops": ("FLOP/s", "measured ceiling of one device for the dtype: the best quiet GEMM of "
                       "paradnn probe on this host, device and software (the peak's own probe where "
                       "peak_source is measured, as on a CPU; probed beside the vendor peak on a known "
@@ -95,7 +110,16 @@ METRICS: dict[str, tuple[str, str]] = {
     "model_flops_utilization": ("1", "useful (analytic) FLOP/s over the peak: model_flops_per_step / "
                                 "step_time_s / (peak x devices); the headline utilization (MFU)"),
     "useful_flops_ratio": ("1", "model_flops_per_step / flops_per_step (analytic over XLA-executed)"),
-    "stable": ("bool", "measured: the precision target was met (step_time_cv <= cv_target)"),
+    "stable": ("bool", "measured: the stopping rule's precision target was met (stop_rule ci: "
+               "step_time_ci_halfwidth <= ci_target; cv: step_time_cv <= cv_target)"),
+    "host_other_busy_cores": ("cores", "measured: CPU cores other processes kept busy on average during "
+                              "the timed calls (/proc/stat busy ticks of the host minus this "
+                              "process's CPU time, over the window's wall time)"),
+    "device_other_processes": ("1", "measured: other processes with compute contexts on this run's GPUs "
+                               "during the timed calls (NVML); empty where NVML does not tell"),
+    "contended": ("bool", "measured: the host was busy during the timed calls: host_other_busy_cores "
+                  "above the contention threshold (0.5 cores, PARADNN_PROBE_MAX_LOAD) on a CPU, or "
+                  "device_other_processes above 0 on a GPU; a fact of the run, not a failure"),
     "step_time_ci_low_s": ("s", "measured: 95% distribution-free confidence bound of the median step "
                            "time (order statistics), lower"),
     "step_time_ci_high_s": ("s", "measured: as step_time_ci_low_s, upper"),
@@ -115,6 +139,10 @@ METRICS: dict[str, tuple[str, str]] = {
     "warmup_elapsed_s": ("s", "measured: wall time of the warm-up calls (the setting warmup_s is "
                          "their minimum)"),
     "timing_s": ("s", "measured: wall time of the whole timing phase (warm-up and timed calls)"),
+    "retry_of": ("", "time_utc of the earlier row of the same config (key) that this attempt "
+                 "replaces: it missed its precision target and was measured again (a sweep's "
+                 "automatic retry, --remeasure-unstable); paradnn.load gives the newer row only "
+                 "unless attempts=True"),
     "time_budget_used_s": ("s", "the time budget the timing protocol ran with: the settings' "
                            "time_budget_s, or a multiple of it in a sweep's automatic retry of an "
                            "unstable config (retry_unstable_s, docs/sweeps.md)"),
@@ -167,6 +195,10 @@ METRICS: dict[str, tuple[str, str]] = {
                        "its measurement began (not in phase_total_s)"),
 }
 
+#: Metrics that only some measured records carry (None on the others, by design): the row an
+#: attempt replaces exists only for a retry or a remeasurement.
+ONLY_SOME_METRICS: frozenset[str] = frozenset({"retry_of"})
+
 #: Where a config's wall time goes, in the order the work happens: phase -> what it covers. Each
 #: is the metric ``phase_<name>_s`` (s, measured with ``time.perf_counter`` in the process that did
 #: the work; None where the phase did not run). Together they sum to ``phase_total_s``; the store
@@ -182,6 +214,9 @@ PHASES: dict[str, str] = {
     "costs": "the framework's cost analysis (XLA's, with the loop variants of scanned models) and "
              "the analytic FLOP count",
     "memory": "the memory breakdown (residuals from abstract evaluations)",
+    "probe": "reading the peak: the host's probe of its peak FLOP/s and bandwidth when none is "
+             "cached for this host and software (paradnn probe, at most once an hour), and the "
+             "derived metrics",
     "other": "the rest of the config's run in its worker: context, checks, derived metrics",
     "executor": "handing the config to the worker and its record back (pickling, pipes, Ray)",
 }
@@ -227,41 +262,94 @@ MEMORY_PARTS: tuple[str, ...] = (
     "memory_activations_bytes", "memory_workspace_bytes",
 )
 
-#: Physics and consistency checks a measured record can fail: code -> what it means and the
-#: likely cause. A record lists the codes it fails in ``warnings``; analyses honour them.
-WARNINGS: dict[str, str] = {
-    "utilization_above_1": (
-        "achieved FLOP/s above the device peak, which is impossible: the peak is too low (a "
-        "measured CPU peak that missed the machine's fastest library) or "
-        "the FLOP count includes work that was not done"),
-    "above_roof": (
-        "the point lies above its roofline min(peak FLOP/s, intensity x peak bandwidth): the "
-        "bandwidth peak is too low, or XLA's bytes-accessed count misses reuse in caches"),
-    "flops_mismatch": (
+class Flag(NamedTuple):
+    """One code of a record's ``warnings``: its kind (a :data:`WARNING_KINDS` key) and what it
+    means, with the likely cause."""
+
+    kind: str
+    text: str
+
+
+#: The kinds of warning, by what they mean for a number: kind -> what a reader should do.
+WARNING_KINDS: dict[str, str] = {
+    "physics": "an impossible value (above a bound no run can pass, or counts that disagree): "
+               "the run's numbers are not to be published until the cause is found",
+    "provenance": "where a number's denominator came from, or what the host did while it was "
+                  "measured: the number stands, and is read with this note",
+    "precision": "the timing missed its precision target: the number is less precise than asked",
+}
+
+#: The checks a measured record can fail: code -> :class:`Flag` (kind, meaning and likely
+#: cause). A record lists the codes it fails in ``warnings``; analyses honour them by kind
+#: (only ``physics`` marks a figure's cell or point as not to be published).
+WARNINGS: dict[str, Flag] = {
+    "utilization_above_1": Flag("physics", (
+        "achieved FLOP/s above the device peak (a vendor peak or a quiet measured probe), which "
+        "is impossible: the peak is too low (a measured CPU peak that missed the machine's "
+        "fastest library) or the FLOP count includes work that was not done")),
+    "above_roof": Flag("physics", (
+        "the point lies above its roofline min(peak FLOP/s, intensity x peak bandwidth), both "
+        "from a vendor table or a quiet probe: the bandwidth peak is too low, or XLA's "
+        "bytes-accessed count misses reuse in caches")),
+    "flops_mismatch": Flag("physics", (
         "executed FLOPs below 0.8x the analytic (useful) matmul count, or above 1.25x the useful "
         "count plus the analytic estimate of the optimizer's and element-wise work: XLA "
         "executes extra work (e.g. XLA:CPU rewrites depthwise weight gradients as dense "
         "convolutions) or the analytic count misses operations; model_flops_utilization, from "
-        "useful FLOPs, is the one to quote"),
-    "peak_spread_above_target": (
-        "the peak this utilization divides by spread more than the run's cv_target over its own "
-        "repetitions (a probe accepted under a raised PARADNN_PROBE_MAX_CV): the utilization is "
-        "no more precise than that spread; re-probe on a quiet host (paradnn probe --refresh)"),
-    "above_ceiling": (
+        "useful FLOPs, is the one to quote")),
+    "above_ceiling": Flag("physics", (
         "ceiling_utilization or model_ceiling_utilization above 1: the run beat the best GEMM "
         "this host measured (the measured ceiling), which is impossible: the probe missed a "
         "faster library or kernel, or the FLOP count includes work that was not done (where "
-        "the ceiling is the peak, as on a CPU, utilization_above_1 comes with it)"),
-    "peak_below_ceiling": (
+        "the ceiling is the peak, as on a CPU, utilization_above_1 comes with it)")),
+    "peak_below_ceiling": Flag("physics", (
         "the vendor peak the utilization divides by is below the GEMM rate measured on this "
         "device (ceiling_flops > peak_flops), which is impossible: the peak table entry is "
         "wrong for this device (another form factor or clocks) or the device kind matched the "
-        "wrong entry; paradnn probe names the entry"),
-    "no_quiet_peak": (
-        "only contended probes of this host's peak are on record, so no utilization was "
-        "computed (a peak measured under load would inflate it); run paradnn probe --refresh on "
-        "a quiet host: runs measured after it divide by that peak"),
+        "wrong entry; paradnn probe names the entry")),
+    "nominal_peak": Flag("provenance", (
+        "no quiet probe of this host's peak is on record, so utilization divides by the CPU's "
+        "nominal peak (cores x clock x vector lanes x FMA units, peak_method says which): a "
+        "stable, named denominator, not a measurement; paradnn probe --refresh on a quiet host "
+        "gives runs measured after it a measured peak")),
+    "above_nominal_peak": Flag("provenance", (
+        "achieved FLOP/s above the nominal peak it divides by: the nominal is computed from the "
+        "clock the host reports, which boost clocks exceed (a virtual machine may report its "
+        "base clock only), so this is no impossibility; a quiet probe (paradnn probe --refresh) "
+        "gives a measured bound")),
+    "roof_under_load": Flag("provenance", (
+        "the roofline's bandwidth comes from a probe taken while other processes were busy (a "
+        "lower bound of the host's bandwidth), and the point lies above intensity x that "
+        "bandwidth: not judged as a physics error; a quiet probe gives a bound that is")),
+    "contended": Flag("provenance", (
+        "other processes kept CPU cores (or the device) busy during the timed calls "
+        "(host_other_busy_cores, device_other_processes): the step time is this platform's "
+        "under that load, slower than on a quiet host; measure again on a quiet host to "
+        "publish the platform's own figure")),
+    "peak_spread_above_target": Flag("provenance", (
+        "the peak this utilization divides by spread more than the probe's default contention "
+        "threshold (10%) over its own repetitions: a probe accepted under a raised "
+        "PARADNN_PROBE_MAX_CV; the utilization is no more precise than that spread; re-probe on "
+        "a quiet host (paradnn probe --refresh)")),
+    "no_quiet_peak": Flag("provenance", (
+        "no usable peak for this run: only contended probes of this host are on record and no "
+        "nominal peak could be computed (or, on an accelerator, no vendor entry and no quiet "
+        "probe), so no utilization was computed; run paradnn probe --refresh on a quiet host")),
+    "unstable": Flag("precision", (
+        "the timed calls missed the precision target of the stopping rule within the time "
+        "budget (stable false: step_time_ci_halfwidth above ci_target, or step_time_cv above "
+        "cv_target under stop_rule cv): the step time's interval is wider than asked; measure "
+        "again with a longer time_budget_s (paradnn status writes the sweep file)")),
 }
+
+
+def warning_kind(code: str) -> str | None:
+    """The kind (:data:`WARNING_KINDS`) of warning ``code``; None for a code this version does
+    not know (a row written by a newer paradnn)."""
+    flag = WARNINGS.get(code)
+    return flag.kind if flag is not None else None
+
+
 #: Tolerance of ``flops_mismatch``: useful over executed FLOPs must lie in this range, once the
 #: executed side is granted the analytic estimate of its non-matmul work (:func:`flops_mismatch`).
 FLOPS_RATIO_RANGE = (0.8, 1.25)
@@ -284,33 +372,57 @@ def flops_mismatch(metrics: dict[str, Any]) -> bool:
     return not FLOPS_RATIO_RANGE[0] * share <= ratio <= FLOPS_RATIO_RANGE[1]
 
 
-def physics_warnings(metrics: dict[str, Any], devices: int = 1, cv_target: float | None = None) -> list[str]:
-    """The ``WARNINGS`` codes that a measured record's metrics fail (empty if none); peaks in
-    ``metrics`` are per device, achieved FLOP/s over all ``devices``; ``cv_target`` (the run's
-    precision target, 1) is what the peak's own spread is held to."""
+#: Sources of a peak that bound what a run can reach (a vendor datasheet, a quiet probe): only
+#: these make a point above them a physics error; a nominal or loaded figure is a note.
+TRUSTED_SOURCES = ("spec", "measured")
+
+
+def record_warnings(metrics: Mapping[str, Any], devices: int = 1,
+                    peak_spread_limit: float | None = None) -> list[str]:
+    """The :data:`WARNINGS` codes that a measured record's metrics raise (empty if none), of
+    every kind; peaks in ``metrics`` are per device, achieved FLOP/s over all ``devices``;
+    ``peak_spread_limit`` (1: the probe's default contention threshold on its GEMM's spread,
+    ``paradnn.hardware.PROBE_MAX_CV``) is what the peak's own spread is held to: a probe above
+    it was accepted only under a raised ``PARADNN_PROBE_MAX_CV``.
+    A bound that is not trusted (:data:`TRUSTED_SOURCES`: a nominal peak, a bandwidth from a
+    loaded probe) raises a provenance note where a trusted one would raise a physics error."""
     codes = []
-    if metrics.get("peak_source") == "none":
+    source = metrics.get("peak_source")
+    trusted_peak = source in TRUSTED_SOURCES
+    if source == "none":
         codes.append("no_quiet_peak")
+    if source == "nominal":
+        codes.append("nominal_peak")
     spread = metrics.get("peak_spread")
-    if cv_target is not None and spread is not None and spread > cv_target:
+    if peak_spread_limit is not None and spread is not None and spread > peak_spread_limit:
         codes.append("peak_spread_above_target")
     utilizations = (metrics.get("flops_utilization"), metrics.get("model_flops_utilization"))
     if any(u is not None and u > 1.0 for u in utilizations):
-        codes.append("utilization_above_1")
+        codes.append("utilization_above_1" if trusted_peak else "above_nominal_peak")
     against_ceiling = (metrics.get("ceiling_utilization"), metrics.get("model_ceiling_utilization"))
     if any(u is not None and u > 1.0 for u in against_ceiling):
         codes.append("above_ceiling")
     ceiling = metrics.get("ceiling_flops")
-    if (metrics.get("peak_source") == "spec" and ceiling is not None
+    if (source == "spec" and ceiling is not None
             and metrics.get("peak_flops") is not None and ceiling > metrics["peak_flops"]):
         codes.append("peak_below_ceiling")
     intensity, bandwidth = metrics.get("arithmetic_intensity"), metrics.get("peak_bytes_per_sec")
     peak, achieved = metrics.get("peak_flops"), metrics.get("flops_per_sec")
-    if None not in (intensity, bandwidth, peak, achieved):
-        if achieved > min(peak, intensity * bandwidth) * devices:
+    if None not in (intensity, bandwidth, achieved):
+        trusted_bandwidth = metrics.get("peak_bytes_source", source) in TRUSTED_SOURCES
+        roof = [intensity * bandwidth] if trusted_bandwidth else []
+        if trusted_peak and peak is not None:
+            roof.append(peak)
+        if roof and achieved > min(roof) * devices:
             codes.append("above_roof")
+        elif not trusted_bandwidth and achieved > intensity * bandwidth * devices:
+            codes.append("roof_under_load")
     if flops_mismatch(metrics):
         codes.append("flops_mismatch")
+    if metrics.get("contended"):
+        codes.append("contended")
+    if metrics.get("stable") is False:
+        codes.append("unstable")
     return codes
 
 
@@ -340,11 +452,74 @@ def peak_and_ceiling(m: Mapping[str, Any]) -> str:
     return f"peak {peak}, ceiling {one(value('ceiling_flops'), 'measured', None, value('ceiling_id'))}"
 
 
-def warning_codes(value: Any) -> list[str]:
-    """The codes of a row's ``warnings`` field (comma-separated; None, NaN or "" for none)."""
+def is_retry(row: Mapping[str, Any]) -> bool:
+    """Whether a stored row (a record's ``to_dict()``, a DataFrame row) is a new attempt at a
+    config whose earlier row missed its precision target: it names that row (``retry_of``: its
+    ``time_utc``), or, for rows written before ``retry_of`` existed, it is a sweep's automatic
+    retry: it ran with a longer time budget (``time_budget_used_s``) than its settings name
+    (``time_budget_s``, the one the sweep asked for)."""
+    if isinstance(row.get("retry_of"), str) and row.get("retry_of"):
+        return True
+    try:
+        return float(row.get("time_budget_used_s")) > float(row.get("time_budget_s")) * (1 + 1e-9)
+    except (TypeError, ValueError):
+        return False  # not recorded (older rows, predicted rows): not a retry
+
+
+def unstable_ok(row: Mapping[str, Any]) -> bool:
+    """An ok row whose timing missed its precision target (``stable`` false; unknown is not)."""
+    stable = row.get("stable")
+    return row.get("status") == "ok" and isinstance(stable, (bool, int, float)) and stable == 0
+
+
+def superseded(rows: Sequence[Mapping[str, Any]]) -> set[int]:
+    """The positions in ``rows`` (stored rows) of the attempts a later attempt replaced: a
+    config (a record ``key``) measured again because its row missed its precision target keeps
+    one row, the newer. A retry names the row it replaces (``retry_of``: that row's
+    ``time_utc``, or ``key@time_utc`` where a remeasurement under other settings replaced a row
+    of another key); a retry of an older version (:func:`is_retry` without ``retry_of``)
+    replaces the newest earlier unstable ok row of its key that nothing replaced yet. Rows a
+    config was asked to have several of (``repeat``) are not attempts of each other: each
+    stays."""
+    by_key: dict[Any, list[int]] = {}
+    at: dict[tuple[str, str], int] = {}
+    for i, row in enumerate(rows):
+        by_key.setdefault(row.get("key"), []).append(i)
+        at[(str(row.get("key")), str(row.get("time_utc")))] = i
+    out: set[int] = set()
+    for row in rows:
+        named = row.get("retry_of")
+        if isinstance(named, str) and "@" in named:
+            key, _, when = named.rpartition("@")
+            if (key, when) in at:
+                out.add(at[(key, when)])
+    for positions in by_key.values():
+        if len(positions) < 2:
+            continue
+        order = sorted(positions, key=lambda i: str(rows[i].get("time_utc")))
+        when = {str(rows[i].get("time_utc")): i for i in order}
+        for n, i in enumerate(order):
+            row = rows[i]
+            if not is_retry(row):
+                continue
+            named = row.get("retry_of")
+            if isinstance(named, str) and "@" in named:
+                continue  # named above
+            if isinstance(named, str) and named in when:
+                out.add(when[named])
+                continue
+            earlier = [j for j in order[:n] if j not in out and not is_retry(rows[j]) and unstable_ok(rows[j])]
+            if earlier:
+                out.add(earlier[-1])
+    return out
+
+
+def warning_codes(value: Any, kind: str | None = None) -> list[str]:
+    """The codes of a row's ``warnings`` field (comma-separated; None, NaN or "" for none),
+    only those of ``kind`` (a :data:`WARNING_KINDS` key) when given."""
     if not isinstance(value, str) or not value:
         return []
-    return [code for code in value.split(",") if code]
+    return [code for code in value.split(",") if code and (kind is None or warning_kind(code) == kind)]
 
 PLATFORM_FIELDS = ("device_platform", "device_kind", "device_count", "host", "cpu_model")
 #: Software fields of every record whatever its framework (``paradnn.hardware.software_info``
@@ -385,12 +560,14 @@ def record_key(workload: dict[str, Any], platform: dict[str, Any], software: dic
     return stable_hash([workload, platform, software, settings])
 
 
-def row_key(row: dict[str, Any]) -> str | None:
+def row_key(row: Mapping[str, Any], settings: bool = True) -> str | None:
     """The key the current schema gives a stored row (a flat ``Record.to_dict()``), rebuilt
     from its columns: the workload's fields, the platform, the core software fields and those
     of its framework (``FrameworkInfo.software_fields``), the protocol settings and its
-    framework's options. None for a row whose family or framework is not registered here, or
-    that is not a model's (operator, collective and infeed rows have no framework)."""
+    framework's options (without them when ``settings`` is False: the identity of the
+    computation on its platform and software, whatever the protocol, :func:`record_key` with
+    ``{}`` for the settings). None for a row whose family or framework is not registered here,
+    or that is not a model's (operator, collective and infeed rows have no framework)."""
     framework, family = row.get("framework"), row.get("family")
     if framework not in backends.names() or family not in families.names():
         return None
@@ -402,7 +579,7 @@ def row_key(row: dict[str, Any]) -> str | None:
     return record_key({f: row[f] for f in fields},
                       {f: row.get(f) for f in PLATFORM_FIELDS},
                       {f: row[f] for f in software_names if f in row},
-                      {f: row[f] for f in setting_names if f in row})
+                      {f: row[f] for f in setting_names if f in row} if settings else {})
 
 
 class FrozenDict(dict):

@@ -42,10 +42,10 @@ from typing import Any, Union
 import pandas as pd
 
 from paradnn.errors import ParadnnError, ParadnnWarning, StoreError, echo
-from paradnn.measure import SETTINGS_FIELDS
+from paradnn.measure import PROTOCOL_FIELDS, SETTINGS_FIELDS
 from paradnn import backends, families
 from paradnn.record import (
-    METRICS, PLATFORM_FIELDS, SCHEMA_VERSION, SETTINGS_ADDED, SOFTWARE_FIELDS, Record, row_key,
+    METRICS, PLATFORM_FIELDS, SCHEMA_VERSION, SETTINGS_ADDED, SOFTWARE_FIELDS, Record, row_key, superseded,
 )
 
 __all__ = ["STORE_SCHEMA_VERSION", "COLUMNS", "EXPORT_SUFFIXES", "Store", "load", "merge", "export", "migrate_row",
@@ -54,7 +54,7 @@ __all__ = ["STORE_SCHEMA_VERSION", "COLUMNS", "EXPORT_SUFFIXES", "Store", "load"
 
 #: Version of the file layout (tables, columns). Bump when the layout changes; readers refuse
 #: stores with a higher version. Independent of ``record.SCHEMA_VERSION`` (meaning of fields).
-STORE_SCHEMA_VERSION = 4
+STORE_SCHEMA_VERSION = 5
 _FORMAT = "paradnn-store"
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 # Seconds a writer waits for another writer's lock before failing; sweeps on one store commit a
@@ -77,8 +77,8 @@ def migrate_row(row: dict[str, Any]) -> dict[str, Any]:
     ``backend``: it becomes ``device_platform`` and the row gains ``framework: "jax"``.
     Record schema 2 keyed a row on every framework's version fields and options (JAX rows on
     ``tf_version: None`` and ``torch_compile``, PyTorch rows on JAX's versions); rows before
-    schema 4 lack the options added since (``paradnn.record.SETTINGS_ADDED``: they ran with the
-    value filled in). An older row's ``key`` becomes the one the current code gives the same
+    schema 5 lack the settings added since (``paradnn.record.SETTINGS_ADDED``: they ran with the
+    value filled in; protocol settings on every row, options where the framework declares them). An older row's ``key`` becomes the one the current code gives the same
     config (:func:`paradnn.record.row_key`), so sweeps resume across the upgrade; rows whose
     family or framework is not registered keep theirs. Every field is kept. Idempotent, so rows of any version pass through it on every
     read.
@@ -89,7 +89,7 @@ def migrate_row(row: dict[str, Any]) -> dict[str, Any]:
     version = row.get("schema_version")
     if isinstance(version, int) and version < SCHEMA_VERSION:
         framework = row["framework"]
-        declared = backends.option_names(framework) if framework in backends.names() else ()
+        declared = (*PROTOCOL_FIELDS, *(backends.option_names(framework) if framework in backends.names() else ()))
         for added, defaults in SETTINGS_ADDED.items():
             if version < added:
                 for name, value in defaults.items():
@@ -832,7 +832,7 @@ class Store:
         """
         with self._write("claim a config"), self._transaction() as con:
             rows = sum(_counts(row, unstable)
-                       for row in _rows_of_key(con, self.path, key, self._lost))
+                       for row in current_rows(_rows_of_key(con, self.path, key, self._lost)))
             live = 0
             now = time.time()
             for cid, owner, host, pid, when in con.execute(
@@ -858,12 +858,12 @@ class Store:
 
     # -- reading -------------------------------------------------------------------------------
     def counts_by_key(self, keys: Iterable[str] | None = None, unstable: bool = True) -> dict[str, int]:
-        """Number of rows per record key that read back intact (only ``keys`` when given); with
-        ``unstable`` False, ``ok`` rows that missed their precision target (``stable`` false) do
-        not count. A row that cannot be read does not count (it is named in a warning), so a
+        """Number of rows per record key that read back intact (only ``keys`` when given), the
+        attempts a newer attempt replaced left out (:func:`current_rows`); with ``unstable``
+        False, ``ok`` rows that missed their precision target (``stable`` false) do not count. A row that cannot be read does not count (it is named in a warning), so a
         sweep measures its config again."""
         counts: dict[str, int] = {}
-        for row in self._read():
+        for row in current_rows(self._read()):
             if _counts(row, unstable):
                 counts[row["key"]] = counts.get(row["key"], 0) + 1
         if keys is not None:
@@ -889,9 +889,11 @@ class Store:
         with self._write("count rows"):
             return int(self._con.execute("SELECT COUNT(*) FROM records").fetchone()[0])
 
-    def frame(self) -> pd.DataFrame:
-        """The rows as a DataFrame with one column per field (see :func:`load`)."""
-        return _frame(self.rows())
+    def frame(self, attempts: bool = False) -> pd.DataFrame:
+        """The rows as a DataFrame with one column per field, one row per config unless
+        ``attempts`` (see :func:`load`)."""
+        rows = self.rows()
+        return _frame(rows if attempts else current_rows(rows))
 
 
 def _counts(row: dict[str, Any], unstable: bool) -> bool:
@@ -946,6 +948,14 @@ def _frame(rows: Sequence[dict[str, Any]]) -> pd.DataFrame:
     return pd.DataFrame.from_records(list(rows), columns=columns)
 
 
+def current_rows(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``rows`` without the attempts a newer attempt replaced (:func:`paradnn.record.superseded`:
+    a config measured again because it missed its precision target keeps its newer row), in
+    their order: one row per config, and per repeat a config was asked to have."""
+    gone = superseded(rows)
+    return [row for i, row in enumerate(rows) if i not in gone] if gone else list(rows)
+
+
 def _paths(paths: PathLike | Sequence[PathLike]) -> list[Path]:
     if isinstance(paths, (str, os.PathLike)):
         return [Path(paths)]
@@ -955,8 +965,13 @@ def _paths(paths: PathLike | Sequence[PathLike]) -> list[Path]:
     return out
 
 
-def load(paths: PathLike | Sequence[PathLike]) -> pd.DataFrame:
-    """Load one store or several into one DataFrame, one row per record.
+def load(paths: PathLike | Sequence[PathLike], attempts: bool = False) -> pd.DataFrame:
+    """Load one store or several into one DataFrame, one row per config (and per repeat).
+
+    A config measured again because its row missed its precision target (a sweep's automatic
+    retry, ``--remeasure-unstable``) keeps its newer row: the older attempt is left out
+    (:func:`current_rows`), as status, compare, predict, the report and every analysis see the
+    store. ``attempts=True`` returns every row, the replaced attempts included.
 
     Columns: ``COLUMNS`` (identity, status and error, spec fields of every family, batch, dtype,
     optimizer, devices, platform, software, measurement settings, every metric of
@@ -985,7 +1000,7 @@ def load(paths: PathLike | Sequence[PathLike]) -> pd.DataFrame:
             if row not in same:
                 same.append(row)
                 rows.append(row)
-    frame = _frame(rows)
+    frame = _frame(rows if attempts else current_rows(rows))
     if lost or problems:
         frame.attrs[DAMAGE_ATTR] = {"unreadable": [asdict(u) for u in lost], "problems": problems}
     return frame
@@ -1032,10 +1047,12 @@ def merge(inputs: Sequence[PathLike], output: PathLike) -> tuple[int, int]:
 EXPORT_SUFFIXES = (".csv", ".parquet")
 
 
-def export(paths: PathLike | Sequence[PathLike], output: PathLike, force: bool = False) -> int:
-    """Write the rows of one or more stores to ``output`` (``.csv`` or ``.parquet``); returns
-    the number of rows. The output is never one of the stores, never a file paradnn did not
-    write (unless ``force``), and is replaced atomically (:mod:`paradnn.outputs`)."""
+def export(paths: PathLike | Sequence[PathLike], output: PathLike, force: bool = False,
+           attempts: bool = False) -> int:
+    """Write the rows of one or more stores to ``output`` (``.csv`` or ``.parquet``), one per
+    config unless ``attempts`` (:func:`load`); returns the number of rows. The output is never
+    one of the stores, never a file paradnn did not write (unless ``force``), and is replaced
+    atomically (:mod:`paradnn.outputs`)."""
     from paradnn.outputs import check_output, write_output
 
     out = Path(output)
@@ -1044,7 +1061,7 @@ def export(paths: PathLike | Sequence[PathLike], output: PathLike, force: bool =
         raise ParadnnError(f"export: output {out} must end in .csv or .parquet")
     inputs = _paths(paths)
     check_output(out, "export -o", inputs, force)  # before the (possibly long) load
-    df = load(inputs)
+    df = load(inputs, attempts=attempts)
     if suffix == ".csv":
         write_output(out, lambda tmp: df.to_csv(tmp, index=False), "export -o", inputs, force)
     else:

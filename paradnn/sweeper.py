@@ -39,8 +39,10 @@ from paradnn.grids.sweepfile import (MAX_REPEAT, GridLike, parse_overlap, parse_
                                      resolve, resolve_settings)
 from paradnn.measure import MeasureSettings
 from paradnn.units import duration, parse_bytes, parse_duration, parse_int
-from paradnn.record import STATUSES, FrozenDict, Record, format_phase_totals, phase_totals, record_key
-from paradnn.store import Store
+from paradnn.record import (
+    STATUSES, FrozenDict, Record, format_phase_totals, is_retry, phase_totals, record_key, row_key, unstable_ok,
+)
+from paradnn.store import Store, current_rows
 from paradnn.workload import Workload, short_name
 
 __all__ = ["sweep", "SweepConfig", "DEFAULT_TIMEOUT_S", "DEFAULT_CACHE",
@@ -503,6 +505,8 @@ class _Resume:
     keyed: dict[str, Workload]  # record key -> workload (a config listed twice is measured once)
     counts: dict[str, int]  # record key -> records the store has (that count towards repeat)
     platform: dict[str, Any]  # the executor's platform (of the default framework)
+    #: record key -> time_utc of the unstable row a remeasurement replaces (remeasure_unstable)
+    replaces: dict[str, str] = dataclasses.field(default_factory=dict)
 
     def missing(self, key: str, repeat: int) -> int:
         """Records config ``key`` still needs to reach ``repeat``."""
@@ -526,6 +530,9 @@ class _Tally:
     retried_stable: int = 0  # of which ok and stable
     retry_left: int = 0  # candidates not retried: the extra time would have passed the bound
     retry_useless: int = 0  # unstable configs whose timing ended at max_calls: not retried
+    retry_contended: int = 0  # unstable configs measured on a busy host: not retried
+    retry_busy: int = 0  # candidates not retried because the host stayed busy
+    retry_busy_cores: float = 0.0  # other processes' busy cores when the sweep gave up waiting
     retry_budget_s: float = 0.0  # the time budget a retry runs with, s
     retry_bound_s: float = 0.0  # retry_unstable_s, s
     retry_s: float = 0.0  # wall time of the retries, s
@@ -551,7 +558,24 @@ def _key_configs(config: SweepConfig, ex: Any, db: Store) -> _Resume:
         key = record_key(w.to_dict(), fw_platform, fw_software, settings_dict)
         keyed.setdefault(key, w)
     counts = db.counts_by_key(keyed, unstable=not config.remeasure_unstable)
-    return _Resume(keyed, counts, platform)
+    replaces: dict[str, str] = {}
+    if config.remeasure_unstable:
+        # The newest unstable ok row of each config is the attempt its remeasurement replaces:
+        # the same computation on the same platform and software, under these settings or
+        # others (a recipe's sweep file asks for a longer budget than the unstable run had).
+        newest: dict[str, tuple[str, str]] = {}
+        for row in current_rows(db.rows()):
+            identity = row_key(row, settings=False)
+            if identity is not None and unstable_ok(row):
+                when = str(row.get("time_utc"))
+                if when > newest.get(identity, ("", ""))[1]:
+                    newest[identity] = (str(row["key"]), when)
+        for key, w in keyed.items():
+            fw_platform, fw_software = ex.context(w.framework)
+            found = newest.get(record_key(w.to_dict(), fw_platform, fw_software, {}))
+            if found is not None and counts.get(key, 0) == 0:
+                replaces[key] = found[1] if found[0] == key else f"{found[0]}@{found[1]}"
+    return _Resume(keyed, counts, platform, replaces)
 
 
 def _progress_bar(config: SweepConfig, resume: _Resume, db: Store,
@@ -611,7 +635,12 @@ def _execute(config: SweepConfig, resume: _Resume, ex: Any, db: Store, bar: Prog
                     bar.begin(w)
                 yield task
 
-    _commit(ex.execute(tasks()), claimed, db, bar, stream, tally)
+    def replacing(task: Task, record: Record) -> Record:
+        # A remeasurement of an unstable config names the attempt it replaces (once per config).
+        named = resume.replaces.pop(task.key, None)
+        return record.with_metrics(retry_of=named) if named and record.key == task.key else record
+
+    _commit(ex.execute(tasks()), claimed, db, bar, stream, tally, replacing if resume.replaces else None)
 
 
 def _commit(results: Iterator[tuple[Task, Any]], claimed: dict[int, Task], db: Store,
@@ -668,23 +697,6 @@ def _commit(results: Iterator[tuple[Task, Any]], claimed: dict[int, Task], db: S
                 pass
 
 
-def is_retry(row: Mapping[str, Any]) -> bool:
-    """Whether a stored row (a record's ``to_dict()``, a DataFrame row) is a sweep's automatic
-    retry of an unstable config: it ran with a longer time budget (``time_budget_used_s``) than
-    its settings name (``time_budget_s``, the one the sweep asked for)."""
-    try:
-        return float(row.get("time_budget_used_s")) > float(row.get("time_budget_s")) * (1 + 1e-9)
-    except (TypeError, ValueError):
-        return False  # not recorded (older rows, predicted rows): not a retry
-
-
-def _unstable(row: Mapping[str, Any]) -> bool:
-    """An ok row whose timing missed its precision target (``stable`` false; unknown is not)."""
-    stable = row.get("stable")
-    return (row.get("status") == "ok" and isinstance(stable, (bool, int, float))
-            and stable == 0)
-
-
 def retry_budget_s(settings: Any) -> float:
     """The time budget (s) of an automatic retry under ``settings`` (a MeasureSettings):
     ``RETRY_BUDGET_FACTOR`` times its ``time_budget_s``, capped by the setting's own maximum
@@ -695,10 +707,12 @@ def retry_budget_s(settings: Any) -> float:
 def retry_would_help(row: Mapping[str, Any]) -> bool:
     """Whether the automatic retry would measure the config of stored row ``row`` again (before
     counting the time bound): an ok row whose timing missed its precision target and ended at
-    its time budget. A timing that ended at ``max_calls`` is not retried: a longer budget would
-    time the same calls again (a longer warm-up aside). ``paradnn plan`` and the progress line
-    estimate the retries with it."""
-    return _unstable(row) and not _number(row.get("timed_calls")) >= _number(row.get("max_calls")) > 0
+    its time budget on a quiet host. A timing that ended at ``max_calls`` is not retried: a
+    longer budget would time the same calls again (a longer warm-up aside); nor is one measured
+    while other processes kept the host busy (``contended``): its spread is the load's.
+    ``paradnn plan`` and the progress line estimate the retries with it."""
+    return (unstable_ok(row) and not _number(row.get("timed_calls")) >= _number(row.get("max_calls")) > 0
+            and not row.get("contended"))
 
 
 def _number(value: Any) -> float:
@@ -741,12 +755,24 @@ def _retry_unstable(config: SweepConfig, resume: _Resume, ex: Any, db: Store,
     for key in resume.keyed:
         mine = rows.get(key, [])
         ok = [r for r in mine if r.get("status") == "ok"]
-        if ok and all(_unstable(r) for r in ok) and not any(is_retry(r) for r in mine):
+        if ok and all(unstable_ok(r) for r in ok) and not any(is_retry(r) for r in mine):
+            if ok[-1].get("contended"):
+                # Measured while other processes were busy: its spread is theirs, and a longer
+                # budget under the same load buys little; measured again once the host is quiet.
+                tally.retry_contended += 1
+                continue
             if not retry_would_help(ok[-1]):  # its timing ended at max_calls
                 tally.retry_useless += 1
                 continue
-            candidates.append((key, ok[-1], len(mine)))
+            candidates.append((key, ok[-1], len(current_rows(mine))))
     if not candidates:
+        return
+    # The host whose load matters is the one the configs run on: this one, except on Ray (whose
+    # nodes record their own load in each row, and a contended row is not retried above).
+    busy = (None if config.executor == "ray"
+            else _wait_for_quiet(min(QUIET_WAIT_S, config.retry_unstable_s), stream))
+    if busy is not None:
+        tally.retry_busy, tally.retry_busy_cores = len(candidates), busy
         return
     asked = config.settings
     budget_s = retry_budget_s(asked)
@@ -779,11 +805,14 @@ def _retry_unstable(config: SweepConfig, resume: _Resume, ex: Any, db: Store,
             running[claim] = estimate_s
             yield task
 
+    replaced = {key: str(row.get("time_utc")) for key, row, _ in candidates}
+
     def as_asked(task: Task, record: Record) -> Record:
         running.pop(task.claim, None)
         record = dataclasses.replace(record, settings={**record.settings,
                                                        "time_budget_s": asked.time_budget_s},
-                                     metrics={**record.metrics, "time_budget_used_s": budget_s})
+                                     metrics={**record.metrics, "time_budget_used_s": budget_s,
+                                              "retry_of": replaced.get(task.key)})
         tally.retried += 1
         stable = record.status == "ok" and bool(record.metrics.get("stable"))
         tally.retried_stable += stable
@@ -809,6 +838,40 @@ def _retry_unstable(config: SweepConfig, resume: _Resume, ex: Any, db: Store,
         tally.retry_s = time.perf_counter() - start
 
 
+#: Seconds a sweep waits, before its automatic retries, for the host to become quiet (other
+#: processes' CPU cores within the contention threshold); at most its ``retry_unstable_s``.
+QUIET_WAIT_S = 30.0
+#: Seconds of one reading of the host's load while waiting.
+_QUIET_SAMPLE_S = 1.0
+
+
+def _wait_for_quiet(wait_s: float, stream: IO[str] | None) -> float | None:
+    """Wait up to ``wait_s`` seconds for the host to be quiet: other processes' busy CPU cores
+    over one :data:`_QUIET_SAMPLE_S` reading within :func:`paradnn.hostutil.max_other_cores`.
+    Returns None once quiet (or where /proc/stat cannot tell), else the cores the last reading
+    saw busy: a retry under that load would measure the load, not the config."""
+    from paradnn import hostutil
+
+    limit = hostutil.max_other_cores()
+    deadline = time.perf_counter() + wait_s
+    said = False
+    while True:
+        window = hostutil.HostWindow()
+        window.start()
+        time.sleep(_QUIET_SAMPLE_S)
+        other = window.stop().other_busy_cores
+        if other is None or other <= limit:
+            return None
+        if time.perf_counter() + _QUIET_SAMPLE_S > deadline:
+            return other
+        if not said and stream is not None:
+            stream.write(f"paradnn sweep: the host is busy (other processes keep {other:.2f} CPU cores "
+                         f"busy > {limit:g}); waiting up to {wait_s:.0f} s for quiet before retrying "
+                         "unstable configs\n")
+            stream.flush()
+            said = True
+
+
 def _summarize(stream: IO[str] | None, tally: _Tally) -> None:
     """The sweep's last lines: where this run's time went, the retries of unstable configs, and
     the configs not recorded."""
@@ -826,6 +889,15 @@ def _summarize(stream: IO[str] | None, tally: _Tally) -> None:
                      "timing ended at max_calls timed calls, which a longer time budget does not "
                      "change (raise max_calls, or measure them again on a quieter host with "
                      "--remeasure-unstable)\n")
+    if stream is not None and tally.retry_contended:
+        stream.write(f"paradnn sweep: {tally.retry_contended} unstable config(s) not retried: they were "
+                     "measured while other processes kept the host busy (contended), where a longer "
+                     "budget measures the load; measure them again on a quiet host with "
+                     "--remeasure-unstable (`paradnn status` prints the recipe)\n")
+    if stream is not None and tally.retry_busy:
+        stream.write(f"paradnn sweep: {tally.retry_busy} unstable config(s) not retried: the host stayed "
+                     f"busy ({tally.retry_busy_cores:.2f} CPU cores of other processes) for "
+                     f"{QUIET_WAIT_S:g} s; measure them again on a quiet host with --remeasure-unstable\n")
     if stream is not None and tally.retry_candidates:
         left = tally.retry_left
         stream.write(f"paradnn sweep: {tally.retried} of {tally.retry_candidates} unstable "

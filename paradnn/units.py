@@ -16,7 +16,7 @@ import math
 import re
 from fractions import Fraction
 
-from paradnn.errors import SpecError
+from paradnn.errors import ParadnnError, SpecError
 
 #: Largest integer any count or size may be: array dimensions and byte counts are int64 in XLA.
 INT_MAX = 2**63 - 1
@@ -74,6 +74,22 @@ def parse_number(text: object, parameter: str, minimum: float = 0.0, maximum: fl
     return value
 
 
+def positive_env(name: str, default: float, unit: str = "") -> float:
+    """The positive, finite number in environment variable ``name``, or ``default`` where it is
+    not set; ParadnnError naming the variable, its value and what is allowed otherwise (a
+    threshold or budget read from the environment)."""
+    import os
+
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    parsed = _exact(raw.strip())
+    value = float(parsed[0]) if parsed is not None and not parsed[1] else math.nan
+    if not math.isfinite(value) or value <= 0:
+        raise ParadnnError(f"invalid {name}={raw!r}: allowed a positive number" + (f" of {unit}" if unit else ""))
+    return value
+
+
 def parse_duration(text: object, parameter: str, maximum: float = 366 * 86400.0) -> float:
     """A positive, finite number of seconds, at most ``maximum`` (a year by default)."""
     return parse_number(text, parameter, 0.0, maximum, unit="seconds")
@@ -107,13 +123,18 @@ def _finite(value: object) -> bool:
         return False
 
 
-def _significant(v: float, digits: int) -> str:
-    """``v`` to ``digits`` significant digits in plain decimal notation (120, not 1.2e+02),
-    without trailing zeros."""
+def _significant(v: float, digits: int, zeros: bool = False) -> str:
+    """``v`` (non-zero) to ``digits`` significant digits in plain decimal notation (120, not
+    1.2e+02); trailing zeros dropped (1.5) unless ``zeros`` (1.50), which keeps the precision
+    of the number visible."""
     places = digits - 1 - math.floor(math.log10(abs(v)))
+    if places >= 0 and abs(round(v, places)) >= 10.0 ** (digits - places):
+        places -= 1  # rounding reached the next power of ten (9.996 -> 10.0): one place fewer
     if places < 0:  # digits left of the point: 123.4 to 2 digits is 120
         v, places = round(v, places), 0
     text = f"{v:.{places}f}"
+    if zeros:
+        return text
     return text.rstrip("0").rstrip(".") if "." in text else text
 
 
@@ -123,10 +144,15 @@ def significant(value: float, digits: int = 3) -> str:
     return _significant(float(value), digits)
 
 
-def compact(value: float | None, digits: int = 3) -> str:
+def compact(value: float | None, digits: int = 3, zeros: bool = False) -> str:
     """A number in one short format: ``digits`` significant digits with an SI suffix (k, M, G,
     T, P) from 1000 up: 0.423, 510, 3.81k, 12.3M; no exponent from 0.001 up; "" for None, NaN
-    and infinities. Figures label every measured value with it."""
+    and infinities. Figures label every measured value with it (ticks read 1k, 2k, 5k).
+
+    ``zeros`` keeps trailing zeros, so that every value shows exactly ``digits`` significant
+    digits (47.9k, 33.7k, 8.19k, 1.00k) and smaller values stay plain decimals (0.000209, not
+    2e-04): the format of a table column, where one value must not look more precise than
+    its neighbour."""
     if not _finite(value):
         return ""
     v = float(value)  # type: ignore[arg-type]
@@ -135,20 +161,21 @@ def compact(value: float | None, digits: int = 3) -> str:
     edge = 1 - 0.5 * 10.0 ** -digits
     for div, suffix in _SI_PREFIXES:
         if a >= div * edge:
-            return _significant(v / div, digits) + suffix
+            return _significant(v / div, digits, zeros) + suffix
     if a == 0:
         return "0"
-    if a < 0.001:
+    if a < 0.001 and not zeros:
         return f"{v:.1g}" if a >= 1e-9 else "0"
-    return _significant(v, digits)
+    return _significant(v, digits, zeros)
 
 
-def si(value: float | None, unit: str, digits: int = 3) -> str:
+def si(value: float | None, unit: str, digits: int = 3, zeros: bool = False) -> str:
     """A quantity with an SI-prefixed unit: 12345678, "FLOP/s" -> ``12.3 MFLOP/s``; 9e11, "B/s"
-    -> ``900 GB/s``; "n/a" for None, NaN and infinities. The number is :func:`compact`'s."""
+    -> ``900 GB/s``; "n/a" for None, NaN and infinities. The number is :func:`compact`'s
+    (``zeros``: with its trailing zeros, ``900 GB/s`` and ``1.50 GB/s`` alike)."""
     if not _finite(value):
         return "n/a"
-    text = compact(value, digits)
+    text = compact(value, digits, zeros)
     number = text.rstrip("kMGTP")
     return f"{number} {text[len(number):]}{unit}".rstrip()
 
@@ -170,11 +197,12 @@ def duration(seconds: float | None) -> str:
     return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
 
 
-def precise_duration(seconds: float | None, digits: int = 3) -> str:
+def precise_duration(seconds: float | None, digits: int = 3, zeros: bool = False) -> str:
     """A measured time to ``digits`` significant digits, in the unit that reads best: ``20.5 µs``
     below a millisecond, ``2.51 ms`` below a second, ``25.1 s`` below a minute, then
     :func:`duration`'s ``12m05s``; never an exponent ("2.506e+04 ms" reads ``25.1 s``).
-    "unknown" for None, NaN and infinities. Step times and their intervals use it."""
+    "unknown" for None, NaN and infinities. Step times and their intervals use it; ``zeros``
+    keeps trailing zeros (``96.0 µs`` beside ``69.4 µs``), as a table column shows them."""
     if not _finite(seconds):
         return "unknown"
     v = float(seconds)  # type: ignore[arg-type]
@@ -184,7 +212,7 @@ def precise_duration(seconds: float | None, digits: int = 3) -> str:
         return duration(v)
     for scale, unit in ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs"), (1e-9, "ns")):
         if abs(v) >= scale * (1 - 0.5 * 10.0 ** -digits) or scale == 1e-9:
-            return f"{_significant(v / scale, digits)} {unit}"
+            return f"{_significant(v / scale, digits, zeros)} {unit}"
     return f"{v} s"  # unreachable: the loop ends with ns
 
 

@@ -19,11 +19,12 @@ ROOT = Path(__file__).resolve().parents[1]
 TESTS = ROOT / "tests"
 
 #: The suite's measurement settings: enough to exercise the protocol (2 steps per call, 1
-#: warm-up call, 2-3 timed calls, a 0.2 s budget), small enough for a 2-core CI machine. The
-#: loose precision target (cv_target 0.5) is what such short runs can meet; a test that needs
-#: another value derives it (``TINY.replace(cv_target=1e-6)``) and says why.
-TINY = MeasureSettings(steps_per_call=2, warmup_calls=1, warmup_s=0.0, min_calls=2, max_calls=3,
-                       cv_target=0.5, time_budget_s=0.2)
+#: warm-up call, the protocol's fewest timed calls, MIN_TIMED_CALLS = 6, a 0.2 s budget), small
+#: enough for a 2-core CI machine. The loose precision target (ci_target 0.5: the median within
+#: +-50%) is what such short runs can meet; a test that needs another value derives it
+#: (``TINY.replace(ci_target=1e-6)``) and says why.
+TINY = MeasureSettings(steps_per_call=2, warmup_calls=1, warmup_s=0.0, min_calls=6, max_calls=6,
+                       ci_target=0.5, time_budget_s=0.2)
 #: The same settings as a plain dict (``MeasureSettings.to_dict()``): a Record's ``settings``, a
 #: sweep's ``settings`` override, or a literal in a child process's code (``repr`` of it).
 TINY_FIELDS: dict[str, Any] = TINY.to_dict()
@@ -36,7 +37,7 @@ nodes: 8
 input: 8
 output: 2
 batch: 4
-settings: {steps_per_call: 1, warmup_calls: 1, min_calls: 2, max_calls: 3, time_budget_s: 0.2}
+settings: {steps_per_call: 1, warmup_calls: 1, min_calls: 6, max_calls: 6, time_budget_s: 0.2}
 """
 
 

@@ -45,7 +45,7 @@ def test_real_run_on_forced_cpu_devices(paradnn_cmd, tmp_path):
     env = {**os.environ, "JAX_PLATFORMS": "cpu"}
     proc = subprocess.run(
         [*paradnn_cmd, "collectives", "--devices", "2,4", "--sizes", "4KiB", "--simulate-devices",
-         "--steps-per-call", "2", "--warmup-s", "0", "--min-calls", "2", "--max-calls", "3",
+         "--steps-per-call", "2", "--warmup-s", "0", "--min-calls", "6", "--max-calls", "6",
          "--time-budget-s", "0.2", "--json", "--store", str(db)],
         capture_output=True, text=True, env=env, timeout=600)
     assert proc.returncode == 0, proc.stderr

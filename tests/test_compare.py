@@ -461,7 +461,10 @@ def test_cli_exit_codes_json_and_markdown(tmp_path, capsys):
     assert exc.value.code == 2
 
 
-def test_cli_strict_exits_3_when_a_config_is_too_noisy(tmp_path):
+def test_cli_exits_3_when_a_config_is_too_noisy(tmp_path, capsys):
+    """A config too noisy to show a 1.1x regression is inconclusive: the comparison does not
+    say "no regression" for it and exits 3 (its own status), unless --allow-inconclusive;
+    --strict, the flag that asked for this before it was the default, is still accepted."""
     rng = np.random.default_rng(8)
     with Store(tmp_path / "a.db") as a, Store(tmp_path / "b.db") as b:
         for n in NODES:
@@ -469,8 +472,12 @@ def test_cli_strict_exits_3_when_a_config_is_too_noisy(tmp_path):
             a.add(_record(FC(2, n, 64, 10), 64, _samples(rng, 1e-3, spread=spread), "2026-01-01T00:00:00+00:00"))
             b.add(_record(FC(2, n, 64, 10), 64, _samples(rng, 1e-3, spread=spread), "2026-01-02T00:00:00+00:00"))
     args = ["compare", str(tmp_path / "a.db"), str(tmp_path / "b.db")]
-    assert main(args) == 0
+    capsys.readouterr()
+    assert main(args) == 3
+    head = capsys.readouterr().out.splitlines()[0]
+    assert "inconclusive" in head and "no significant regression" not in head
     assert main(args + ["--strict"]) == 3
+    assert main(args + ["--allow-inconclusive"]) == 0
 
 
 @pytest.mark.slow
@@ -650,3 +657,44 @@ def test_a_comparison_of_two_matmul_precisions_is_flagged(tmp_path):
     result = AC.compare_frames(load(base), load(same), axes="framework")
     assert not result.table["precision_differs"].any()
     assert not any("different precisions" in n for n in result.notes)
+
+
+def _pinned_pair(tmp_path: Path, calls: int, slow: float, seed: int = 3) -> list[str]:
+    """Four FC configs measured twice (BASE and NEW, one day apart) with ``calls`` per-call
+    times each, NEW ``slow`` x slower (a 1-core run against a 2-core one is about 1.8-2.2x)."""
+    rng = np.random.default_rng(seed)
+    paths = [tmp_path / "a.db", tmp_path / "b.db"]
+    with Store(paths[0]) as a, Store(paths[1]) as b:
+        for n in NODES:
+            base = _median(n, 64)
+            a.add(_record(FC(2, n, 64, 10), 64, _samples(rng, base, n=calls, spread=0.02), "2026-01-01T00:00:00+00:00"))
+            b.add(_record(FC(2, n, 64, 10), 64, _samples(rng, base * slow, n=calls, spread=0.02),
+                          "2026-01-02T00:00:00+00:00"))
+    return [str(p) for p in paths]
+
+
+def test_the_fewest_timed_calls_can_show_a_2x_regression(tmp_path, capsys):
+    """With the 6 timed calls a side every run now has (MIN_TIMED_CALLS), a 2x slowdown of four
+    configs is significant after the correction: exit 1, every config named a regression. Two
+    measurements of the same thing exit 0."""
+    from paradnn.measure import MIN_TIMED_CALLS
+
+    base, new = _pinned_pair(tmp_path, MIN_TIMED_CALLS, 2.0)
+    capsys.readouterr()
+    assert main(["compare", base, new]) == 1
+    out = capsys.readouterr().out
+    assert out.startswith("paradnn compare: 4 regression(s) beyond 1.1x in 4 configs")
+    assert out.count("regression ") >= 4
+    (tmp_path / "same").mkdir()
+    assert main(["compare", *_pinned_pair(tmp_path / "same", MIN_TIMED_CALLS, 1.0, seed=5)]) == 0
+
+
+def test_a_whole_interval_beyond_the_threshold_is_a_regression_without_a_p_value(tmp_path):
+    """3 calls a side (the cv rule of schema 4 stopped there on a quiet host): no rank test can
+    reach p < 0.05 (at best 0.1), but every call of NEW is 2x every call of BASE, so the whole
+    interval lies beyond the threshold: a regression, not "inconclusive" for lack of a p-value."""
+    base, new = _pinned_pair(tmp_path, 3, 2.0)
+    result = paradnn.compare(base, new)
+    assert (result.table["p"] > 0.05).all()
+    assert (result.table["ci_low"] >= 1.1).all()
+    assert set(result.table["verdict"]) == {"regression"} and result.exit_code() == 1

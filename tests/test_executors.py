@@ -77,7 +77,7 @@ def test_mixed_tensorflow_and_torch_sweep_file_measures_every_config_ok(tmp_path
           - family: fc
             fixed: {layers: 1, input: 16, output: 4, batch: 4}
             axes: {nodes: [8, 16], framework: [tensorflow, torch]}
-        settings: {steps_per_call: 2, warmup_calls: 1, min_calls: 2, max_calls: 3,
+        settings: {steps_per_call: 2, warmup_calls: 1, min_calls: 6, max_calls: 6,
                    time_budget_s: 0.1}
     """))
     store = tmp_path / "r.db"

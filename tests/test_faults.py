@@ -600,7 +600,7 @@ def test_a_cnn_of_a_billion_blocks_is_refused_or_planned_within_bounds(tmp_path)
     f = sweep_file(tmp_path / "big.yaml", """\
         family: cnn
         fixed: {block: residual, blocks: 1000000000, filters: 4, image: 32, output: 4, batch: 2}
-        settings: {steps_per_call: 1, warmup_calls: 1, min_calls: 2, max_calls: 3, time_budget_s: 0.2}
+        settings: {steps_per_call: 1, warmup_calls: 1, min_calls: 6, max_calls: 6, time_budget_s: 0.2}
         """)
     proc = bounded("sweep", f, "--store", store, "--quiet")
     assert proc.returncode == 0, proc.stderr
@@ -1279,7 +1279,7 @@ def test_activation_floor_is_below_the_compiled_total():
     spec = spec_from_dict({"family": "transformer", "layers": 2, "d_model": 32, "heads": 2,
                            "d_ff": 64, "length": 64, "vocab": 512, "positions": "sinusoidal"})
     w = Workload(spec, 4)
-    rec = run_workload(w, MeasureSettings(steps_per_call=1, warmup_calls=1, min_calls=2, max_calls=2,
+    rec = run_workload(w, MeasureSettings(steps_per_call=1, warmup_calls=1, min_calls=6, max_calls=6,
                                           time_budget_s=0.1))
     assert rec.status == "ok", rec.error
     assert floor_bytes(w)["activations_bytes"] > 0
@@ -1298,8 +1298,8 @@ def test_recorded_oom_of_run_says_so_in_one_line(args, words):
 def test_ok_run_says_so_in_one_line():
     # Not bounded: on a busy host the CPU's peak probe is not cached and runs with every command.
     proc = cli("run", "fc", "--layers", "1", "--nodes", "8", "--input", "8", "--output", "2",
-                   "--steps-per-call", "1", "--warmup-calls", "1", "--warmup-s", "0", "--min-calls", "2",
-                   "--max-calls", "2", "--time-budget-s", "0.1")
+                   "--steps-per-call", "1", "--warmup-calls", "1", "--warmup-s", "0", "--min-calls", "6",
+                   "--max-calls", "6", "--time-budget-s", "0.1")
     assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
     assert proc.stderr.strip().splitlines()[-1].startswith("paradnn: ok: fc on jax measured: "), proc.stderr
 

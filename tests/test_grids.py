@@ -175,7 +175,7 @@ def test_sweep_file_top_level_axes(tmp_path):
     ("family: fc\nlayers: 2\nnodes: 32\ninput: 64\noutput: 10\nbatch: 8\n"
      "settings: {steps: 3}\n", "settings.steps", "unknown key"),
     ("family: fc\nlayers: 2\nnodes: 32\ninput: 64\noutput: 10\nbatch: 8\n"
-     "settings: {min_calls: 0}\n", "settings.min_calls", "an integer from 1"),
+     "settings: {min_calls: 0}\n", "settings.min_calls", "an integer from 6"),
     ("family: fc\nlayers: 2\nnodes: {from: 32, to: 64}\ninput: 64\noutput: 10\nbatch: 8\n",
      "nodes", "exactly one of times, step"),
     ("family: fc\nfixed: {layers: [2, 4]}\nnodes: 32\ninput: 64\noutput: 10\nbatch: 8\n",

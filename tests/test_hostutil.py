@@ -140,3 +140,55 @@ def test_window_around_a_compiled_step_gives_registered_metrics(tmp_path, tiny_s
 def test_may_be_null_names_registered_metrics_with_a_reason_field():
     assert meters.MAY_BE_NULL <= set(METRICS)
     assert {"energy_note", "device_busy_note"} <= set(METRICS) - meters.MAY_BE_NULL
+
+
+def test_other_processes_cores_are_the_hosts_busy_cores_less_this_process():
+    from paradnn.hostutil import HostReading
+
+    # Two cores: 0.75 and 0.5 busy (1.25 cores) over 2 s, 1 s of it this process's CPU time:
+    # other processes kept 0.75 of a core busy.
+    reading = HostReading([0.75, 0.5], process_cpu_s=1.0, note="", wall_s=2.0)
+    assert reading.other_busy_cores == pytest.approx(0.75)
+    assert reading.metrics()["host_other_busy_cores"] == pytest.approx(0.75)
+    # Never negative (tick rounding), unknown without per-core readings or wall time.
+    assert HostReading([0.1, 0.1], 1.0, "", 2.0).other_busy_cores == 0.0
+    assert HostReading(None, 1.0, "", 2.0).other_busy_cores is None
+    assert HostReading([0.5], 0.1, "", 0.0).other_busy_cores is None
+
+
+def test_max_other_cores_is_validated_by_name(monkeypatch):
+    from paradnn import hostutil
+    from paradnn.errors import ParadnnError
+
+    monkeypatch.delenv("PARADNN_PROBE_MAX_LOAD", raising=False)
+    assert hostutil.max_other_cores() == hostutil.MAX_OTHER_CORES
+    for bad in ("abc", "-1", "0", "nan"):
+        monkeypatch.setenv("PARADNN_PROBE_MAX_LOAD", bad)
+        with pytest.raises(ParadnnError, match="PARADNN_PROBE_MAX_LOAD.*positive number"):
+            hostutil.max_other_cores()
+
+
+@pytest.mark.slow
+def test_a_run_beside_a_spinning_process_is_contended_with_the_figure(monkeypatch, tiny_settings):
+    """Another process spinning on a core while a real FC step is timed: the record says how
+    many cores other processes kept busy, flags the run contended (a provenance note, not a
+    physics warning) and keeps its utilization (its denominator named)."""
+    import subprocess
+    import sys
+
+    from paradnn.record import warning_kind
+
+    monkeypatch.setenv("PARADNN_PROBE_MAX_LOAD", "0.5")
+    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(0.5)  # the spinner is running before the timed calls begin
+        rec = paradnn.run(paradnn.FC(2, 128, 256, 10), batch=32,
+                          settings=tiny_settings.replace(time_budget_s=1.5, steps_per_call=None))
+    finally:
+        spinner.kill()
+        spinner.wait()
+    m = rec.metrics
+    assert rec.status == "ok", rec.error
+    assert m["host_other_busy_cores"] >= 0.5 and m["contended"] is True
+    assert "contended" in rec.warnings and warning_kind("contended") == "provenance"
+    assert m["model_flops_utilization"] is not None and m["peak_source"] in ("measured", "nominal")

@@ -114,7 +114,7 @@ def test_cli_ops_json_store_and_bad_input(paradnn_cmd, tmp_path):
     db = tmp_path / "o.db"
     proc = subprocess.run(
         [*paradnn_cmd, "ops", "--matmul", "16x16x16", "--steps-per-call", "2", "--warmup-s", "0",
-         "--min-calls", "2", "--max-calls", "3", "--time-budget-s", "0.2", "--json", "--store", str(db)],
+         "--min-calls", "6", "--max-calls", "6", "--time-budget-s", "0.2", "--json", "--store", str(db)],
         capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
     rows = json.loads(proc.stdout)["rows"]

@@ -97,8 +97,11 @@ def test_paper_fc_grid_plans_in_seconds():
 
 
 def test_time_model_calibrated_from_store_and_resume_counts(tmp_path):
+    from paradnn import hardware
+
     db = tmp_path / "r.db"
     done = grid("fc", layers=2, nodes=[32, 64, 128], input=64, output=10, batch=8)
+    hardware.probe()  # once per session: a probe in the timed sweep would count for one config only
     t0 = time.monotonic()
     sweep(done, store=db, executor="inprocess", settings=TINY, cache_dir=None, progress=False)
     measured_per_config = (time.monotonic() - t0) / 3
@@ -134,7 +137,7 @@ def test_plan_counts_the_automatic_retries_of_unstable_configs(tmp_path):
     from paradnn.sweeper import RETRY_BUDGET_FACTOR
 
     capped_db = tmp_path / "capped.db"
-    strict = TINY.replace(cv_target=1e-6)  # no run meets it: every row unstable
+    strict = TINY.replace(ci_target=1e-6)  # no run meets it: every row unstable
     sweep(grid("fc", layers=2, nodes=[32, 64], input=64, output=10, batch=8), store=capped_db,
           executor="inprocess", settings=strict, cache_dir=None, progress=False)
     capped = load(capped_db)

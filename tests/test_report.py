@@ -171,7 +171,7 @@ def test_report_warnings_section_lists_flagged_runs_with_cause(trust_written, tr
     _, page = trust_written
     section = re.search(r'<section id="warnings">(.*?)</section>', page, re.S).group(1)
     for code in ("utilization_above_1", "above_roof", "flops_mismatch"):
-        assert code in section and html.escape(record.WARNINGS[code]) in section
+        assert code in section and html.escape(record.WARNINGS[code].text) in section
     flagged = trust[trust.warnings.fillna("") != ""]
     n = sum(len(w.split(",")) for w in flagged["warnings"])
     assert f"{n} physics warnings on {len(flagged)} runs" in section
@@ -204,10 +204,13 @@ def test_missing_analyses_are_listed_with_needs(gold, tmp_path):
 
 def test_missing_analysis_gives_a_sweep_file_that_supplies_it(gold, tmp_path):
     """The suggested sweep file parses, has the promised number of configs, and once its
-    configs are in the store the analysis is supported; the estimate is the store's median
-    (compile + timing) per config times that number."""
+    configs are in the store the analysis is supported; its timing settings are the ones the
+    store's own timings call for, and its estimate is the one estimator's (paradnn plan's) for
+    its configs and settings."""
     from paradnn.analysis import cost
     from paradnn.grids import load_sweep_file
+    from paradnn.measure import MeasureSettings
+    from paradnn.report.recipes import precise_settings
 
     tiny = gold[(gold.family == "fc") & (gold.device_kind == "synthetic-a") & (gold.layers == 4)
                 & (gold.nodes == 256) & (gold.dtype == "float32") & (gold.jax_version == "0.10.2")]
@@ -218,18 +221,16 @@ def test_missing_analysis_gives_a_sweep_file_that_supplies_it(gold, tmp_path):
     path.write_text(m.sweep_file)
     plan = load_sweep_file(path)
     assert len(plan.workloads) == m.configs == 12
-    # the store's own measurement protocol, so the new runs time like the old (and the estimate,
-    # made from the old, holds)
-    assert {k: float(v) for k, v in plan.settings.items()} == \
-        {k: float(v) for k, v in golden.SETTINGS.items()}
+    # the settings the store's own timings call for (its per-call spread: precise_settings)
+    assert plan.settings == precise_settings(tiny[tiny.status == "ok"])[0]
+    assert "the store's own timings" in m.change
     # joins the store's own runs: same fixed hyperparameters and dtype
     assert {(w.spec.layers, w.spec.input, w.spec.output, w.dtype) for w in plan.workloads} == \
         {(4, 2000, 1000, "float32")}
-    per = cost.config_seconds(tiny[tiny.status == "ok"]).median()
-    assert m.seconds == pytest.approx(12 * per)
-    assert "median" in m.basis and "family=fc dtype=float32" in m.basis
+    one = cost.estimate(tiny, plan.workloads, MeasureSettings(**plan.settings))
+    assert m.seconds == pytest.approx(one.seconds) and m.basis == one.basis
     # The one duration format of paradnn (plan, progress lines, the report).
-    assert m.estimate.startswith(f"about {units.duration(m.seconds)} for 12 configs (median ")
+    assert m.estimate.startswith(f"about {units.duration(m.seconds)} for 12 configs (")
     # Simulate the sweep: the golden store has those configs' kind of data; with them the
     # FC heat map and sensitivity are supported.
     fc = gold[(gold.family == "fc") & (gold.device_kind == "synthetic-a") & (gold.layers == 4)
@@ -256,10 +257,10 @@ def test_missing_estimate_without_records_uses_a_stated_default():
     _, missing = report.plan(df)
     m = {u.id: u for u in missing}["heatmap:fc"]
     assert m.seconds == 12 * cost.DEFAULT_CONFIG_S and "default" in m.basis
-    smoke = {u.id: u for u in missing}["params_range"]
-    assert smoke.command == "paradnn sweep sweeps/smoke.yaml --store results.db"
+    quick = {u.id: u for u in missing}["params_range"]
+    assert quick.command == "paradnn sweep sweeps/quickstart.yaml --store results.db"
     assert len(__import__("paradnn.grids", fromlist=["x"]).load_sweep_file(
-        ROOT / "sweeps" / "smoke.yaml").workloads) == smoke.configs
+        ROOT / "sweeps" / "quickstart.yaml").workloads) == quick.configs
 
 
 def test_speedups_resting_on_unstable_runs_make_no_claim_in_either_section(gold):
@@ -503,8 +504,10 @@ def test_cli_report_and_plot(store, tmp_path):
     page = (tmp_path / "rep" / "index.html").read_text()
     assert re.findall(r'<section id="[^"]+" data-analysis="([^"]+)"', page) == [
         "params_range", "heatmap:fc", "sensitivity:fc", "roofline", "utilization", "saturation"]
-    # the missing analyses name this store in their commands
-    assert f"paradnn sweep cnn-grid.yaml --store {store}" in page
+    # the missing analyses name this store in their commands, and the sweep files the report
+    # wrote beside the page
+    written = tmp_path / "rep" / "recipes" / "cnn-grid.yaml"
+    assert f"paradnn sweep {written} --store {store}" in page and written.exists()
     r = _cli("plot", "heatmap", store, "-o", tmp_path / "hm.png", "--where", "family=fc",
              "--x", "batch", "--y", "nodes", "--fixed", "layers=16")
     assert r.returncode == 0, r.stderr
@@ -552,9 +555,9 @@ def test_missing_speedup_gives_the_store_workloads_again(gold, tmp_path):
 
 
 def test_missing_saturation_gives_the_batches_to_add(gold, tmp_path):
-    """One model at one batch: the report lists the same model at four batches (the measured
-    one among them, so three new configs). The golden rows have NaN in other families' columns,
-    as real stores do."""
+    """One model at one batch: the report lists the same model at three more batches (half,
+    twice and four times the measured one). The golden rows have NaN in other families'
+    columns, as real stores do."""
     from paradnn.grids import load_sweep_file
 
     one = gold[(gold.family == "fc") & (gold.device_kind == "synthetic-a") & (gold.layers == 4)
@@ -566,7 +569,7 @@ def test_missing_saturation_gives_the_batches_to_add(gold, tmp_path):
     path = tmp_path / "saturation.yaml"
     path.write_text(m.sweep_file)
     plan = load_sweep_file(path)
-    assert sorted(w.batch for w in plan.workloads) == [128, 256, 512, 1024]
+    assert sorted(w.batch for w in plan.workloads) == [128, 512, 1024]
     assert {(w.spec.layers, w.spec.nodes) for w in plan.workloads} == {(4, 256)}
     assert m.configs == 3 and m.command == "paradnn sweep saturation.yaml --store results.db"
 

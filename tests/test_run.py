@@ -12,7 +12,7 @@ import pytest
 import paradnn
 from paradnn import CNN, FC, RNN
 from paradnn import meters
-from paradnn.record import METRICS
+from paradnn.record import METRICS, ONLY_SOME_METRICS
 
 TINY_SPECS = [
     FC(2, 16, 12, 5),
@@ -45,6 +45,8 @@ def test_record_carries_every_contracted_metric(tiny_settings):
     row = record.to_dict()
     for name in METRICS:
         if name in meters.MAY_BE_NULL:  # null on hosts without the counter, the reason recorded
+            continue
+        if name in ONLY_SOME_METRICS:  # a retry's only
             continue
         assert row[name] is not None, name
     assert row["step_time_p10_s"] <= row["step_time_s"] <= row["step_time_p90_s"]
@@ -98,7 +100,7 @@ def test_data_parallel_costs_are_totals_over_devices(tmp_path):
         """
         import json, paradnn
         from paradnn.measure import MeasureSettings
-        s = MeasureSettings(steps_per_call=2, warmup_calls=1, min_calls=2, max_calls=2, time_budget_s=0.1)
+        s = MeasureSettings(steps_per_call=2, warmup_calls=1, min_calls=6, max_calls=6, time_budget_s=0.1)
         out = {}
         for devices in (1, 4):
             r = paradnn.run(paradnn.FC(2, 128, 256, 16), batch=1024, devices=devices, settings=s)
@@ -130,14 +132,14 @@ def test_more_devices_than_exist_is_a_spec_error():
 def test_cli_json_is_one_object_with_every_metric(paradnn_cmd):
     proc = subprocess.run(
         paradnn_cmd + ["run", "fc", "--layers", "2", "--nodes", "64", "--input", "100", "--output", "10",
-                       "--batch", "32", "--json", "--steps-per-call", "2", "--min-calls", "2",
-                       "--max-calls", "3", "--time-budget-s", "0.2"],
+                       "--batch", "32", "--json", "--steps-per-call", "2", "--min-calls", "6",
+                       "--max-calls", "6", "--time-budget-s", "0.2"],
         capture_output=True, text=True, timeout=600,
     )
     assert proc.returncode == 0, proc.stderr
     row = json.loads(proc.stdout)  # exactly one JSON document, nothing else on stdout
     for name in METRICS:
-        assert name in row and (name in meters.MAY_BE_NULL or row[name] is not None), name
+        assert name in row and (name in meters.MAY_BE_NULL | ONLY_SOME_METRICS or row[name] is not None), name
     for name in ("step_time_s", "step_time_p10_s", "step_time_p90_s", "compile_s", "examples_per_sec",
                  "flops_per_step", "bytes_per_step", "peak_flops", "peak_bytes_per_sec"):
         assert row[name] > 0, name
@@ -148,14 +150,15 @@ def test_cli_json_is_one_object_with_every_metric(paradnn_cmd):
 def test_cli_summary_says_units_and_sources(paradnn_cmd):
     proc = subprocess.run(
         paradnn_cmd + ["run", "rnn", "--cell", "gru", "--layers", "1", "--embed", "16", "--length", "4",
-                       "--vocab", "32", "--batch", "8", "--steps-per-call", "2", "--min-calls", "2",
-                       "--max-calls", "2"],
+                       "--vocab", "32", "--batch", "8", "--steps-per-call", "2", "--min-calls", "6",
+                       "--max-calls", "6"],
         capture_output=True, text=True, timeout=600,
     )
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
     for text in ("examples/s", "s median", "95% CI", "executed (XLA cost analysis)", "useful (analytic)",
-                 "FLOP/s", "(measured; measured ", "FLOP/B", "compiled memory analysis", "cv ", "target 2.00%",
+                 "FLOP/s", "(measured; measured ", "FLOP/B", "compiled memory analysis", "cv ", "target +-2.00%",
+                 "95% CI; target", "(measured peak)", "host load ",
                  "from useful FLOPs (analytic count)", "from executed FLOPs (XLA cost analysis)",
                  "per device (the device's, as the framework reports it)"):
         assert text in out, text
@@ -200,7 +203,7 @@ def test_cli_probe_json(paradnn_cmd):
     assert all(v > 1e8 for v in result["peak_flops"].values())  # any CPU does more than 0.1 GFLOP/s
     assert result["peak_bytes_per_sec"] > 1e8
     # Each dtype's ceiling and peak; on a CPU both are the best usable probe on record.
-    assert result["above_nominal"] == {} and result["above_spec"] == {}
+    assert result["impossible"] == {} and result["above_spec"] == {}  # above_nominal is a note: boost clocks
     from paradnn import precision
     assert precision.is_level(result["float32_precision"])  # measured, e.g. highest on a CPU
     for dtype in ("float32", "bfloat16", "float16"):
@@ -271,7 +274,7 @@ def test_cli_run_says_what_it_measures_before_any_heavy_import(tiny_settings):
     run needs it), and the report's libraries are never loaded."""
     argv = ["run", "fc", "--layers", "2", "--nodes", "32", "--input", "64", "--output", "10",
             "--batch", "8", "--json", "--time-budget-s", str(tiny_settings.time_budget_s),
-            "--cv-target", str(tiny_settings.cv_target)]
+            "--ci-target", str(tiny_settings.ci_target)]
     result, out = _watch(argv)
     assert result["rc"] == 0 and json.loads(out)["status"] == "ok", out
     assert result["first"].startswith("paradnn: measuring fc (layers=2"), result["first"]

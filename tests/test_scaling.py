@@ -81,7 +81,7 @@ def test_real_scaling_run_on_forced_cpu_devices(paradnn_cmd, tmp_path):
     proc = subprocess.run(
         [*paradnn_cmd, "scaling", "fc", "--layers", "1", "--nodes", "16", "--input", "8", "--output", "4",
          "--batch", "4", "--devices", "1,2", "--simulate-devices", "--steps-per-call", "2", "--warmup-s", "0",
-         "--min-calls", "2", "--max-calls", "3", "--time-budget-s", "0.2", "--json", "--store", str(db)],
+         "--min-calls", "6", "--max-calls", "6", "--time-budget-s", "0.2", "--json", "--store", str(db)],
         capture_output=True, text=True, env=env, timeout=600)
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)

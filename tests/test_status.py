@@ -119,34 +119,37 @@ def test_sweep_final_line_is_honest_on_resume(tmp_path):
 @pytest.mark.slow
 def test_status_counts_unstable_rows_and_its_remeasure_command_runs_as_printed(tmp_path):
     """Two tiny FC runs that cannot meet a 1e-6 precision target are unstable: status counts
-    them, prints a sweep file listing exactly their configs and the command with
-    --remeasure-unstable; run as printed, it measures both again (same record keys)."""
+    them, writes (--recipes) a sweep file listing exactly their configs with the settings the
+    store's own timings call for, and prints the command with --remeasure-unstable; run as
+    printed, it measures both again, and each new run replaces its unstable one: one row per
+    config (paradnn.load), both attempts kept (attempts=True)."""
     import yaml
 
+    from paradnn.report.recipes import precise_settings
     from paradnn.store import load
 
     db = tmp_path / "r.db"
-    unstable = TINY.replace(cv_target=1e-6)  # no tiny run meets it
+    unstable = TINY.replace(ci_target=1e-6)  # no tiny run meets it
     sweep(grid("fc", layers=2, nodes=[16, 32], input=12, output=5, batch=4), store=db,
           executor="inprocess", settings=unstable, cache_dir=None, progress=False)
-    r = _cli("status", str(db))
+    folder = tmp_path / "recipes"
+    r = _cli("status", str(db), "--recipes", str(folder))
     assert r.returncode == 0, r.stderr
     assert "unstable: 2 of 2 ok rows missed their precision target (stable false; fc 2)" in r.stdout
-    lines = r.stdout.splitlines()
-    start = next(i for i, line in enumerate(lines) if "write this as remeasure-unstable.yaml" in line)
-    end = next(i for i, line in enumerate(lines) if line.lstrip().startswith("next ") and i > start)
-    text = "\n".join(line[12:] for line in lines[start + 1:end])
-    spec = yaml.safe_load(text)
-    assert float(spec["settings"]["cv_target"]) == pytest.approx(1e-6)  # YAML reads 1e-06 as text: parsed by the sweep
-    command = lines[end].split("next", 1)[1].strip()
-    assert command == f"paradnn sweep remeasure-unstable.yaml --store {db} --remeasure-unstable"
-    (tmp_path / "remeasure-unstable.yaml").write_text(text)
-    keys_before = set(load(db)["key"])
-    assert command.startswith("paradnn ")  # run as printed, the console script as python -m paradnn
+    path = folder / "remeasure-unstable.yaml"
+    assert f"file     written to {path} (2 configs)" in r.stdout
+    spec = yaml.safe_load(path.read_text())
+    before = load(db)
+    assert spec.get("settings", {}) == precise_settings(before)[0]  # what the store's timings call for
+    assert sorted(p["fixed"]["nodes"] for p in spec["parts"]) == [16, 32]
+    command = next(line for line in r.stdout.splitlines() if line.lstrip().startswith("next ")).split("next", 1)[1].strip()
+    assert command == f"paradnn sweep {path} --store {db} --remeasure-unstable"
     again = subprocess.run([sys.executable, "-m", "paradnn", *command.split()[1:], "--no-cache"],
                            capture_output=True, text=True, cwd=tmp_path,
                            env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=600)
     assert again.returncode == 0, again.stderr
     assert "2 measured now" in again.stdout
     rows = load(db)
-    assert len(rows) == 4 and set(rows["key"]) == keys_before  # the same configs, measured again
+    assert len(rows) == 2 and not set(rows["time_utc"]) & set(before["time_utc"])  # the new runs
+    assert sorted(rows["retry_of"].map(lambda v: v.rsplit("@", 1)[-1])) == sorted(before["time_utc"])
+    assert len(load(db, attempts=True)) == 4

@@ -25,7 +25,7 @@ PLATFORM = {"device_platform": "cpu", "device_kind": "cpu", "device_count": 1, "
 SOFTWARE = {"paradnn_version": "0", "jax_version": "0", "jaxlib_version": "0",
             "flax_version": "0", "optax_version": "0", "tf_version": None,
             "python_version": "3.11", "xla_flags": ""}
-SETTINGS = {"steps_per_call": 2, "warmup_calls": 1, "min_calls": 2, "max_calls": 3,
+SETTINGS = {"steps_per_call": 2, "warmup_calls": 1, "min_calls": 6, "max_calls": 6,
             "cv_target": 0.02, "time_budget_s": 0.2}
 
 
@@ -381,3 +381,35 @@ def test_records_are_frozen_values_that_pickle():
     own = dataclasses.replace(rec, metrics=source)
     source["examples_per_sec"] = 2.0  # the caller's dict, changed later: not the record's
     assert own.metrics["examples_per_sec"] == 1.0
+
+
+def test_one_row_per_config_a_later_attempt_replaces_the_unstable_one(tmp_path):
+    """paradnn.load gives one row per config: an attempt naming the row it replaces
+    (retry_of: its time, or key@time under other settings) leaves that row out; a retry of an
+    older version (a longer budget, no retry_of) replaces the newest earlier unstable row of its
+    key; rows a config was asked to have twice (repeat) both stay; attempts=True gives every
+    row; the file keeps them all."""
+    from paradnn.record import superseded
+
+    def row(key, t, stable=True, **more):
+        return {"key": key, "time_utc": t, "status": "ok", "stable": stable, **more}
+
+    rows = [
+        row("a", "1", stable=False), row("a", "2", retry_of="1"),                   # a retry
+        row("b", "1"), row("b", "2"),                                               # repeat 2
+        row("c", "1", stable=False), row("c", "3", time_budget_s=1.0, time_budget_used_s=4.0),  # old retry
+        row("d", "1", stable=False), row("e", "5", retry_of="d@1"),                 # other settings
+        row("f", "1", stable=False),                                                # not replaced
+    ]
+    assert superseded(rows) == {0, 4, 6}
+    db = tmp_path / "s.db"
+    with Store(db) as s:
+        for r in rows:
+            s.add({**r, "workload_key": r["key"], "family": "fc"})
+    one = load(db)
+    assert sorted(zip(one["key"], one["time_utc"])) == [("a", "2"), ("b", "1"), ("b", "2"), ("c", "3"),
+                                                         ("e", "5"), ("f", "1")]
+    assert len(load(db, attempts=True)) == len(rows)
+    with Store(db) as s:
+        assert len(s) == len(rows) and len(s.frame()) == 6 and len(s.frame(attempts=True)) == len(rows)
+        assert s.counts_by_key(["a", "b", "c", "d", "f"]) == {"a": 1, "b": 2, "c": 1, "f": 1}

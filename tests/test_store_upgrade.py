@@ -15,7 +15,7 @@ import pytest
 
 import paradnn
 from paradnn import backends
-from paradnn.measure import MeasureSettings
+from paradnn.measure import PROTOCOL_FIELDS, MeasureSettings
 from paradnn.record import CORE_SOFTWARE_FIELDS, PLATFORM_FIELDS, Record, row_key
 from paradnn.families.fc import FC
 from paradnn.workload import Workload
@@ -23,9 +23,12 @@ from paradnn.store import STORE_SCHEMA_VERSION, Store, migrate_row
 
 OLD = Path(__file__).parent / "data" / "store_schema2.db"
 SPEC, BATCH = FC(2, 16, 8, 4), 8
-#: The settings the old store's records ran with (PyTorch's record with torch_compile eager).
-SETTINGS = MeasureSettings(steps_per_call=2, warmup_calls=1, warmup_s=0.0, min_calls=2, max_calls=3,
-                           cv_target=0.5, time_budget_s=0.2, torch_compile="eager")
+#: The settings the old store's records ran with (PyTorch's record with torch_compile eager),
+#: but for their 2-3 timed calls, which the protocol refuses since record schema 5 (at least 6):
+#: the resume test gives the old rows 6 (:func:`_as_if_written_here`). The old rows stopped by
+#: the calls' spread: stop_rule cv, as the migration reads them.
+SETTINGS = MeasureSettings(steps_per_call=2, warmup_calls=1, warmup_s=0.0, min_calls=6, max_calls=6,
+                           cv_target=0.5, time_budget_s=0.2, torch_compile="eager", stop_rule="cv")
 
 
 def _raw_rows() -> list[dict]:
@@ -48,13 +51,14 @@ def test_reading_and_opening_give_the_current_keys(tmp_path):
     df = paradnn.load(OLD)
     assert list(df["key"]) == [row_key(migrate_row(dict(r))) for r in raw]
     assert all(k != r["key"] for k, r in zip(df["key"], raw))  # the keys did change
-    assert (df["schema_version"] == 4).all() and set(raw[0]) <= set(df.columns)  # every field kept
+    assert (df["schema_version"] == 5).all() and set(raw[0]) <= set(df.columns)  # every field kept
     assert list(df["matmul_precision"]) == ["default", "default"]  # what paradnn then ran with
+    assert list(df["stop_rule"]) == ["cv", "cv"]  # the spread of calls stopped their timing
     copy = tmp_path / "old.db"
     shutil.copy(OLD, copy)
     with Store(copy) as db:
         version = db._con.execute("SELECT value FROM paradnn_meta WHERE name='schema_version'").fetchone()[0]
-        assert int(version) == STORE_SCHEMA_VERSION == 4
+        assert int(version) == STORE_SCHEMA_VERSION == 5
         assert db.counts_by_key() == {k: 1 for k in df["key"]}
     assert paradnn.load(copy).equals(df)
 
@@ -83,8 +87,11 @@ def test_migrated_keys_use_the_fields_the_backends_record():
     assert set(software) - {"paradnn_revision"} == {*CORE_SOFTWARE_FIELDS, *backends.meta("jax").software_fields}
     assert set(platform) == set(PLATFORM_FIELDS)
     jax_row = _raw_rows()[0]
+    # The old row's own protocol values (its 2-3 timed calls), the settings added since as the
+    # migration fills them in.
+    settings = {**SETTINGS.to_dict(), **{k: jax_row[k] for k in PROTOCOL_FIELDS if k in jax_row}}
     new = Record("ok", Workload(SPEC, BATCH).to_dict(), {k: jax_row[k] for k in PLATFORM_FIELDS},
-                 {k: jax_row[k] for k in software}, SETTINGS.to_dict())
+                 {k: jax_row[k] for k in software}, settings)
     assert new.key == row_key(migrate_row(dict(jax_row)))
 
 
@@ -104,6 +111,7 @@ def _as_if_written_here(db: Path) -> None:
                 if k != "paradnn_revision":
                     assert k in row, k  # a field the old key did not have would not be this test
                     row[k] = v
+            row["min_calls"], row["max_calls"] = SETTINGS.min_calls, SETTINGS.max_calls
             con.execute("UPDATE records SET row = ?, host = ? WHERE id = ?", (json.dumps(row), row["host"], id_))
         con.commit()
     finally:
@@ -112,9 +120,10 @@ def _as_if_written_here(db: Path) -> None:
 
 @pytest.mark.slow
 def test_a_sweep_resumes_an_old_store(tmp_path):
-    """With the old records' host and versions made this host's, the same configs get the same
-    keys from the current code: a sweep of them measures nothing (without the migration of
-    their schema-2 keys it would measure both again)."""
+    """With the old records' host and versions made this host's (and their timed calls the
+    fewest the protocol allows now), the same configs get the same keys from the current code:
+    a sweep of them (stop_rule cv, what the old rows ran) measures nothing (without the
+    migration of their schema-2 keys it would measure both again)."""
     if backends.available("torch") is not None:
         pytest.skip(f"torch backend unavailable: {backends.available('torch')}")
     raw = _raw_rows()
@@ -143,7 +152,25 @@ def test_a_schema_3_row_keys_as_the_same_config_at_default_precision():
     del old["matmul_precision"]
     assert row_key(old) != new.key  # without the migration the old row would be measured again
     migrated = migrate_row(dict(old))
-    assert migrated["matmul_precision"] == "default" and migrated["schema_version"] == 4
+    assert migrated["matmul_precision"] == "default" and migrated["schema_version"] == 5
     assert migrated["key"] == new.key
     tf32 = Record("ok", workload, platform, software, SETTINGS.replace().to_dict("jax") | {"matmul_precision": "tf32"})
     assert tf32.key != new.key
+
+
+def test_a_schema_4_row_keys_as_the_same_config_under_the_cv_rule():
+    """Rows before schema 5 stopped their timing by the spread of calls (cv_target): they read
+    as stop_rule "cv" (ci_target as the setting came, unused by that rule) and key as a run of
+    today with stop_rule cv does; today's default rule (ci) is another config."""
+    from paradnn.runner import context
+
+    platform, software = context("jax")
+    workload = Workload(SPEC, BATCH).to_dict()
+    new = Record("ok", workload, platform, software, SETTINGS.to_dict("jax"))
+    old = {**new.to_dict(), "schema_version": 4}
+    del old["stop_rule"], old["ci_target"]
+    migrated = migrate_row(dict(old))
+    assert (migrated["stop_rule"], migrated["ci_target"], migrated["schema_version"]) == ("cv", 0.02, 5)
+    assert migrated["key"] == new.key
+    today = Record("ok", workload, platform, software, SETTINGS.replace(stop_rule="ci").to_dict("jax"))
+    assert today.key != new.key

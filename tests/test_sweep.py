@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from helpers import TINY, child_env
+import paradnn
 from paradnn import ParadnnError, SpecError
 from paradnn.grids import grid
 from paradnn.record import Record
@@ -239,11 +240,11 @@ def test_sweep_config_resolves_file_then_overrides(tmp_path):
 
     f = tmp_path / "s.yaml"
     f.write_text("family: fc\nlayers: 2\nnodes: [32, 40]\ninput: 64\noutput: 10\nbatch: 8\n"
-                 "settings: {min_calls: 3}\n"
+                 "settings: {min_calls: 7}\n"
                  "run: {repeat: 2, timeout_s: 60, memory_limit: 1GB, cache_dir: null}\n")
-    c = SweepConfig.resolve(f, tmp_path / "a.db", repeat=3, settings={"max_calls": 5})
+    c = SweepConfig.resolve(f, tmp_path / "a.db", repeat=3, settings={"max_calls": 9})
     assert (c.repeat, c.timeout_s, c.memory_limit_bytes, c.cache_dir) == (3, 60.0, 10**9, None)
-    assert (c.settings.min_calls, c.settings.max_calls) == (3, 5)
+    assert (c.settings.min_calls, c.settings.max_calls) == (7, 9)
     assert c.source == str(f) and len(c.workloads) == 2 and c.executor == "process"
     with pytest.raises(dataclasses.FrozenInstanceError):
         c.repeat = 4  # type: ignore[misc]
@@ -277,7 +278,7 @@ def test_sweep_file_and_cli(tmp_path, capsys):
         family: fc
         fixed: {layers: 2, input: 64, output: 10, batch: 8}
         nodes: 32
-        settings: {steps_per_call: 2, warmup_calls: 1, min_calls: 2, max_calls: 3,
+        settings: {steps_per_call: 2, warmup_calls: 1, min_calls: 6, max_calls: 6,
                    time_budget_s: 0.2}
         run: {executor: inprocess}
         """))
@@ -321,9 +322,16 @@ def test_remeasure_unstable_measures_only_the_noisy_config_again(tmp_path, monke
     # A plain resume counts the unstable row as done; --remeasure-unstable does not.
     assert len(sweep(g, **kw)) == 2
     again = sweep(g, remeasure_unstable=True, **kw)
-    assert sorted(zip(again["nodes"], again["stable"])) == [(32, True), (40, False), (40, True)]
+    # One row per config: the new attempt replaces the unstable one, which it names; the
+    # replaced attempt stays in the store (attempts=True).
+    assert sorted(zip(again["nodes"], again["stable"])) == [(32, True), (40, True)]
+    every = paradnn.load(db, attempts=True)
+    assert sorted(zip(every["nodes"], every["stable"])) == [(32, True), (40, False), (40, True)]
+    old = every[(every["nodes"] == 40) & ~every["stable"].astype(bool)].iloc[0]
+    new = again[again["nodes"] == 40].iloc[0]
+    assert new["retry_of"] == old["time_utc"]
     # Now every config has a stable row: nothing left to measure.
-    assert len(sweep(g, remeasure_unstable=True, **kw)) == 3
+    assert len(sweep(g, remeasure_unstable=True, **kw)) == 2 and len(paradnn.load(db, attempts=True)) == 3
 
 
 # -- automatic retry of unstable configs (issue 25) ---------------------------------------------
@@ -344,7 +352,7 @@ def test_unstable_configs_are_retried_once_with_a_longer_budget_within_the_bound
 
     db = tmp_path / "r.db"
     # No call meets the target: timing runs until the budget (max_calls as far as allowed).
-    settings = TINY.replace(cv_target=1e-6, max_calls=1_000_000)
+    settings = TINY.replace(ci_target=1e-6, max_calls=1_000_000)
     g = grid("fc", layers=2, nodes=[16, 32], input=12, output=5, batch=4)
     kw = dict(store=db, executor="inprocess", settings=settings, cache_dir=None)
 
@@ -363,7 +371,11 @@ def test_unstable_configs_are_retried_once_with_a_longer_budget_within_the_bound
     again = sweep(g, retry_unstable_s=600, progress=stream, **kw)
     assert "2 of 2 unstable config(s) measured again" in stream.getvalue(), stream.getvalue()
     retry = _retries(again)
-    assert len(again) == 4 and len(retry) == 2
+    # One row per config: each retry replaces the row it retried and names it (retry_of); the
+    # store keeps both attempts (attempts=True).
+    assert len(again) == 2 and len(retry) == 2
+    assert sorted(retry["retry_of"]) == sorted(first["time_utc"])
+    assert len(paradnn.load(db, attempts=True)) == 4
     assert set(retry["key"]) == set(first["key"])  # the config's own key: it counts on resume
     assert (retry["time_budget_s"] == 0.2).all() and (retry["time_budget_used_s"] == budget).all()
     # The longer budget was used: the protocol timed past the original budget.
@@ -371,12 +383,12 @@ def test_unstable_configs_are_retried_once_with_a_longer_budget_within_the_bound
 
     stream = io.StringIO()
     resumed = sweep(g, retry_unstable_s=600, progress=stream, **kw)
-    assert len(resumed) == 4 and "measured again" not in stream.getvalue()
+    assert len(resumed) == 2 and "measured again" not in stream.getvalue()
 
     stream = io.StringIO()
     capped = sweep(g, retry_unstable_s=600, progress=stream, **{
-        **kw, "store": tmp_path / "capped.db", "settings": settings.replace(max_calls=3)})
-    assert len(capped) == 2 and (capped["timed_calls"] == 3).all()
+        **kw, "store": tmp_path / "capped.db", "settings": settings.replace(max_calls=6)})
+    assert len(capped) == 2 and (capped["timed_calls"] == 6).all()
     assert "2 unstable config(s) not retried: their timing ended at max_calls" in stream.getvalue()
 
 
@@ -400,11 +412,12 @@ def test_retries_stop_at_the_extra_time_bound(tmp_path):
     assert len(sweep(g, progress=False, retry_unstable_s=0, **kw)) == 3
     stream = io.StringIO()
     df = sweep(g, progress=stream, retry_unstable_s=8.6, **kw)
-    assert len(df) == 5 and list(_retries(df)["nodes"]) == [32, 40], stream.getvalue()  # grid order
+    assert len(df) == 3 and list(_retries(df)["nodes"]) == [32, 40], stream.getvalue()  # grid order
+    assert len(paradnn.load(db, attempts=True)) == 5
     assert "2 of 3 unstable config(s) measured again" in stream.getvalue()
     assert "1 not retried within the 8.6 s of extra time" in stream.getvalue()
     again = sweep(g, progress=False, retry_unstable_s=8.6, **kw)
-    assert len(again) == 6 and sorted(_retries(again)["nodes"]) == [32, 40, 48]
+    assert len(again) == 3 and sorted(_retries(again)["nodes"]) == [32, 40, 48]
 
 
 def test_retry_unstable_s_is_checked_where_it_is_given(tmp_path, capsys):
@@ -445,3 +458,51 @@ def test_retry_unstable_s_defaults(tmp_path, monkeypatch):
     assert SweepConfig.resolve(f, retry_unstable_s=0).retry_unstable_s == 0
     with pytest.raises(SpecError, match="PARADNN_RETRY_UNSTABLE_S"):
         SweepConfig.resolve(tiny_grid((32,)))
+
+
+def contended_unstable(workload, settings, memory_limit_bytes):
+    """An unstable ok record measured while other processes kept a core busy."""
+    return fake_ok(workload, settings, memory_limit_bytes).with_metrics(
+        stable=False, contended=True, host_other_busy_cores=1.0)
+
+
+def test_a_config_measured_on_a_busy_host_is_not_retried(tmp_path):
+    """Retries only where they can help: an unstable config measured while the host was busy
+    (contended) is not retried (a longer budget would measure the load), and the summary says
+    so with the recipe; nothing of the retry bound is spent."""
+    stream = io.StringIO()
+    df = sweep(tiny_grid((32, 40)), store=tmp_path / "c.db", settings=TINY, run_fn=contended_unstable,
+               cache_dir=None, executor="inprocess", progress=stream, retry_unstable_s=600)
+    assert len(df) == 2 and len(paradnn.load(tmp_path / "c.db", attempts=True)) == 2
+    out = stream.getvalue()
+    assert "2 unstable config(s) not retried: they were measured while other processes kept the host busy" in out
+    assert "measured again" not in out
+
+
+def test_no_retry_while_the_host_stays_busy(tmp_path, monkeypatch):
+    """Before retrying, the sweep waits a bounded time for the host to be quiet; a host kept
+    busy by another process (here: a spinning child, against a threshold of 0.05 cores) gets no
+    retry, and the summary names the load and the recipe."""
+    from paradnn import sweeper
+
+    monkeypatch.setenv("PARADNN_PROBE_MAX_LOAD", "0.05")
+    monkeypatch.setattr(sweeper, "QUIET_WAIT_S", 2.0)
+    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        stream = io.StringIO()
+        t0 = time.perf_counter()
+        df = sweep(tiny_grid((32,)), store=tmp_path / "b.db", settings=TINY, run_fn=flaky_always,
+                   cache_dir=None, executor="inprocess", progress=stream, retry_unstable_s=600)
+        waited = time.perf_counter() - t0
+    finally:
+        spinner.kill()
+        spinner.wait()
+    out = stream.getvalue()
+    assert len(df) == 1 and "measured again" not in out, out
+    assert "not retried: the host stayed busy" in out and "--remeasure-unstable" in out
+    assert waited < 30.0  # bounded by QUIET_WAIT_S (2 s here), not the retry bound
+
+
+def flaky_always(workload, settings, memory_limit_bytes):
+    """An unstable ok record of a quiet host."""
+    return fake_ok(workload, settings, memory_limit_bytes).with_metrics(stable=False, contended=False)

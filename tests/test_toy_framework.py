@@ -89,7 +89,7 @@ def test_toy_framework_on_the_command_line(paradnn_cmd, tmp_path):
     """The CLI's --framework choices come from the registry, plugins included."""
     args = [*paradnn_cmd, "run", "fc", "--layers", "1", "--nodes", "8", "--input", "8", "--output", "4",
             "--batch", "4", "--framework", "numpy", "--steps-per-call", "2", "--warmup-s", "0",
-            "--min-calls", "2", "--max-calls", "3", "--cv-target", "0.5", "--time-budget-s", "0.2", "--json"]
+            "--min-calls", "6", "--max-calls", "6", "--ci-target", "0.5", "--time-budget-s", "0.2", "--json"]
     out = subprocess.run(args, capture_output=True, text=True, env=_env(), timeout=600)
     assert out.returncode in (0, 1), out.stderr[-2000:]
     row = json.loads(out.stdout)

@@ -58,9 +58,29 @@ def test_precise_duration_never_prints_an_exponent(seconds, text):
     assert precise_duration(seconds) == text
 
 
-def test_report_table_numbers_are_plain_in_the_usual_range():
-    from paradnn.report.html import table_number
+def test_zeros_keep_every_value_at_the_same_precision():
+    """A table column shows exactly 3 significant digits in every cell: 47.9k beside 8.19k,
+    1.00k, 0.500, never 33.72k beside 47.9k or an exponent for small values."""
+    values = (47_900, 33_720, 8_189, 999.7, 9.996, 0.5, 0.0159, 0.000209, 1.009e9, 7.567e8, -2500)
+    assert [units.compact(v, 3, zeros=True) for v in values] == \
+        ["47.9k", "33.7k", "8.19k", "1.00k", "10.0", "0.500", "0.0159", "0.000209", "1.01G", "757M", "-2.50k"]
+    assert units.si(1.5e9, "B/s", zeros=True) == "1.50 GB/s"
+    assert units.precise_duration(9.6e-5, zeros=True) == "96.0 µs"
+    assert units.precise_duration(0.9996, zeros=True) == "1.00 s"
+    # Without zeros (figure ticks), the short forms stay.
+    assert units.compact(1000) == "1k" and units.precise_duration(0.9996) == "1 s"
 
-    assert table_number(25060.0) == "25060" and table_number(0.0012346) == "0.001235"
-    assert table_number(0.0) == "0" and table_number(float("nan")) == ""
-    assert "e" in table_number(3e-7)  # beyond the plain range an exponent is clearer
+
+def test_report_table_column_has_one_number_format():
+    from paradnn.report.cells import table_column
+
+    # An int beside a float once printed 756700000 beside 1.009e+09: one format per column now.
+    assert table_column([756_700_000, 1.009e9, None]) == ["757M", "1.01G", ""]
+    # Whole numbers below a million stay whole (counts, batch, bytes).
+    assert table_column([2, 8.0, 87_516]) == ["2", "8", "87516"]
+    assert table_column([13_868, 25_000_000]) == ["13.9k", "25.0M"]
+    assert table_column([0.01593, 0.0261, 0.5, float("nan"), float("inf")]) == \
+        ["0.0159", "0.0261", "0.500", "", ""]
+    assert table_column([5.06e-6, 1.42e-3, 75.0], seconds=True) == ["5.06 µs", "1.42 ms", "1m15s"]
+    # Text (and bools) stay as they are.
+    assert table_column(["memory", True, None]) == ["memory", "True", ""]

@@ -87,8 +87,8 @@ def test_cli_xla_preset_flag(paradnn_cmd):
     assert proc.returncode == 2 and "xla_preset" in proc.stderr and "Traceback" not in proc.stderr
     proc = subprocess.run(
         paradnn_cmd + ["run", "fc", "--layers", "2", "--nodes", "64", "--input", "100", "--output", "10",
-                       "--batch", "32", "--json", "--steps-per-call", "2", "--min-calls", "2",
-                       "--max-calls", "3", "--time-budget-s", "0.2", "--xla-preset", "stock"],
+                       "--batch", "32", "--json", "--steps-per-call", "2", "--min-calls", "6",
+                       "--max-calls", "6", "--time-budget-s", "0.2", "--xla-preset", "stock"],
         capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
     row = json.loads(proc.stdout)

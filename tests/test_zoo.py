@@ -215,11 +215,18 @@ def test_real_sweep_file_covers_the_zoo():
         assert w.batch == ZOO[w.spec.model].default_batch
 
 
+#: Models whose default optimizer (momentum, learning rate 0.1, no batch norm) diverges to a NaN
+#: loss within the protocol's fewest steps (1 warm-up + 6 timed) at these tiny sizes: trained
+#: with Adam here, whose learning rate (1e-3) keeps the loss finite.
+DIVERGES_AT_TINY_SIZES = {"alexnet", "vgg16"}
+
+
 @pytest.mark.parametrize("name", [
     pytest.param(n, marks=pytest.mark.slow) if n in SLOW else n for n in sorted(ALL)])
 def test_one_training_step(name, tiny_settings):
     spec = Real(name, **SMALL.get(name, {"image": 32}))
-    record = run_workload(Workload(spec, batch=2), tiny_settings.replace(steps_per_call=1))
+    optimizer = "adam" if name in DIVERGES_AT_TINY_SIZES else None
+    record = run_workload(Workload(spec, batch=2, optimizer=optimizer), tiny_settings.replace(steps_per_call=1))
     assert record.status == "ok", record.error
     assert np.isfinite(record.metrics["final_loss"])
     assert record.tags["kind"] == "real" and record.tags["task"]

@@ -12,6 +12,7 @@ import pandas as pd
 from paradnn import families, record
 from paradnn.errors import ParadnnError
 from paradnn.record import METRICS, PREDICTED
+from paradnn.units import si
 
 # Hyperparameters of each family, in the order of the spec dataclasses.
 # (Read from the family registry at use time: a family registered later appears.)
@@ -257,22 +258,82 @@ def drop_unstable(df: pd.DataFrame, include_unstable: bool = False) -> tuple[pd.
     return df[~bad], int(bad.sum())
 
 
-def warning_lists(df: pd.DataFrame) -> pd.Series:
-    """The physics-check codes of each row (``warnings`` column) as lists; [] where none or
-    where the column is absent (older stores). Parsed by ``paradnn.record.warning_codes``."""
+def warning_lists(df: pd.DataFrame, kind: str | None = "physics") -> pd.Series:
+    """The warning codes of each row (``warnings`` column) as lists, only those of ``kind``
+    (``paradnn.record.WARNING_KINDS``: physics by default, the kind that marks figures; None for
+    every kind); [] where none or where the column is absent (older stores). Rows of every
+    version get the precision code ``unstable`` from their ``stable`` column when asked for."""
     if "warnings" not in df.columns or not df["warnings"].notna().any():
-        return pd.Series([[] for _ in range(len(df))], index=df.index, dtype=object)
-    return df["warnings"].map(record.warning_codes)
+        codes = pd.Series([[] for _ in range(len(df))], index=df.index, dtype=object)
+    else:
+        codes = df["warnings"].map(lambda v: record.warning_codes(v, kind))
+    if kind in (None, "precision"):
+        # Rows written before the code existed say it in ``stable`` only.
+        shaky = unstable_mask(df)
+        codes = pd.Series([c + ["unstable"] if shaky.loc[i] and "unstable" not in c else c
+                           for i, c in codes.items()], index=df.index, dtype=object)
+    return codes
 
 
 def flagged_mask(df: pd.DataFrame) -> pd.Series:
-    """True where a row carries at least one physics warning."""
-    return warning_lists(df).map(bool).astype(bool)
+    """True where a row carries at least one physics warning (an impossible value: the rows
+    figures mark and the report says not to publish)."""
+    return warning_lists(df, "physics").map(bool).astype(bool)
 
 
 def warning_meaning(code: str) -> str:
     """Meaning and likely cause of a warning code, from ``paradnn.record.WARNINGS``."""
-    return record.WARNINGS.get(code, "unknown code (not in paradnn.record.WARNINGS)")
+    flag = record.WARNINGS.get(code)
+    return flag.text if flag is not None else "unknown code (not in paradnn.record.WARNINGS)"
+
+
+def warning_kind(code: str) -> str:
+    """The kind of a warning code (``paradnn.record.WARNING_KINDS``), ``unknown`` for a code
+    this version does not know."""
+    return record.warning_kind(code) or "unknown"
+
+
+#: What each ``peak_source`` means, for captions that name the denominator.
+PEAK_SOURCES: dict[str, str] = {
+    "spec": "the vendor's peak",
+    "measured": "the best quiet probe of the host (paradnn probe)",
+    "nominal": "the CPU's nominal peak (cores x clock x vector lanes x FMA units: no quiet probe on record)",
+    "none": "no peak",
+}
+
+
+def bounded_mask(df: pd.DataFrame) -> pd.Series:
+    """True where a row's roof is a bound no run can pass: its peak and bandwidth come from a
+    vendor table or a quiet probe (``paradnn.record.TRUSTED_SOURCES``), not a nominal figure or
+    a probe under load; rows without the columns (older stores) count as bounded. Above such a
+    roof is impossible; above another one is a provenance note."""
+    out = pd.Series(True, index=df.index, dtype=bool)
+    for col in ("peak_source", "peak_bytes_source"):
+        if col in df.columns:
+            known = df[col].notna()
+            out &= ~known | df[col].isin(record.TRUSTED_SOURCES)
+    return out
+
+
+def denominators(df: pd.DataFrame) -> str:
+    """What the utilizations of ``df``'s ok rows divide by, in words with units, e.g.
+    ``the CPU's nominal peak (...): 332 GFLOP/s float32 (12 runs)``; several when the rows use
+    several; "" for rows without peaks."""
+    ok = ok_rows(df)
+    if "peak_flops" not in ok.columns or "peak_source" not in ok.columns:
+        return ""
+    rows = ok[pd.to_numeric(ok["peak_flops"], errors="coerce").notna()]
+    if not len(rows):
+        return ""
+    dtype = rows["dtype"] if "dtype" in rows.columns else pd.Series("", index=rows.index)
+    parts = []
+    for (source, peak, dt), g in rows.groupby([rows["peak_source"].fillna("?"),
+                                              pd.to_numeric(rows["peak_flops"], errors="coerce"),
+                                              dtype.fillna("")], sort=True):
+        what = PEAK_SOURCES.get(source, str(source))
+        parts.append(f"{what}: {si(float(peak), 'FLOP/s')}" + (f" {dt}" if dt else "")
+                     + f" ({len(g)} run{'s' if len(g) != 1 else ''})")
+    return "; ".join(parts)
 
 
 def headline_utilization(df: pd.DataFrame) -> str | None:

@@ -615,8 +615,10 @@ def verdict(ratio: float, ci_low: float, ci_high: float, q: float, noise: float,
             threshold: float = DEFAULT_THRESHOLD, alpha: float = DEFAULT_ALPHA) -> str:
     """The verdict of one config (one of :data:`VERDICTS`):
 
-    * ``regression``: significant (``q < alpha``), at least ``threshold`` x slower, and slower by
-      more than its own noise floor;
+    * ``regression``: at least ``threshold`` x slower and slower by more than its own noise
+      floor, and either significant (``q < alpha``) or with its whole interval beyond the
+      threshold (``ci_low >= threshold``: every plausible ratio is a regression, even where too
+      few samples let the rank test reach ``alpha``);
     * ``improvement``: the same, faster (ratio at most ``1/threshold``);
     * ``inconclusive``: neither, but a change of the threshold's size cannot be ruled out: the
       interval reaches ``threshold`` (or ``1/threshold``), the config's noise floor is as large
@@ -627,9 +629,11 @@ def verdict(ratio: float, ci_low: float, ci_high: float, q: float, noise: float,
     floor = math.log1p(noise) if np.isfinite(noise) else 0.0
     lr = math.log(ratio) if ratio > 0 else math.nan
     significant = np.isfinite(q) and q < alpha
-    if significant and lr >= margin - 1e-12 and lr > floor:
+    beyond_up = bool(np.isfinite(ci_low) and ci_low > 0 and math.log(ci_low) >= margin - 1e-12)
+    beyond_down = bool(np.isfinite(ci_high) and ci_high > 0 and -math.log(ci_high) >= margin - 1e-12)
+    if (significant or beyond_up) and lr >= margin - 1e-12 and lr > floor:
         return "regression"
-    if significant and -lr >= margin - 1e-12 and -lr > floor:
+    if (significant or beyond_down) and -lr >= margin - 1e-12 and -lr > floor:
         return "improvement"
     if (not np.isfinite(q) or not np.isfinite(ci_low) or ci_high >= threshold
             or ci_low <= 1 / threshold or floor >= margin):
@@ -686,13 +690,15 @@ class CompareResult:
         got = self.table["verdict"].value_counts().to_dict() if len(self.table) else {}
         return {v: int(got.get(v, 0)) for v in VERDICTS}
 
-    def exit_code(self, strict: bool = False) -> int:
-        """For CI: 1 when a config regressed, else 3 under ``strict`` when one is inconclusive,
-        else 0. (2, a usage error, is the command line's.)"""
+    def exit_code(self, allow_inconclusive: bool = False) -> int:
+        """For CI: 1 when a config regressed; else 3 when one is inconclusive (a regression of
+        the threshold's size could not have been detected there: no "no regression" is claimed
+        for it) unless ``allow_inconclusive``; else 0. (2, a usage error, is the command
+        line's.)"""
         c = self.counts()
         if c["regression"]:
             return 1
-        return 3 if strict and c["inconclusive"] else 0
+        return 3 if c["inconclusive"] and not allow_inconclusive else 0
 
     @property
     def axis_text(self) -> str:

@@ -619,8 +619,11 @@ def _fit_core(train: pd.DataFrame, group: dict[str, Any], corr: Correction,
     pf, pb = _peak(train, "peak_flops"), _peak(train, "peak_bytes_per_sec")
     if not (np.isfinite(pf) and np.isfinite(pb)):
         raise ParadnnError(f"predict: the rows of {group_label(group)} have no peak_flops or "
-                           "peak_bytes_per_sec (the roofline needs both; records of paradnn "
-                           "sweeps carry them)")
+                           "peak_bytes_per_sec (the roofline needs both): they were measured "
+                           "without a usable peak (record schema 4 and older gave none where only "
+                           "probes under load were on record; today a CPU falls back to its "
+                           "nominal peak); measure them again, or run `paradnn probe --refresh` "
+                           "on a quiet host first")
     sources = train["peak_source"].dropna().astype(str).unique() if "peak_source" in train else []
     coef, bytes_source = _fit_bytes(train)
     model = StepTimeModel(

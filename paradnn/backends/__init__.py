@@ -253,8 +253,33 @@ def parse_option(value: Any, name: str) -> Any:
 
 
 def option_help(name: str) -> str:
-    """What option ``name`` means, per framework that declares it."""
-    return "; ".join(f"{fw}: {f.metadata['help']}" for fw, f in option_fields()[name])
+    """What option ``name`` means, said once, after the frameworks that declare it: ``(jax,
+    tensorflow, torch) <meaning>`` where they mean the same; where they differ, the part their
+    texts share once, then each framework's own rest (``(jax, tensorflow) how a call runs its K
+    steps: jax: device (...); tensorflow: device (...)``). Frameworks with the same text are
+    named together."""
+    texts: dict[str, list[str]] = {}  # text -> the frameworks declaring it so
+    for fw, f in option_fields()[name]:
+        texts.setdefault(str(f.metadata["help"]), []).append(fw)
+    if len(texts) == 1:
+        ((text, fws),) = texts.items()
+        return f"({', '.join(fws)}) {text}"
+    shared = _shared_clause(list(texts))
+    rest = "; ".join(f"{', '.join(fws)}: {text[len(shared):].lstrip()}" for text, fws in texts.items())
+    every = ", ".join(fw for fws in texts.values() for fw in fws)
+    return f"({every}) {shared} {rest}" if shared else f"({every}) {rest}"
+
+
+def _shared_clause(texts: list[str]) -> str:
+    """The longest start of every text in ``texts`` that ends a clause (at ``:``), or ""."""
+    common = texts[0]
+    for t in texts[1:]:
+        n = 0
+        while n < min(len(common), len(t)) and common[n] == t[n]:
+            n += 1
+        common = common[:n]
+    end = common.rfind(":")
+    return common[:end + 1] if end >= 0 else ""
 
 
 def option_default(name: str) -> Any:

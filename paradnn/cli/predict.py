@@ -52,6 +52,8 @@ def _predict(args: argparse.Namespace) -> int:
                                 include_unstable=args.include_unstable)
         where = f"fitted on {', '.join(train)}, scored on {args.store}" if train else args.store
         print(f"{where}: held-out scores, correction {args.correction}" + _score_text(table))
+        for line in table.attrs.get("models", []):
+            print(f"  model  {line}")
     if args.file is None:
         return 0
     pred = predictor.predict(args.file, store=args.store, train=train, family=args.family,

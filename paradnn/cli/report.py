@@ -163,9 +163,11 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _write_report_guarded(df: pd.DataFrame, out_dir: Path, args: argparse.Namespace, ops) -> Path:
-    """write_report into a temporary folder beside ``out_dir``, then move index.html through
-    the output guard: never over an input, never over a page paradnn did not write."""
+    """write_report into a temporary folder beside ``out_dir``, then move index.html and the
+    recipes' sweep files (``recipes/``) through the output guard: never over an input, never
+    over a file paradnn did not write."""
     from paradnn.report import write_report  # see the note on imports above
+    from paradnn.report.html import RECIPES_DIR
 
     page = out_dir / "index.html"
     try:
@@ -174,7 +176,11 @@ def _write_report_guarded(df: pd.DataFrame, out_dir: Path, args: argparse.Namesp
     except OSError as exc:
         raise ParadnnError(f"report -o {out_dir}: cannot write there: {exc.strerror or exc}") from None
     try:
-        built = write_report(df, staging, ops=ops, title=args.title, store=args.stores)
+        built = write_report(df, staging, ops=ops, title=args.title, store=args.stores, named_dir=out_dir)
+        recipes = sorted((staging / RECIPES_DIR).glob("*.yaml"))
+        for recipe in recipes:  # before the page: the page names them
+            write_output(out_dir / RECIPES_DIR / recipe.name, lambda tmp, src=recipe: os.replace(src, tmp),
+                         "report -o", args.stores, args.force)
         return write_output(page, lambda tmp: os.replace(built, tmp), "report -o", args.stores,
                             args.force)
     finally:

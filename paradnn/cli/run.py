@@ -96,17 +96,22 @@ def add_settings_flags(p: argparse.ArgumentParser) -> None:
     from paradnn.cli import typed
     from paradnn.measure import PROTOCOL_FIELDS, SETTING_HELP, MeasureSettings, parse_setting
 
+    def escaped(text: str) -> str:  # argparse %-formats help: "95% interval" must not be "% i"
+        return text.replace("%", "%%")
+
     defaults = {f.name: f.default for f in dataclasses.fields(MeasureSettings)}
     for name in PROTOCOL_FIELDS:
         default = "auto" if defaults[name] is None else defaults[name]
         p.add_argument(f"--{name.replace('_', '-')}", dest=name, default=None, metavar="X",
                        type=typed(parse_setting, name),
-                       help=f"measurement setting: {SETTING_HELP[name]} (default {default})")
+                       help=escaped(f"measurement setting: {SETTING_HELP[name]} (default {default})"))
+    # One paragraph per option however many frameworks declare it: option_help names them and
+    # says what they share once, then only where they differ.
     for name in backends.option_fields():
         p.add_argument(f"--{name.replace('_', '-')}", dest=name, default=None, metavar="X",
                        type=typed(parse_setting, name),
-                       help=f"framework option, {backends.option_help(name)} "
-                       f"(default {backends.option_default(name)})")
+                       help=escaped(f"framework option {backends.option_help(name)} "
+                                    f"(default {backends.option_default(name)})"))
 
 
 def workload_from_args(args: argparse.Namespace) -> Workload:
@@ -140,13 +145,14 @@ def _summary(record) -> str:
         f"throughput        {significant(d['examples_per_sec'], 4)} examples/s",
         f"step time         {t(d['step_time_s'])} median (95% CI {t(d['step_time_ci_low_s'])} to "
         f"{t(d['step_time_ci_high_s'])}; p10 {t(d['step_time_p10_s'])}, p90 {t(d['step_time_p90_s'])})",
-        f"precision         cv {d['step_time_cv']:.2%} (target {d['cv_target']:.2%}: "
-        f"{'met' if d['stable'] else 'NOT met'}); {d['timed_calls']} timed calls x "
+        f"precision         {_precision_text(d)}; {d['timed_calls']} timed calls x "
         f"{d['steps_per_call_used']} steps after {d['warmup_calls_used']} warm-up calls ({d['warmup_elapsed_s']:.3g} s)",
-        (f"utilization       {d['model_flops_utilization']:.1%} of {peak} from useful FLOPs (analytic count)"
+        (f"utilization       {d['model_flops_utilization']:.1%} of {peak} ({d['peak_source']} peak) from useful "
+         "FLOPs (analytic count)"
          + (f"; {d['flops_utilization']:.1%} from executed FLOPs ({d['flops_source']})"
             if d.get("flops_utilization") is not None else "")
-         if d.get("model_flops_utilization") is not None else "utilization       not computed (no quiet peak on record)"),
+         if d.get("model_flops_utilization") is not None
+         else f"utilization       not computed (no usable peak: {d.get('peak_method')})"),
         f"FLOPs per step    {si(d['model_flops_per_step'], 'FLOP')} useful (analytic), "
         + (f"{si(d['flops_per_step'], 'FLOP')} executed ({d['flops_source']}), ratio {d['useful_flops_ratio']:.3g}"
            if d.get("flops_per_step") else f"executed not counted ({d['flops_source']})"),
@@ -162,13 +168,24 @@ def _summary(record) -> str:
     if d.get("bytes_per_step"):
         lines.insert(-3, f"bytes per step    {si(d['bytes_per_step'], 'B')} ({d['flops_source']}); intensity "
                      f"{d['arithmetic_intensity']:.3g} FLOP/B; peak bandwidth "
-                     f"{si(d['peak_bytes_per_sec'], 'B/s')} ({d['peak_source']})")
+                     f"{si(d['peak_bytes_per_sec'], 'B/s')} ({d.get('peak_bytes_source') or d['peak_source']})")
     if d.get("memory_peak_bytes") is not None:
         lines.insert(-2, f"memory per device {si(d['memory_peak_bytes'], 'B')} peak (args "
                      f"{si(d['memory_argument_bytes'], 'B')}, temp {si(d['memory_temp_bytes'], 'B')}; "
                      "compiled memory analysis)")
     lines.insert(next(i for i, line in enumerate(lines) if line.startswith("peak ")) + 1, _ceiling_line(d))
     return "\n".join(lines + _meter_lines(d))
+
+
+def _precision_text(d: dict[str, Any]) -> str:
+    """The stopping rule's precision against its target, e.g. ``median +-1.2% (95% CI; target
+    +-2.0%: met); calls' cv 3.1%``; rows before stop_rule name the cv rule."""
+    met = "met" if d.get("stable") else "NOT met"
+    cv = f"cv {d['step_time_cv']:.2%}"
+    if d.get("stop_rule", "cv") == "ci" and d.get("step_time_ci_halfwidth") is not None:
+        return (f"median +-{d['step_time_ci_halfwidth']:.2%} (95% CI; target +-{d['ci_target']:.2%}: {met}); "
+                f"calls' {cv}")
+    return f"{cv} (target {d['cv_target']:.2%}: {met})"
 
 
 def _ceiling_line(d: dict[str, Any]) -> str:
@@ -206,26 +223,37 @@ def _meter_lines(d: dict[str, Any]) -> list[str]:
         lines.append(f"energy            {d['energy_source']}: {d.get('energy_note') or 'no counter'}")
     host = d.get("host_cpu_utilization")
     busy = d.get("device_busy_fraction")
-    lines.append("utilization       host CPU " + (f"{host:.0%} busy (/proc/stat, all cores)" if host is not None
-                                                 else "not measured (window too short for /proc/stat)")
+    other = d.get("host_other_busy_cores")
+    lines.append("host load         CPU " + (f"{host:.0%} busy (/proc/stat, all cores)" if host is not None
+                                            else "not measured (window too short for /proc/stat)")
+                 + (f", {other:.2f} cores of it other processes'" if other is not None else "")
+                 + ("; contended" if d.get("contended") else "")
                  + "; device " + (f"{busy:.0%} busy (profiler trace)" if busy is not None
                                   else f"busy fraction unknown: {d.get('device_busy_note') or 'not traced'}"))
     return lines
 
 
 def warning_lines(record) -> list[str]:
-    """One line per way the record missed its precision target or broke physics."""
-    from paradnn.record import WARNINGS
+    """One line per warning of the record, its kind first (physics, provenance, precision:
+    ``paradnn.record.WARNING_KINDS``), physics first."""
+    from paradnn.record import WARNING_KINDS, WARNINGS
 
     if record.status != "ok":
         return []
     m = record.metrics
+    order = list(WARNING_KINDS)
     lines = []
-    if not m.get("stable", True):
-        lines.append(f"paradnn: warning: unstable: step time cv {m['step_time_cv']:.1%} above the "
-                     f"{record.settings['cv_target']:.1%} target within the time budget; measure again "
-                     "on a quiet host or raise --time-budget-s")
-    lines += [f"paradnn: warning: {code}: {WARNINGS[code]}" for code in record.warnings]
+    for code in sorted(record.warnings, key=lambda c: order.index(WARNINGS[c].kind) if c in WARNINGS else len(order)):
+        flag = WARNINGS.get(code)
+        detail = ""
+        if code == "contended" and m.get("host_other_busy_cores") is not None:
+            detail = f" ({m['host_other_busy_cores']:.2f} CPU cores of other processes)"
+        elif code == "unstable":
+            detail = f" ({_precision_text({**record.settings, **m})})"
+        text = flag.text if flag is not None else "unknown code"
+        lines.append(f"paradnn: {flag.kind if flag else 'warning'} note: {code}{detail}: {text}"
+                     if flag is not None and flag.kind != "physics"
+                     else f"paradnn: warning: {code}{detail}: {text}")
     return lines
 
 
@@ -305,7 +333,7 @@ def _cmd_probe(args: argparse.Namespace) -> int:
     nominal = result.get("nominal_flops")
     if nominal:
         print(f"nominal    float32 {si(nominal['float32'], 'FLOP/s')}, bfloat16 {si(nominal['bfloat16'], 'FLOP/s')} "
-              f"({result['nominal_basis']}; not used for utilization)")
+              f"({result['nominal_basis']}; the denominator only where no quiet probe is on record)")
     print(f"bandwidth  {si(result['peak_bytes_per_sec'], 'B/s')} (measured; spread cv "
           f"{result['spread']['bandwidth']:.1%})")
     for dtype, c in ceiling.items():
@@ -321,13 +349,15 @@ def _cmd_probe(args: argparse.Namespace) -> int:
     print(f"on record  {len(entries)} probes of this host and software ({quiet} quiet, {len(entries) - quiet} "
           "contended); utilization divides by "
           + (f"probe {used['id']} ({used['measured_utc']}, float32 {si(used['peak_flops']['float32'], 'FLOP/s')})"
-             if used else "nothing: no quiet probe on record"))
+             if used else "the nominal peak: no quiet probe on record"))
     if result.get("noisy_dtypes") and not result["contended"]:
         print(f"paradnn: warning: {'; '.join(result['noisy_dtypes'].values())}: this probe is not used for "
               f"{', '.join(result['noisy_dtypes'])} utilization (float32 and the others are)", file=sys.stderr)
-    if result.get("above_nominal"):
-        print(f"paradnn: warning: impossible probe: {'; '.join(result['above_nominal'].values())}; it is "
+    if result.get("impossible"):
+        print(f"paradnn: warning: impossible probe: {'; '.join(result['impossible'].values())}; it is "
               "stored and never used for utilization", file=sys.stderr)
+    if result.get("above_nominal"):
+        print(f"paradnn: note: {'; '.join(result['above_nominal'].values())}", file=sys.stderr)
     if result.get("above_spec"):
         print(f"paradnn: warning: faster than the vendor's datasheet: {'; '.join(result['above_spec'].values())}",
               file=sys.stderr)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+from pathlib import Path
 
 import pandas as pd
 
@@ -12,7 +13,7 @@ from paradnn.cli.plan import show_plan
 from paradnn.errors import ParadnnError
 from paradnn.grids import MAX_CONFIGS, MAX_REPEAT
 from paradnn.grids.sweepfile import parse_overlap, parse_retry_unstable
-from paradnn.outputs import path_type
+from paradnn.outputs import path_type, write_output
 from paradnn.status import failures
 from paradnn.record import format_phase_totals, phase_totals
 from paradnn.store import EXPORT_SUFFIXES, export, load, merge
@@ -88,7 +89,7 @@ def _status(args: argparse.Namespace) -> int:
     if phased:
         print(f"\nwhere the time went ({len(phased)} row(s) with a phase breakdown, "
               f"docs/metrics.md): {format_phase_totals(phase_totals(phased))}")
-    _print_unstable(df, stores)
+    _print_unstable(df, stores, args.recipes, args.force)
     return _print_failures(table)
 
 
@@ -109,9 +110,11 @@ def _print_failures(table: pd.DataFrame) -> int:
     return 0
 
 
-def _print_unstable(df: pd.DataFrame, stores: list[str]) -> None:
+def _print_unstable(df: pd.DataFrame, stores: list[str], folder: str | None = None,
+                    force: bool = False) -> None:
     """The ok rows whose timing missed its precision target, per family, and the sweep that
-    measures them again (``paradnn.report.recipes.remeasure_unstable``)."""
+    measures them again (``paradnn.report.recipes.remeasure_unstable``), its file written into
+    ``folder`` when given."""
     from paradnn.analysis.columns import unstable_mask
     from paradnn.report.recipes import REMEASURE_FILE, remeasure_unstable
 
@@ -129,12 +132,18 @@ def _print_unstable(df: pd.DataFrame, stores: list[str]) -> None:
              "budget" if retries else "")
           + "); the report draws them marked and leaves them out of regressions and speedup "
           "claims")
-    again = remeasure_unstable(df, stores[0])
+    again = remeasure_unstable(df, stores[0], folder or "")
     if again is None:
         return
     print(f"   why      {again['change']}")
-    if again["sweep_file"]:
-        print(f"   file     write this as {REMEASURE_FILE} ({again['configs']} configs):")
+    if again["sweep_file"] and folder:
+        path = Path(folder) / REMEASURE_FILE
+        write_output(path, lambda tmp: tmp.write_text(again["sweep_file"], encoding="utf-8"),
+                     "status --recipes", stores, force)
+        print(f"   file     written to {path} ({again['configs']} configs)")
+    elif again["sweep_file"]:
+        print(f"   file     write this as {REMEASURE_FILE} ({again['configs']} configs), or let "
+              "`paradnn status --recipes DIR` write it:")
         print("\n".join("            " + line for line in again["sweep_file"].splitlines()))
     print(f"   next     {again['command']}")
 
@@ -146,7 +155,7 @@ def _merge(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
-    n = export(args.store, args.output, force=args.force)
+    n = export(args.store, args.output, force=args.force, attempts=args.attempts)
     print(f"{args.output}: {n} rows")
     return 0
 
@@ -214,6 +223,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                        "with an example config and the next command to run")
     p.add_argument("store", nargs="*", default=[DEFAULT_STORE], type=path_type("input", "status STORE"),
                    help="one or more stores (default: %(default)s)")
+    p.add_argument("--recipes", metavar="DIR", default=None, type=path_type("folder", "status --recipes"),
+                   help="write the sweep file that measures the unstable runs again into DIR (the "
+                   "command printed names it there); default: print it to write yourself")
+    p.add_argument("--force", action="store_true",
+                   help="with --recipes: replace a file there that paradnn did not write")
     p.set_defaults(func=_status)
 
     p = sub.add_parser("merge", help="combine stores without duplicates")
@@ -231,4 +245,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "wrote it)")
     p.add_argument("--force", action="store_true",
                    help="replace an existing output that paradnn did not write")
+    p.add_argument("--attempts", action="store_true",
+                   help="every row, the attempts a newer attempt of the same config replaced "
+                   "included (default: one row per config, as paradnn.load gives them)")
     p.set_defaults(func=_export)

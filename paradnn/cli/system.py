@@ -172,7 +172,7 @@ def _cmd_ops(args: argparse.Namespace) -> int:
         if r["status"] != "ok":
             print(f"paradnn: {r['op_label']} {r['dtype']}: {r['status']}: {r['error']}", file=sys.stderr)
         for code in warning_codes(r.get("warnings")):
-            print(f"paradnn: warning: {r['op_label']} {r['dtype']}: {code}: {WARNINGS[code]}", file=sys.stderr)
+            print(f"paradnn: warning: {r['op_label']} {r['dtype']}: {code}: {WARNINGS[code].text}", file=sys.stderr)
     return 0 if all(r["status"] == "ok" for r in rows) else 1
 
 

@@ -211,12 +211,14 @@ def _group_workloads(path: str, prefix: str, group: dict[str, Any],
     return workloads
 
 
-def load_sweep_file(path: str | Any, max_configs: int | None = None) -> SweepPlan:
+def load_sweep_file(path: str | Any, max_configs: int | None = None, text: str | None = None) -> SweepPlan:
     """Parse and check a YAML sweep file (docs/sweeps.md); raises ParadnnError naming the file,
     the key and the reason for anything it cannot use. ``max_configs`` (default: the file's
-    ``run.max_configs``, else ``MAX_CONFIGS``) caps the grid, counted before it is expanded."""
+    ``run.max_configs``, else ``MAX_CONFIGS``) caps the grid, counted before it is expanded.
+    ``text``: the file's content, parsed instead of reading ``path`` (a recipe's sweep file
+    before it is written)."""
     path = str(path)
-    data = read_yaml(path)
+    data = read_yaml(path, text)
     if not isinstance(data, dict):
         raise ParadnnError(f"sweep file {path}: the top level must be a mapping with a 'family' "
                            f"key, got {type(data).__name__}")

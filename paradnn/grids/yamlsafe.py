@@ -82,17 +82,21 @@ def _expanded_size(root: Any) -> int:
     return size(root)
 
 
-def read_yaml(path: str) -> Any:
+def read_yaml(path: str, text: str | None = None) -> Any:
     """The data of a YAML file read safely: UTF-8 text of at most MAX_FILE_BYTES, no duplicate
     keys, at most MAX_YAML_DEPTH levels and MAX_YAML_VALUES values after alias expansion.
-    ParadnnError naming the file (as a sweep file), the line and the problem otherwise."""
-    try:
-        with open(path, "rb") as f:
-            raw = f.read(MAX_FILE_BYTES + 1)
-    except FileNotFoundError:
-        raise ParadnnError(f"sweep file {path}: no such file") from None
-    except OSError as exc:
-        raise ParadnnError(f"sweep file {path}: cannot be read: {exc.strerror or exc}") from None
+    ParadnnError naming the file (as a sweep file), the line and the problem otherwise. With
+    ``text``, that text is read instead of the file (named ``path`` in messages)."""
+    if text is not None:
+        raw = text.encode("utf-8")
+    else:
+        try:
+            with open(path, "rb") as f:
+                raw = f.read(MAX_FILE_BYTES + 1)
+        except FileNotFoundError:
+            raise ParadnnError(f"sweep file {path}: no such file") from None
+        except OSError as exc:
+            raise ParadnnError(f"sweep file {path}: cannot be read: {exc.strerror or exc}") from None
     if len(raw) > MAX_FILE_BYTES:
         raise ParadnnError(f"sweep file {path}: larger than {MAX_FILE_BYTES // 2**20} MiB; "
                            "a sweep file names axes, not configs")

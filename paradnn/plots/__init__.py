@@ -27,9 +27,9 @@ from paradnn.plots.infeeds import infeed
 from paradnn.plots.ranges import family_ranges, params_range, utilization_comparison
 from paradnn.plots.resources import (
     ENERGY_METRICS, MAX_BARS, MEMORY_PARTS, UTILIZATION_METRICS, energy, memory_breakdown, memory_unit,
-    model_names, utilization,
+    model_names, utilization, utilization_left_out,
 )
-from paradnn.plots.rooflines import op_breakdown, op_roofline, roofline
+from paradnn.plots.rooflines import no_roof_reason, op_breakdown, op_roofline, roofline
 from paradnn.plots.saturations import saturation
 from paradnn.plots.sensitivities import sensitivity
 from paradnn.plots.speedups import speedup, speedup_by_config
@@ -43,9 +43,9 @@ from paradnn.plots.system import bandwidth, ops_roofline, scaling
 from paradnn.units import compact, si
 
 __all__ = [
-    "heatmap", "sensitivity", "roofline", "op_roofline", "op_breakdown", "speedup",
+    "heatmap", "sensitivity", "roofline", "op_roofline", "no_roof_reason", "op_breakdown", "speedup",
     "speedup_by_config", "family_ranges", "params_range", "utilization_comparison", "saturation",
-    "memory_breakdown", "energy", "utilization", "model_names", "infeed", "scaling", "bandwidth",
+    "memory_breakdown", "energy", "utilization", "utilization_left_out", "model_names", "infeed", "scaling", "bandwidth",
     "ops_roofline", "compare_heatmap", "predicted_vs_measured", "completed_heatmap", "compact", "si",
     "MEMORY_PARTS", "ENERGY_METRICS", "UTILIZATION_METRICS", "MAX_BARS", "memory_unit",
     "PAGE_WIDTH_IN", "DPI_1X", "DPI_2X", "MIN_FONT_PT", "CELL_FONT_PT", "STYLE", "PlotFigure",

@@ -13,19 +13,24 @@ model's name gets its framework and platform appended when the rows hold more th
 
 from __future__ import annotations
 
+import textwrap
+
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullLocator
+from matplotlib.transforms import offset_copy
 
+from paradnn import families
 from paradnn.analysis.columns import ok_rows, platform_label, require_columns, workload_label
 from paradnn.analysis.framework import framework_of
 from paradnn.errors import ParadnnError
+from paradnn.plots.saturations import LINESTYLES, MODEL_MARKERS
 from paradnn.plots.style import STYLE, log_axis, new_figure_row, styled
-from paradnn.units import byte_unit, compact
+from paradnn.units import byte_unit, compact, precise_duration
 
-__all__ = ["memory_breakdown", "energy", "utilization", "MEMORY_PARTS", "ENERGY_METRICS",
-           "UTILIZATION_METRICS"]
+__all__ = ["memory_breakdown", "energy", "utilization", "utilization_left_out", "MEMORY_PARTS",
+           "ENERGY_METRICS", "UTILIZATION_METRICS"]
 
 # The breakdown's metrics bottom to top, as paradnn.backends.jax.memory.MEMORY_PARTS orders them (a test
 # holds the two equal; named here so that drawing a store's figures does not import JAX).
@@ -39,6 +44,13 @@ _PART_COLORS = dict(zip(MEMORY_PARTS, ("tab:blue", "tab:orange", "tab:green", "t
 ENERGY_METRICS = ("power_w", "energy_per_example_j")
 UTILIZATION_METRICS = ("host_cpu_utilization", "device_busy_fraction")
 MAX_BARS = 40  # beyond this the bars' names are unreadable on one page
+#: /proc/stat counts CPU time in clock ticks of 1/USER_HZ s (100 Hz on Linux): a timed window
+#: shorter than one tick may see no core tick, and then has no host_cpu_utilization
+#: (paradnn.hostutil), which is why short runs (tiny FC or RNN models) have none.
+PROC_STAT_TICK_S = 0.01
+#: Sideways shift between the lines of two models (points, 1/72 in), and the most a line moves:
+#: models with equal values at one batch would otherwise draw one dot.
+DODGE_PT, MAX_DODGE_PT = 6.0, 15.0
 
 
 def model_names(rows: pd.DataFrame) -> pd.Series:
@@ -110,12 +122,29 @@ def memory_breakdown(df: pd.DataFrame, title: str | None = None, max_bars: int =
 
 
 def _lines(ax, rows: pd.DataFrame, metric: str) -> None:
-    """One line per model name: the median of ``metric`` per batch."""
+    """One line per model name: the median of ``metric`` per batch. Every model has its own
+    colour, marker and line style, drawn translucent and shifted sideways by a few points
+    (:data:`DODGE_PT`), so that models with the same value at the same batch (two at 100%
+    host CPU) stay two visible points."""
+    lines = []
     for name, g in rows.groupby("workload", sort=True):
         g = pd.to_numeric(g.set_index("batch")[metric], errors="coerce").dropna()
         g = g.groupby(level=0).median().sort_index()
         if len(g):
-            ax.plot(g.index.to_numpy(float), g.to_numpy(float), marker="o", label=name)
+            lines.append((name, g))
+    step = min(DODGE_PT, 2 * MAX_DODGE_PT / max(len(lines) - 1, 1))
+    for k, (name, g) in enumerate(lines):
+        # A shift in display points, not in data: the same on a log axis and at any batch.
+        shifted = offset_copy(ax.transData, fig=ax.figure, x=(k - (len(lines) - 1) / 2) * step,
+                              y=0.0, units="points")
+        x, y = g.index.to_numpy(float), g.to_numpy(float)
+        ax.plot(x, y, color=f"C{k % 10}", marker=MODEL_MARKERS[k % len(MODEL_MARKERS)],
+                linestyle=LINESTYLES[(k // 10) % len(LINESTYLES)], markersize=7, alpha=0.75,
+                label=name, transform=shifted)
+        # A line drawn in a shifted transform does not widen the axes' data limits: its data does.
+        ax.update_datalim(np.column_stack([x, y]))
+    ax.margins(x=0.12)  # room for the shifted markers of the smallest and largest batch
+    ax.autoscale_view()
     ax.set_xscale("log", base=2)
     batches = sorted(pd.to_numeric(rows["batch"], errors="coerce").dropna().unique())
     ax.set_xticks(batches, [f"{int(b)}" for b in batches])  # 64, not 2^6
@@ -154,12 +183,55 @@ def energy(df: pd.DataFrame, title: str | None = None) -> Figure:
     return fig
 
 
+def _runs_by_family(rows: pd.DataFrame) -> str:
+    """``2 FC and 2 RNN runs``, ``1 CNN run``: ``rows`` counted by family."""
+    if "family" not in rows.columns:
+        return f"{len(rows)} run" + ("" if len(rows) == 1 else "s")
+    counts = [f"{n} {families.display_name(f) if f in families.names() else f}"
+              for f, n in rows["family"].astype(str).value_counts(sort=False).sort_index().items()]
+    text = ", ".join(counts[:-1]) + " and " + counts[-1] if len(counts) > 1 else counts[0]
+    return text + (" run" if len(rows) == 1 else " runs")
+
+
+def utilization_left_out(df: pd.DataFrame, metric: str = "host_cpu_utilization") -> str:
+    """Which ok runs of ``df`` the ``metric`` panel of :func:`utilization` does not draw (they
+    have no value), by family, and why: ``2 FC and 2 RNN runs (timed window 914 µs to 2.10
+    ms, shorter than /proc/stat's 10 ms clock tick: no core ticked)``; "" when none."""
+    rows = ok_rows(df)
+    values = (pd.to_numeric(rows[metric], errors="coerce") if metric in rows.columns
+              else pd.Series(np.nan, index=rows.index))
+    missing = rows[values.isna()]
+    if missing.empty:
+        return ""
+    parts: list[tuple[pd.DataFrame, str]] = []
+    if metric == "host_cpu_utilization":
+        window = (pd.to_numeric(missing["meter_window_s"], errors="coerce") if "meter_window_s" in missing.columns
+                  else pd.Series(np.nan, index=missing.index))
+        short = (window < PROC_STAT_TICK_S).to_numpy()
+        if short.any():
+            lo, hi = window[short].min(), window[short].max()
+            span = (precise_duration(lo, zeros=True) if lo == hi
+                    else f"{precise_duration(lo, zeros=True)} to {precise_duration(hi, zeros=True)}")
+            parts.append((missing[short], f"timed window {span}, shorter than /proc/stat's "
+                          f"{PROC_STAT_TICK_S * 1e3:.0f} ms clock tick: no core ticked"))
+        parts.append((missing[~short], "no /proc/stat reading: not a Linux host, not readable, or "
+                      "recorded before the metric existed"))
+    else:
+        note = metric.replace("_fraction", "_note")
+        why = (missing[note].fillna("not recorded").astype(str) if note in missing.columns
+               else pd.Series("not recorded", index=missing.index))
+        parts += [(missing[why == w], w) for w in sorted(why.unique())]
+    return "; ".join(f"{_runs_by_family(r)} ({why})" for r, why in parts if len(r))
+
+
 @styled
 def utilization(df: pd.DataFrame, title: str | None = None) -> Figure:
     """Host CPU utilization (busy share of the host's cores, 0-1, from /proc/stat) and device
     busy fraction (kernel time over the window, 0-1, from a profiler trace) over the timed
-    window against the batch, one line per model. A panel whose metric no ok row has says so
-    and why (``device_busy_note``); with neither metric the error says what is missing."""
+    window against the batch, one line per model (own marker, shifted a few points sideways
+    so that equal values stay visible). A panel whose metric no ok row has says so and why
+    (``device_busy_note``); a panel that some runs lack names them above it
+    (:func:`utilization_left_out`); with neither metric the error says what is missing."""
     require_columns(df, ("batch",), "utilization figure")
     rows = ok_rows(df).copy()
     have = [m for m in UTILIZATION_METRICS
@@ -177,6 +249,10 @@ def utilization(df: pd.DataFrame, title: str | None = None) -> Figure:
         ax.set_ylim(0, 1.05)
         if metric in have:
             _lines(ax, rows, metric)
+            left = utilization_left_out(rows, metric)
+            if left:  # never silently: which runs have no point here, and why
+                ax.set_title(textwrap.fill(f"not drawn: {left}", 75), fontsize=STYLE["font.size"] - 1,
+                             loc="left", color="0.25")
             continue
         notes = sorted({str(n) for n in rows.get(metric.replace("_fraction", "_note"),
                                                    pd.Series(dtype=object)).dropna()})

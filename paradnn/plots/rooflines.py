@@ -16,7 +16,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from paradnn import families
-from paradnn.analysis.columns import flagged_mask, label, unstable_mask
+from paradnn.analysis.columns import bounded_mask, flagged_mask, label, unstable_mask
 from paradnn.analysis.oplevel import CATEGORIES
 from paradnn.errors import ParadnnError
 from paradnn.plots.style import (
@@ -86,9 +86,11 @@ def roofline(rf: pd.DataFrame, color_by: str = "dtype", title: str | None = None
     fam = rows.apply(family_of, axis=1) if len(rows) else pd.Series(dtype=object)
     unstable, flagged = unstable_mask(rows), flagged_mask(rows)
     # A point above its own roof is impossible whatever the record says (older stores have no
-    # warnings column): it is ringed too.
+    # warnings column) where the roof is a bound (a vendor peak, a quiet probe): it is ringed
+    # too; above a nominal or loaded roof it is a provenance note, not ringed.
     if "roof_fraction" in rows.columns:
-        flagged = flagged | (pd.to_numeric(rows["roof_fraction"], errors="coerce") > 1.0 + 1e-9)
+        flagged = flagged | ((pd.to_numeric(rows["roof_fraction"], errors="coerce") > 1.0 + 1e-9)
+                             & bounded_mask(rows))
     dtypes = list(dict.fromkeys(rows["dtype"].fillna("?"))) if "dtype" in rows.columns else ["?"]
     numeric = None
     if color_by != "dtype" and color_by in rows.columns:
@@ -154,13 +156,35 @@ def _roofline_axes(ax, achieved: str) -> None:
     log_axis(ax.yaxis, fmt=compact)
 
 
+def no_roof_reason(attrs: dict) -> str:
+    """Why a table of operations (its ``attrs``, :func:`paradnn.profile.capture`'s) has no roof:
+    its device's peak FLOP/s or bandwidth is unknown, with how the peak was sought."""
+    how = attrs.get("peak_method") or attrs.get("peak_source")
+    return "the device's peak FLOP/s and bandwidth are unknown" + (f" ({how})" if how else "")
+
+
+def _known_roofs(rows: pd.DataFrame, source: str) -> list[tuple[float, float, str, str]]:
+    """The roofs of ``rows`` whose peaks are positive numbers; none for a frame without roof
+    columns (operations not classified by :func:`paradnn.analysis.op_roofline`)."""
+    if "roof_peak_flops" not in rows.columns or "roof_peak_bytes_per_sec" not in rows.columns:
+        return []
+    return [r for r in _roofs(rows, source)
+            if all(math.isfinite(v) and v > 0 for v in r[:2])]
+
+
 @styled
 def op_roofline(ops: pd.DataFrame, title: str | None = None) -> Figure:
     """Operation-level roofline (Fig 3b/3d) of :func:`paradnn.analysis.op_roofline`: one point
-    per operation, coloured by category, sized by its share of time; the roof of the device."""
+    per operation, coloured by category, sized by its share of time; the roof of the device.
+    Operations without a known roof (no peaks: their table straight from
+    :func:`paradnn.profile.capture`, or peaks that are not positive numbers) are drawn on the
+    same axes with no roof, and the title says what the figure is then ("operations:
+    arithmetic intensity and achieved FLOP/s") and why it has no roof
+    (:func:`no_roof_reason`)."""
     rows = ops[(ops["flops_per_sec"] > 0) & (ops["arithmetic_intensity"] > 0)]
     if rows.empty:
         raise ParadnnError("plots.op_roofline: no operation with FLOPs and bytes")
+    roofs = _known_roofs(rows, ops.attrs.get("peak_source", "given"))
     fig, ax = new_figure(5.6)
     handles = []
     for cat in CATEGORIES:
@@ -170,12 +194,18 @@ def op_roofline(ops: pd.DataFrame, title: str | None = None) -> Figure:
         ax.scatter(sel["arithmetic_intensity"], sel["flops_per_sec"], s=20 + 600 * sel["time_fraction"],
                    color=_CATEGORY_COLORS[cat], alpha=0.75, edgecolors="black", linewidths=0.4)
         handles.append(Line2D([], [], marker="o", linestyle="", color=_CATEGORY_COLORS[cat], label=cat))
-    handles += _roof_lines(ax, _roofs(rows, ops.attrs.get("peak_source", "given")),
-                           rows["arithmetic_intensity"].min() / 2, rows["arithmetic_intensity"].max() * 2)
+    handles += _roof_lines(ax, roofs, rows["arithmetic_intensity"].min() / 2,
+                           rows["arithmetic_intensity"].max() * 2)
     _roofline_axes(ax, "achieved by the operation")
-    note = " - per-op times approximate (CPU)" if ops.attrs.get("approximate") else ""
-    ax.set_title(title or f"operations above {ops.attrs.get('min_time_fraction', 0.01):.0%} of step time"
-                 f" (marker area ~ time share){note}")
+    which = (f"operations above {ops.attrs['min_time_fraction']:.0%} of step time"
+             if "min_time_fraction" in ops.attrs else "operations with FLOPs")
+    note = "; per-op times approximate (CPU)" if ops.attrs.get("approximate") else ""
+    # Two lines: one would run past the axes, and off the page on the left.
+    # Without a roof the title says so; how the peak was sought is the caption's (no_roof_reason).
+    default = (f"{which} on the roofline\n(marker area ~ time share{note})" if roofs else
+               f"{which}: arithmetic intensity and achieved FLOP/s\n(no roof: the device's peaks "
+               f"are unknown{note})")
+    ax.set_title(title or default)
     fig.legend(handles=handles, loc="outside right upper", frameon=False)
     return fig
 

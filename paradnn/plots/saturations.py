@@ -16,8 +16,8 @@ from paradnn.errors import ParadnnError
 from paradnn.plots.style import marks_legend, new_figure, styled, tick_label
 
 # One marker and line style per model: up to 12 x 4 models are told apart without colour.
-_MODEL_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">", "h", "p", "*")
-_LINESTYLES = ("-", "--", "-.", ":")
+MODEL_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">", "h", "p", "*")
+LINESTYLES = ("-", "--", "-.", ":")
 
 @styled
 def saturation(curves: pd.DataFrame, title: str | None = None, max_models: int = 12) -> Figure:
@@ -40,12 +40,12 @@ def saturation(curves: pd.DataFrame, title: str | None = None, max_models: int =
         shift = 2.0 ** (0.025 * (k - (len(models) - 1) / 2))
         short = " ".join(w for w in m.split() if w not in common) or m
         short = short if len(short) <= 70 else short[:67] + "..."
-        color, marker = f"C{k % 10}", _MODEL_MARKERS[k % len(_MODEL_MARKERS)]
+        color, marker = f"C{k % 10}", MODEL_MARKERS[k % len(MODEL_MARKERS)]
         bx = c["batch"].to_numpy(dtype=float) * shift
         fy = c["fraction_of_best"].to_numpy(dtype=float)
         shaky = c["unstable"].astype(bool).to_numpy() if "unstable" in c.columns else np.zeros(len(c), bool)
         any_unstable |= bool(shaky.any())
-        ax.plot(bx, fy, color=color, linestyle=_LINESTYLES[(k // 10) % 4], linewidth=1.4, alpha=0.85,
+        ax.plot(bx, fy, color=color, linestyle=LINESTYLES[(k // 10) % 4], linewidth=1.4, alpha=0.85,
                 marker=None, zorder=2)
         ax.scatter(bx[~shaky], fy[~shaky], marker=marker, s=30, color=color, zorder=3,
                    label=short)

@@ -77,14 +77,18 @@ def bandwidth(rows: pd.DataFrame, which: str = "busbw_bytes_per_sec", title: str
 def ops_roofline(points: pd.DataFrame, title: str | None = None) -> Figure:
     """Op and model points on the roofline (the frame of :func:`paradnn.ops.roofline_points`):
     achieved FLOP/s against arithmetic intensity, the roof of each device and dtype drawn from
-    the rows' peaks."""
+    the rows' peaks. Rows whose peaks are unknown (not positive numbers: a host with no usable
+    probe) have no roof: the title says how many, and with no roof at all the figure is titled
+    as what it is ("operators and models: arithmetic intensity and achieved FLOP/s")."""
     _need(points, ("point", "label", "arithmetic_intensity", "flops_per_sec", "roof_peak_flops",
                    "roof_peak_bytes_per_sec"), "ops roofline plot")
     fig, ax = new_figure(6.0)
     x = pd.to_numeric(points["arithmetic_intensity"])
     lo, hi = float(x.min()) / 4, float(x.max()) * 4
     grid = np.geomspace(lo, hi, 100)
-    for (pf, pb), _ in points.groupby(["roof_peak_flops", "roof_peak_bytes_per_sec"]):
+    peaks = points[["roof_peak_flops", "roof_peak_bytes_per_sec"]].apply(pd.to_numeric, errors="coerce")
+    known = (np.isfinite(peaks) & (peaks > 0)).all(axis=1)
+    for (pf, pb), _ in peaks[known].groupby(["roof_peak_flops", "roof_peak_bytes_per_sec"]):
         ax.plot(grid, np.minimum(pf, grid * pb), color="gray", linewidth=1)
     models = points[points["point"] == "model"]
     if not models.empty:
@@ -97,5 +101,13 @@ def ops_roofline(points: pd.DataFrame, title: str | None = None) -> Figure:
     ax.set_xlabel("arithmetic intensity [FLOP/B]")
     ax.set_ylabel("achieved [FLOP/s]")
     ax.legend(fontsize=7)
-    ax.set_title(title or "Operators and models on the roofline", fontsize=9)
+    unknown = int((~known).sum())
+    if not known.any():
+        default = ("Operators and models: arithmetic intensity and achieved FLOP/s\n(no roof: "
+                   "no row carries its device's peak FLOP/s and bandwidth)")
+    else:
+        default = "Operators and models on the roofline" + (
+            f"\n({unknown} of {len(points)} points have no roof: their device's peaks are unknown)"
+            if unknown else "")
+    ax.set_title(title or default, fontsize=9)
     return fig

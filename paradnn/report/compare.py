@@ -17,6 +17,7 @@ from paradnn.analysis.compare import (
 from paradnn.compare import HISTORY_AXES, History, history, versions_of
 from paradnn.errors import ParadnnError
 from paradnn.plots.compare import compare_heatmap
+from paradnn.report.cells import TABLE_DIGITS
 from paradnn.report.parts import Item, Missing, Section
 from paradnn.units import precise_duration
 
@@ -72,9 +73,10 @@ def _table(result: CompareResult) -> pd.DataFrame:
         "ratio (x, NEW/BASE step time)": t["ratio"].round(3),
         "95% CI low (x)": t["ci_low"].round(3), "95% CI high (x)": t["ci_high"].round(3),
         "q (BH)": t["q"], "noise (relative)": t["noise"].round(3),
-        # Text in the unit that reads best (25.1 s, 20.4 µs), never 2.506e+04 ms.
-        "BASE step time": t["base_s"].map(precise_duration),
-        "NEW step time": t["new_s"].map(precise_duration),
+        # Text in the unit that reads best (25.1 s, 20.4 µs), never 2.506e+04 ms, with the
+        # tables' precision (3 significant digits, trailing zeros kept: 860 µs beside 1.20 ms).
+        "BASE step time": t["base_s"].map(lambda s: precise_duration(s, TABLE_DIGITS, zeros=True)),
+        "NEW step time": t["new_s"].map(lambda s: precise_duration(s, TABLE_DIGITS, zeros=True)),
     }).reset_index(drop=True)
 
 

@@ -45,7 +45,8 @@ class Unsupported:
     title: str
     needs: str
     command: str = ""  # the exact command(s) to run, shell syntax
-    sweep_file: str = ""  # a sweep file to write first (YAML), named in ``command``; or ""
+    sweep_file: str = ""  # a sweep file (YAML) the command runs, named in ``command``; or ""
+    file_name: str = ""  # the sweep file's name (the report writes it under its recipes folder)
     change: str = ""  # a change to an existing sweep file, in words, when that is the way
     configs: int = 0  # configurations the command measures
     seconds: float = float("nan")  # estimated time of the command on the store's platform

@@ -114,4 +114,4 @@ def common_dtype(rows: pd.DataFrame) -> str:
 def marks(rows: pd.DataFrame) -> tuple[int, int]:
     """(unstable ok runs, ok runs with a physics warning) among ``rows``."""
     ok = ok_rows(rows)
-    return int(unstable_mask(ok).sum()), int(warning_lists(ok).map(bool).sum())
+    return int(unstable_mask(ok).sum()), int(warning_lists(ok, "physics").map(bool).sum())

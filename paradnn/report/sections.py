@@ -10,6 +10,7 @@ summaries; runs with physics warnings are marked.
 
 from __future__ import annotations
 
+import math
 from typing import Callable, Iterator
 
 import pandas as pd
@@ -18,13 +19,14 @@ from paradnn import analysis as A
 from paradnn import families
 from paradnn import plots as P
 from paradnn.analysis.columns import (
-    PLATFORM_KEY, SPEC_FIELDS, drop_unstable, fmt, headline_utilization,
+    PLATFORM_KEY, SPEC_FIELDS, bounded_mask, denominators, drop_unstable, fmt, headline_utilization,
     hyperparameters, label, ok_rows, platform_label, software_name,
 )
 from paradnn.analysis.framework import framework_of, frameworks, with_framework
 from paradnn.analysis.sensitivity import MIN_ROWS
 from paradnn.analysis.speedup import Comparison
 from paradnn.errors import ParadnnError
+from paradnn.record import TRUSTED_SOURCES
 from paradnn.report import compare, prediction
 from paradnn.report.parts import Item, Missing, Section, Unsupported
 from paradnn.report.recipes import recipe
@@ -63,6 +65,11 @@ TITLES: dict[str, str] = {
     prediction.SECTION_ID: prediction.SECTION_TITLE,
 }
 
+#: The operation-level section's title when the device's peaks are unknown: no roof is drawn.
+OPLEVEL_NO_ROOF_TITLE = "Operations: arithmetic intensity and FLOP/s, no roof (ParaDnn Fig 3b, 3d)"
+#: Operations below this share of the step time are left out of the operation-level figure.
+OP_MIN_SHARE = 0.01
+
 _PLATFORM_WORDS = dict.fromkeys(("backend", *PLATFORM_KEY), "platform")
 
 
@@ -98,11 +105,13 @@ def _utilization_note(rows: pd.DataFrame, headline: str) -> str:
     ok = ok_rows(rows)
     ratio = (pd.to_numeric(ok["flops_utilization"], errors="coerce")
              / pd.to_numeric(ok["model_flops_utilization"], errors="coerce")).dropna()
+    over = denominators(ok)
+    denominator = f"Denominator: {over}. " if over else ""
     if ratio.empty:
-        return ""
+        return denominator
     return (f"Headline: model FLOPS utilization (useful, analytic FLOPs, the MFU convention); "
             f"XLA's executed-FLOPs utilization (flops_utilization) is {ratio.median():.2f}x it "
-            f"(median over {len(ratio)} runs, range {ratio.min():.2f}x-{ratio.max():.2f}x). ")
+            f"(median over {len(ratio)} runs, range {ratio.min():.2f}x-{ratio.max():.2f}x). " + denominator)
 
 
 # -- the analyses: each returns Section(s) or raises Missing(needs, hint) ---------------------
@@ -139,7 +148,10 @@ def heatmap_section(df: pd.DataFrame, family: str) -> list[Section]:
         fixed = ", ".join(f"{k}={fmt(v)}" for k, v in hm.attrs["fixed"].items())
         split = hm.attrs["panel_columns"]
         n_u = int(hm["unstable"].sum())
-        over = pd.to_numeric(hm[m], errors="coerce") > 1 + 1e-9 if m.endswith("utilization") \
+        # Above 1 is impossible only against a bound (a vendor peak, a quiet probe); against a
+        # nominal peak it is a provenance note (boost clocks), which marks nothing red.
+        bounded = _trusted_peaks(measured)
+        over = pd.to_numeric(hm[m], errors="coerce") > 1 + 1e-9 if m.endswith("utilization") and bounded \
             else pd.Series(False, index=hm.index)
         n_w, n_o = int((hm["warnings"] != "").sum()), int(over.sum())
         n_f = int(((hm["warnings"] != "") | over).sum())
@@ -163,6 +175,17 @@ def heatmap_section(df: pd.DataFrame, family: str) -> list[Section]:
             + "Source: median of the ok runs per cell (stable runs where there are any).",
             lambda hm=hm: P.heatmap(hm), hm))
     return [section]
+
+
+def _trusted_peaks(rows: pd.DataFrame) -> bool:
+    """Whether every ok row's utilization divides by a bound no run can pass (``peak_source``
+    spec or measured: ``paradnn.record.TRUSTED_SOURCES``); rows without the column (older
+    stores) count as bounded, as they were judged."""
+    ok = ok_rows(rows)
+    if "peak_source" not in ok.columns or not len(ok):
+        return True
+    sources = ok["peak_source"].dropna()
+    return bool(sources.isin(TRUSTED_SOURCES).all())
 
 
 def sensitivity_section(df: pd.DataFrame, family: str) -> list[Section]:
@@ -211,7 +234,9 @@ def roofline_section(df: pd.DataFrame) -> list[Section]:
                                   "arithmetic_intensity", "flops_per_sec", "roof_flops_per_sec",
                                   "bound", "roof_fraction", "stable", "warnings") if c in prow.columns]]
         table = table.loc[:, table.notna().any()]
-        above = int((pd.to_numeric(prow["roof_fraction"], errors="coerce") > 1 + 1e-9).sum())
+        beyond = pd.to_numeric(prow["roof_fraction"], errors="coerce") > 1 + 1e-9
+        above = int((beyond & bounded_mask(prow)).sum())
+        above_soft = int((beyond & ~bounded_mask(prow)).sum())
         section.items.append(Item(
             f"Achieved FLOP/s (XLA-counted) against arithmetic intensity{' on ' + plat if plat else ''}; "
             f"one roof per dtype, labelled with its dtype and peak source "
@@ -224,6 +249,10 @@ def roofline_section(df: pd.DataFrame) -> list[Section]:
             + (f"{plural(above, 'run')} above its roof (roof_fraction > 1, ringed red): impossible, "
                "so the peak used is too low or the FLOPs are overcounted; do not publish these. "
                if above else "")
+            + (f"{plural(above_soft, 'run')} above a roof that is not a bound (a nominal peak, or a "
+               "bandwidth probed under load: not ringed, see the provenance notes). "
+               if above_soft else "")
+            + (f"Roof from {denominators(prow)}. " if denominators(prow) else "")
             + "roof_fraction = achieved / roof at that intensity.",
             lambda prow=prow, plat=plat: P.roofline(prow, title=f"roofline{' - ' + plat if plat else ''}"),
             table))
@@ -448,19 +477,23 @@ def host_utilization_section(df: pd.DataFrame) -> list[Section]:
         raise Missing("ok runs with host_cpu_utilization (from /proc/stat, Linux hosts) or "
                       "device_busy_fraction (from a profiler trace on a GPU/TPU); these runs "
                       "predate them or ran where neither was readable", {"smoke": True})
-    rows = ok[ok[have].apply(pd.to_numeric, errors="coerce").notna().any(axis=1)]
-    table = _per_model_table(rows, ("batch", *P.UTILIZATION_METRICS, "host_cpu_utilization_per_core",
-                                    "meter_window_s"))
+    # Every ok run is in the table, those without a value too: the caption says why they have none.
+    table = _per_model_table(ok, ("batch", *P.UTILIZATION_METRICS, "host_cpu_utilization_per_core",
+                                  "meter_window_s"))
     missing = [m for m in P.UTILIZATION_METRICS if m not in have]
     notes = sorted({str(n) for n in ok.get("device_busy_note", pd.Series(dtype=object)).dropna()})
     why = (f" No run has {missing[0]}" + (f" ({'; '.join(notes[:2])})" if notes and
                                           missing[0] == "device_busy_fraction" else "") + "."
            if missing else "")
+    left = [f"{m}: {text}" for m in have if (text := P.utilization_left_out(ok, m))]
     return [Section("host_utilization", TITLES["host_utilization"], [Item(
-        "Over the timed window, against the batch, one line per model (median over repeats): "
-        "host CPU utilization (fraction of all the host's cores busy, from /proc/stat) and "
-        "device busy fraction (union of kernel times over the window, from a profiler trace)."
-        + why, lambda: P.utilization(ok), table)])]
+        "Over the timed window, against the batch, one line per model (median over repeats; "
+        "each model with its own marker, translucent and shifted a few points sideways so that "
+        "equal values stay visible): host CPU utilization (fraction of all the host's cores "
+        "busy, from /proc/stat) and device busy fraction (union of kernel times over the "
+        "window, from a profiler trace)." + why
+        + (f" Not drawn, for want of a value ({'; '.join(left)}); they are in the table." if left else ""),
+        lambda: P.utilization(ok), table)])]
 
 
 def oplevel_section(ops: pd.DataFrame | None) -> list[Section]:
@@ -473,25 +506,43 @@ def oplevel_section(ops: pd.DataFrame | None) -> list[Section]:
     note = ops.attrs.get("note", "")
     br = A.op_breakdown(ops)
     items.append(Item(f"Share of step time per operation category. {note}", lambda: P.op_breakdown(br), br))
-    if pf and pb:
-        orf = A.op_roofline(ops, pf, pb)
+    if _positive(pf) and _positive(pb):
+        orf = A.op_roofline(ops, pf, pb, min_time_fraction=OP_MIN_SHARE)
         items.append(Item(
-            f"Operations above 1% of the step time with FLOPs, on the roof of the device "
-            f"({ops.attrs.get('peak_source', 'given')} peak). {note}", lambda: P.op_roofline(orf),
+            f"Operations above {OP_MIN_SHARE:.0%} of the step time with FLOPs, on the roof of the "
+            f"device ({ops.attrs.get('peak_source', 'given')} peak). {note}", lambda: P.op_roofline(orf),
             A.top_ops(orf)))
-    else:
-        items.append(Item(f"Top operations by time (no device peaks given, so no roof). {note}",
-                          None, A.top_ops(ops)))
-    return [Section("oplevel", TITLES["oplevel"], items)]
+        return [Section("oplevel", TITLES["oplevel"], items)]
+    # No roof to draw: the operations' intensity and FLOP/s are still measured, and the figure
+    # and the section are titled as what they are, saying why there is no roof.
+    why = P.no_roof_reason(ops.attrs)
+    points = ops[(ops["time_fraction"] >= OP_MIN_SHARE) & (ops["flops"] > 0)
+                 & (ops["flops_per_sec"] > 0) & (ops["arithmetic_intensity"] > 0)].copy()
+    points.attrs.update(ops.attrs, min_time_fraction=OP_MIN_SHARE)
+    items.append(Item(
+        f"Operations above {OP_MIN_SHARE:.0%} of the step time with FLOPs: arithmetic intensity "
+        f"and achieved FLOP/s, with no roof: {why}, so the operations are not classified as "
+        f"memory- or compute-bound. The table lists the top operations by time. {note}",
+        (lambda: P.op_roofline(points)) if len(points) else None, A.top_ops(ops)))
+    return [Section("oplevel", OPLEVEL_NO_ROOF_TITLE, items)]
+
+
+def _positive(v: object) -> bool:
+    """Whether ``v`` is a positive finite number (a peak that can make a roof)."""
+    try:
+        return math.isfinite(float(v)) and float(v) > 0  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return False
 
 
 # -- the plan --------------------------------------------------------------------------------
 
 def plan(df: pd.DataFrame, ops: pd.DataFrame | None = None,
-         store: str = "results.db") -> tuple[list[Section], list[Unsupported]]:
+         store: str = "results.db", folder: str = "") -> tuple[list[Section], list[Unsupported]]:
     """Every analysis ``df`` (and an optional per-operation profile ``ops``) supports, built,
     and every one it does not, with what it needs, the command that supplies it (``store``
-    names the store in those commands) and its estimated time."""
+    names the store in those commands, ``folder`` the folder its sweep file is written to) and
+    its estimated time."""
     if not isinstance(df, pd.DataFrame):
         raise ParadnnError(f"report: expected a pandas DataFrame (paradnn.load), got {type(df).__name__}")
     if "family" in df.columns:
@@ -523,17 +574,17 @@ def plan(df: pd.DataFrame, ops: pd.DataFrame | None = None,
         try:
             sections += build()
         except Missing as exc:
-            missing.append(recipe(df, Unsupported(sid, title, str(exc)), exc.hint, store))
+            missing.append(recipe(df, Unsupported(sid, title, str(exc)), exc.hint, store, folder))
     sp, sp_missing = speedup_sections(df)
     try:
         sp += frameworks_section(df)
     except Missing as exc:
         missing.append(recipe(df, Unsupported("frameworks", TITLES["frameworks"], str(exc)),
-                              exc.hint, store))
+                              exc.hint, store, folder))
     # Speedups read best after the single-platform analyses, before utilization.
     at = next((i for i, s in enumerate(sections) if s.id == "utilization"), len(sections))
     sections[at:at] = sp
-    missing += [recipe(df, m, {}, store) for m in sp_missing]
+    missing += [recipe(df, m, {}, store, folder) for m in sp_missing]
     return sections, missing
 
 

@@ -10,6 +10,7 @@ from paradnn.analysis.columns import (
     headline_utilization, platform_label, unstable_mask, warning_lists, workload_label,
 )
 from paradnn.analysis.framework import framework_of, frameworks
+from paradnn.report.cells import TABLE_DIGITS as DIGITS, table_column
 from paradnn.units import compact, precise_duration
 
 THROUGHPUT = "throughput [examples/s]"
@@ -24,45 +25,61 @@ def _number(row: pd.Series, column: str) -> float | None:
 def summary_table(df: pd.DataFrame) -> pd.DataFrame:
     """One row per record of ``df``, in the store's order grouped by family: ``workload`` (its
     short name), ``batch``, ``platform``, ``framework`` (where the store has several),
-    :data:`THROUGHPUT` (text, 4 significant digits), :data:`STEP_TIME` (median, with the 95% CI),
-    the utilization (the headline one, :func:`~paradnn.analysis.columns.headline_utilization`,
-    in %), ``status`` (``ok``, ``ok, unstable`` where the timing missed its precision target,
-    or the failure) and ``warnings`` (physics codes). Values are text, units in the headers."""
+    :data:`THROUGHPUT` and :data:`STEP_TIME` (median, with the 95% CI) as text with
+    :data:`DIGITS` significant digits, trailing zeros kept (47.9k beside 8.19k, 96.0 µs beside
+    69.4 µs), the utilization (the headline one, :func:`~paradnn.analysis.columns.headline_utilization`,
+    in %, with the source of the peak it divides by: spec, measured or nominal), ``status``
+    (``ok``, ``ok, unstable`` where the timing missed its precision target, or the failure),
+    ``warnings`` (physics codes: impossible values) and ``notes`` (provenance codes, e.g.
+    ``contended (1.00 cores)``). Values are text, units in the headers."""
     if not len(df):
         return pd.DataFrame(columns=["workload", "batch", "platform", THROUGHPUT, STEP_TIME,
-                                     utilization_header(None), "status", "warnings"])
+                                     utilization_header(None), "status", "warnings", "notes"])
     util = headline_utilization(df)
     shaky = unstable_mask(df)
-    codes = warning_lists(df)
+    codes = warning_lists(df, "physics")
+    notes = warning_lists(df, "provenance")
     several = len(frameworks(df)) > 1
     fws = framework_of(df) if several else None
     out = []
     for i, r in df.iterrows():
         step, lo, hi = (_number(r, c) for c in ("step_time_s", "step_time_ci_low_s", "step_time_ci_high_s"))
-        ci = f" ({precise_duration(lo)} to {precise_duration(hi)})" if lo is not None and hi is not None else ""
+        ci = (f" ({precise_duration(lo, DIGITS, zeros=True)} to {precise_duration(hi, DIGITS, zeros=True)})"
+              if lo is not None and hi is not None else "")
         eps = _number(r, "examples_per_sec")
         u = _number(r, util) if util else None
         status = str(r.get("status"))
         if status == "ok" and shaky.loc[i]:
             status = "ok, unstable"
-        rec = {"workload": workload_label(r), "batch": compact(_number(r, "batch"), 6),
+        rec = {"workload": workload_label(r), "batch": _number(r, "batch"),
                "platform": platform_label(r)}
         if several:
             rec["framework"] = fws.loc[i]
         rec.update({
-            THROUGHPUT: compact(eps, 4) if eps is not None else "",
-            STEP_TIME: precise_duration(step) + ci if step is not None else "",
-            utilization_header(util): f"{u:.1%}" if u is not None else "",
+            THROUGHPUT: compact(eps, DIGITS, zeros=True) if eps is not None else "",
+            STEP_TIME: precise_duration(step, DIGITS, zeros=True) + ci if step is not None else "",
+            utilization_header(util): (f"{u:.1%}" + (f" ({r.get('peak_source')})" if isinstance(r.get("peak_source"), str)
+                                                     else "")) if u is not None else "",
             "status": status,
             "warnings": ", ".join(codes.loc[i]),
+            "notes": ", ".join(_note(code, r) for code in notes.loc[i]),
         })
         out.append(rec)
     table = pd.DataFrame(out)
+    table["batch"] = table_column(list(table["batch"]))  # whole, as every table writes a count
     order = df["family"].astype(str).reset_index(drop=True) if "family" in df.columns else None
     if order is not None:
         table = table.assign(_f=order).sort_values("_f", kind="stable").drop(columns="_f")
     table.attrs["utilization"] = util
     return table.reset_index(drop=True)
+
+
+def _note(code: str, row: pd.Series) -> str:
+    """A provenance code with the figure it is about, e.g. ``contended (1.00 cores)``."""
+    other = _number(row, "host_other_busy_cores")
+    if code == "contended" and other is not None:
+        return f"contended ({other:.2f} cores)"
+    return code
 
 
 def utilization_header(util: str | None) -> str:

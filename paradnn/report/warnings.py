@@ -1,14 +1,15 @@
-"""The physics warnings of a store's runs (utilization above 1, a point above its roof, an
-analytic/XLA FLOP mismatch: the codes of ``paradnn.record.WARNINGS``), one row per run and code,
-with their meaning and likely cause. The report lists them before its figures, which mark the
-same runs."""
+"""The warnings of a store's runs (the codes of ``paradnn.record.WARNINGS``) by kind: physics
+(utilization above 1, a point above its roof, an analytic/XLA FLOP mismatch: not to be
+published), provenance (a nominal denominator, a contended host) and precision (unstable
+timing), one row per run and code, with their meaning and likely cause. The report lists them
+before its figures; the figures mark the physics ones."""
 
 from __future__ import annotations
 
 import pandas as pd
 
 from paradnn.analysis.columns import (
-    ok_rows, platform_label, warning_lists, warning_meaning, workload_label,
+    ok_rows, platform_label, warning_kind, warning_lists, warning_meaning, workload_label,
 )
 
 # The values a warning is about, shown beside it where the store has them.
@@ -16,24 +17,24 @@ WARNING_VALUES = ("model_flops_utilization", "flops_utilization", "model_ceiling
                   "flops_per_sec", "arithmetic_intensity", "peak_flops", "peak_source", "ceiling_flops")
 
 
-def warnings_table(df: pd.DataFrame) -> pd.DataFrame:
-    """One row per (run, physics warning code) of ``df``: the workload, platform, the code, its
-    meaning and likely cause (``paradnn.record.WARNINGS``) and the values it is about. Empty
-    for stores without the ``warnings`` column."""
+def warnings_table(df: pd.DataFrame, kind: str | None = "physics") -> pd.DataFrame:
+    """One row per (run, warning code of ``kind``: physics by default, None for every kind) of
+    ``df``: the code, its kind, the workload, platform, its meaning and likely cause
+    (``paradnn.record.WARNINGS``) and the values it is about. Empty where no run has one."""
     ok = ok_rows(df) if len(df) else df
-    codes = warning_lists(ok)
+    codes = warning_lists(ok, kind)
     # Columns a store has but never filled (a ceiling in rows written before ceilings) say nothing.
     values = [c for c in WARNING_VALUES if c in ok.columns and ok[c].notna().any()]
     out = []
     for i, cs in codes.items():
         r = ok.loc[i]
         for code in cs:
-            rec = {"code": code, "workload": workload_label(r), "batch": r.get("batch"),
-                   "platform": platform_label(r)}
+            rec = {"code": code, "kind": warning_kind(code), "workload": workload_label(r),
+                   "batch": r.get("batch"), "platform": platform_label(r)}
             for c in values:
                 rec[c] = r.get(c)
             rec["likely cause"] = warning_meaning(code)
             out.append(rec)
-    cols = ["code", "workload", "batch", "platform", *values, "likely cause"]
+    cols = ["code", "kind", "workload", "batch", "platform", *values, "likely cause"]
     return pd.DataFrame(out, columns=cols)
 
