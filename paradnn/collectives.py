@@ -93,6 +93,27 @@ def simulated_devices(framework: str = backends.DEFAULT) -> bool:
     return bool(simulated()) if simulated is not None else False
 
 
+def collective_elements(collective: str, devices: int, size_bytes: int, dtype: str,
+                        device_count: int) -> int:
+    """The elements of ``dtype`` one collective of ``size_bytes`` moves per device over
+    ``devices`` of ``device_count`` devices (rounded down to whole elements, divisible by
+    ``devices`` where the collective splits the buffer): every check of a job that needs no
+    measurement. SpecError naming the collective, the device count or the size, and what is
+    allowed."""
+    if collective not in BUS_FACTORS:
+        raise SpecError("collective", collective, "one of " + ", ".join(COLLECTIVES))
+    if not 2 <= devices <= device_count:
+        raise SpecError("devices", devices, f"an integer from 2 to {device_count} (devices of this process)")
+    itemsize = np.dtype(dtype).itemsize
+    unit = devices if collective in ("all_gather", "reduce_scatter") else 1
+    elements = size_bytes // itemsize // unit * unit
+    if elements < 1:
+        split = ", at least one per device" if unit > 1 else ""
+        raise SpecError("size", size_bytes, f"at least {unit * itemsize} B for {collective} over "
+                        f"{devices} devices ({dtype}: {itemsize} B per element{split})")
+    return elements
+
+
 def measure_collective(collective: str, devices: int, size_bytes: int, dtype: str = "float32",
                        settings: MeasureSettings | None = None, framework: str = backends.DEFAULT) -> Record:
     """Time one collective of ``size_bytes`` (NCCL-tests convention, see the module) over the
@@ -106,15 +127,9 @@ def measure_collective(collective: str, devices: int, size_bytes: int, dtype: st
     backend = backends.get(framework)
     program = backends.capability(framework, "collective_program", "run collectives")
     platform, software = context(framework)
-    count = platform["device_count"]
-    if not 2 <= devices <= count:
-        raise SpecError("devices", devices, f"an integer from 2 to {count} (devices of this process)")
+    elements = collective_elements(collective, devices, size_bytes, dtype, platform["device_count"])
     settings = settings or MeasureSettings()
     itemsize = np.dtype(dtype).itemsize
-    unit = devices if collective in ("all_gather", "reduce_scatter") else 1
-    elements = size_bytes // itemsize // unit * unit
-    if elements < 1:
-        raise SpecError("size", size_bytes, f"at least {unit * itemsize} B for {collective} over {devices} devices")
     # Per-device input elements: the all-gather's input is 1/n of its output.
     per_device_in = elements // devices if collective == "all_gather" else elements
     workload = {"family": COLLECTIVE_FAMILY, "collective": collective,
@@ -151,13 +166,31 @@ def measure_collective(collective: str, devices: int, size_bytes: int, dtype: st
     return Record(status="ok", workload=workload, metrics=metrics, **context)
 
 
+def check_collectives(devices: Sequence[int], sizes: Sequence[int],
+                      collectives: Sequence[str] = COLLECTIVES, dtype: str = "float32",
+                      framework: str = backends.DEFAULT) -> list[tuple[str, int, int]]:
+    """The jobs (collective, device count, size in B) of :func:`run_collectives`, each checked by
+    :func:`collective_elements` against the devices ``framework`` sees in this process, before
+    any is measured: the first one that cannot run is its SpecError."""
+    from paradnn.runner import context
+
+    jobs = [(c, n, s) for n in devices for c in collectives for s in sizes]
+    count = context(framework)[0]["device_count"] if jobs else 0
+    for c, n, s in jobs:
+        collective_elements(c, n, s, dtype, count)
+    return jobs
+
+
 def run_collectives(devices: Sequence[int], sizes: Sequence[int], collectives: Sequence[str] = COLLECTIVES,
                     dtype: str = "float32", settings: MeasureSettings | None = None,
                     framework: str = backends.DEFAULT,
                     progress: Callable[[int, int, Record], None] | None = None) -> list[Record]:
     """Every collective at every size over every device count, in this process; ``progress``
-    is called after each with (done, total, its record)."""
-    jobs = [(c, n, s) for n in devices for c in collectives for s in sizes]
+    is called after each with (done, total, its record). Every job is checked
+    (:func:`collective_elements`) before the first is measured: a size one collective cannot
+    split over a device count is a SpecError before anything runs, never after minutes of
+    measurements that are then lost."""
+    jobs = check_collectives(devices, sizes, collectives, dtype, framework)
     records = []
     for i, (c, n, s) in enumerate(jobs, 1):
         records.append(measure_collective(c, n, s, dtype, settings, framework))

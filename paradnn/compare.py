@@ -407,22 +407,40 @@ def text(result: CompareResult, rows: int | None = None) -> str:
     return "\n".join(lines)
 
 
+#: Characters Markdown gives a meaning inside a line (emphasis, code, links, images, tables,
+#: strike-through, escapes): backslash-escaped in text that comes from a store.
+_MARKDOWN_SPECIAL = frozenset("\\`*_[]|~!")
+#: HTML's special characters, written as entities: a Markdown renderer passes raw HTML through.
+_HTML_ENTITIES = {"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;"}
+
+
+def md(value: Any) -> str:
+    """``value`` as literal Markdown text on one line: HTML's special characters as entities
+    (a ``<script>`` or ``onerror=`` in a store field stays text, as the HTML report escapes it)
+    and Markdown's backslash-escaped (a ``|`` cannot end a table cell, a ``*`` starts no
+    emphasis); line breaks become spaces (a newline would end a table row)."""
+    text = " ".join(str(value).split())
+    return "".join(_HTML_ENTITIES.get(ch) or ("\\" + ch if ch in _MARKDOWN_SPECIAL else ch)
+                   for ch in text)
+
+
 def markdown(result: CompareResult, rows: int = 30) -> str:
     """A Markdown summary a CI job can post: headline, axis, localisation, a table of the
-    regressions, improvements and inconclusive configs (at most ``rows``), notes."""
+    regressions, improvements and inconclusive configs (at most ``rows``), notes. Every text
+    that comes from the stores (paths, values, labels, notes) is escaped (:func:`md`)."""
     src = result.source
     c = result.counts()
     icon = "FAIL" if c["regression"] else "OK"
     out = [f"### paradnn compare: {icon}: {_headline(result)}", "",
-           f"- BASE: `{src[0]}`", f"- NEW: `{src[1]}`", f"- axis: {result.axis_text}",
-           f"- where: {result.where.sentence}", ""]
+           f"- BASE: {md(src[0])}", f"- NEW: {md(src[1])}", f"- axis: {md(result.axis_text)}",
+           f"- where: {md(result.where.sentence)}", ""]
     t = _ordered(result.table)
     shown = t[t["verdict"] != "unchanged"].head(rows)
     if len(shown):
         out += ["| " + " | ".join(h.format(level=result.level) for _, h in _MARKDOWN_COLUMNS) + " |",
                 "|---|---|---|---:|---:|---:|---:|---:|---:|"]
         for r in shown.itertuples():
-            out.append(f"| {r.verdict} | {_marked(r)} | {r.bound or '?'} | {_x(r.ratio)} | "
+            out.append(f"| {r.verdict} | {md(_marked(r))} | {md(r.bound or '?')} | {_x(r.ratio)} | "
                        f"{_x(r.ci_low)} - {_x(r.ci_high)} | {r.q:.3g} | "
                        f"{r.noise * 100:.0f}% | {_ms(r.base_s)} | {_ms(r.new_s)} |")
         if (t["verdict"] != "unchanged").sum() > rows:
@@ -433,7 +451,7 @@ def markdown(result: CompareResult, rows: int = 30) -> str:
     if len(shown):  # the legend of the table above, when there is one
         out += ["", "Columns:", *_legend(result, _MARKDOWN_COLUMNS, "- ")]
     if result.notes:
-        out += [""] + [f"- note: {n}" for n in result.notes]
+        out += [""] + [f"- note: {md(n)}" for n in result.notes]
     return "\n".join(out) + "\n"
 
 
@@ -500,17 +518,18 @@ def history_text(h: History) -> str:
 
 
 def history_markdown(h: History) -> str:
-    """The history as Markdown: versions and a table of change points."""
+    """The history as Markdown: versions and a table of change points (store texts escaped:
+    :func:`md`)."""
     out = [f"### paradnn compare --history: {len(h.steps)} change point(s) in {h.configs} configs",
            "", "| # | version | first record (UTC) | configs |", "|---:|---|---|---:|"]
-    out += [f"| {i} | {v['version']} | {v['first_utc']} | {v['configs']} |"
+    out += [f"| {i} | {md(v['version'])} | {md(v['first_utc'])} | {v['configs']} |"
             for i, v in h.versions.iterrows()]
     if len(h.steps):
         out += ["", "| at version | config | verdict | ratio (x) | 95% CI (x) | q |",
                 "|---|---|---|---:|---:|---:|"]
-        out += [f"| {r.version} | {r.label} | {r.verdict} | {_x(r.ratio)} | {_x(r.ci_low)} - "
+        out += [f"| {md(r.version)} | {md(r.label)} | {r.verdict} | {_x(r.ratio)} | {_x(r.ci_low)} - "
                 f"{_x(r.ci_high)} | {r.q:.3g} |" for r in h.steps.itertuples()]
-    out += [""] + [f"- note: {n}" for n in h.notes]
+    out += [""] + [f"- note: {md(n)}" for n in h.notes]
     return "\n".join(out) + "\n"
 
 

@@ -33,6 +33,7 @@ from typing import Any, Callable, NamedTuple
 import numpy as np
 
 from paradnn import backends, hostutil, precision
+from paradnn.envcheck import os_cause
 from paradnn.errors import InfrastructureError, ParadnnError
 from paradnn.units import positive_env, si
 
@@ -91,7 +92,11 @@ _KIND_ORDER: list[tuple[str, tuple[str, ...]]] = [
     ("a100", ("a100",)), ("v100", ("v100",)),
 ]
 
+#: The probe cache: ``$PARADNN_CACHE/probe.json``, default ``~/.cache/paradnn/probe.json``. Its
+#: folder must be writable where a run needs the measured peak (:func:`check_cache_folder`).
 CACHE_PATH = Path(os.environ.get("PARADNN_CACHE", Path.home() / ".cache" / "paradnn")) / "probe.json"
+#: What to do about a probe cache folder that cannot be written.
+CACHE_ADVICE = "set PARADNN_CACHE to a writable folder (it holds the probe cache; default ~/.cache/paradnn)"
 
 
 def spec_name(device_kind: str) -> str | None:
@@ -205,14 +210,20 @@ def device_memory_bytes(framework: str = backends.DEFAULT) -> int | None:
 
 def check_writable(folder: Path, what: str, advice: str) -> None:
     """Create ``folder`` and a file in it, or raise InfrastructureError naming it, ``what`` it
-    is for and ``advice`` on what to do (a compilation cache, the probe cache)."""
+    is for, the cause (from the errno: read-only, permission denied, no space, a file where a
+    folder should be) and ``advice`` on what to do (a compilation cache, the probe cache)."""
     try:
         folder.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryFile(dir=folder):
             pass
     except OSError as exc:
-        raise InfrastructureError(f"{what} {folder} is not writable ({exc.strerror or exc}); "
-                                  f"{advice}") from None
+        raise InfrastructureError(f"{what} {folder} is not writable ({os_cause(exc)}); {advice}") from None
+
+
+def check_cache_folder() -> None:
+    """InfrastructureError (one line: the folder, the cause, :data:`CACHE_ADVICE`) unless the
+    probe cache's folder can be created and written."""
+    check_writable(CACHE_PATH.parent, "the probe cache folder", CACHE_ADVICE)
 
 
 def host_memory_bytes() -> int | None:
@@ -449,8 +460,9 @@ def _probe_key(info: dict[str, Any], versions: dict[str, Any]) -> str:
 @contextlib.contextmanager
 def _cache_lock():
     """An exclusive lock on the probe cache, so that two probes never measure at once (each
-    would see the other as load) and the second one finds the first one's result."""
-    CACHE_PATH.parent.mkdir(parents=True, exist_ok=True)
+    would see the other as load) and the second one finds the first one's result. An
+    unwritable folder is an InfrastructureError (:func:`check_cache_folder`), before measuring."""
+    check_cache_folder()
     with open(CACHE_PATH.with_suffix(".lock"), "a") as f:
         fcntl.flock(f, fcntl.LOCK_EX)
         try:
@@ -728,8 +740,14 @@ def probe(refresh: bool = False, dtypes: tuple[str, ...] = PROBE_DTYPES,
                       "updated_epoch_s": time.time()}
         cache = _keep_recent(cache, info)
         tmp = CACHE_PATH.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(cache, indent=1))
-        os.replace(tmp, CACHE_PATH)  # atomic: concurrent readers never see half a file
+        try:
+            tmp.write_text(json.dumps(cache, indent=1))
+            os.replace(tmp, CACHE_PATH)  # atomic: concurrent readers never see half a file
+        except OSError as exc:  # the folder was checked: a disk that filled up since, say
+            with contextlib.suppress(OSError):
+                tmp.unlink(missing_ok=True)
+            raise InfrastructureError(f"the probe cache {CACHE_PATH} cannot be written ({os_cause(exc)}); "
+                                      f"{CACHE_ADVICE}") from None
         _MEMO[key] = entries
     used = best_quiet(entries, "float32")
     return {**result, "in_use": used is not None and used["id"] == result["id"]}

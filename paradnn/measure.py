@@ -74,10 +74,10 @@ STOP_RULES: dict[str, str] = {
 
 
 def _stop_rule(value: Any, parameter: str) -> str:
-    text = value.strip().lower() if isinstance(value, str) else value
+    text = value.strip().lower() if isinstance(value, str) else None  # a list or a number is no rule
     if text not in STOP_RULES:
         raise SpecError(parameter, value, "one of " + ", ".join(STOP_RULES))
-    return str(text)
+    return text
 
 
 def _steps(value: Any, parameter: str) -> int | None:

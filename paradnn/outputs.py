@@ -6,6 +6,8 @@
   (its name and SHA-256 are in the folder's ledger ``.paradnn-outputs.json``) or with ``force``.
 * Atomic: the content goes to a temporary file in the same folder, then ``os.replace`` puts it
   in place, so a crash or a full disk leaves the old file or the new one, never half of one.
+  The file gets the mode an ordinary ``open(path, "w")`` would leave it with (a new file 0666
+  less the umask, a replaced file its own), not the temporary file's 0600.
 * An unwritable folder is one :class:`~paradnn.errors.ParadnnError` naming the path and the
   reason, never a traceback.
 * Checked before any work: every command-line argument that names a path declares what the
@@ -28,6 +30,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import stat
 import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -184,6 +187,9 @@ def write_output(path: str | os.PathLike, write: Callable[[Path], None], flag: s
     tmp = Path(name)
     try:
         write(tmp)
+        # mkstemp makes its file 0600, and ``write`` may have put another file in its place:
+        # the output gets the mode an ordinary open(out, "w") would leave it with.
+        os.chmod(tmp, _mode_for(out))
         os.replace(tmp, out)
     except OSError as exc:
         raise ParadnnError(f"{flag} {out}: writing failed: {exc.strerror or exc}; "
@@ -195,6 +201,36 @@ def write_output(path: str | os.PathLike, write: Callable[[Path], None], flag: s
     return out
 
 
+def umask() -> int:
+    """This process's umask, read without changing it where the system says it
+    (``/proc/self/status``); elsewhere set and put back at once (``os.umask`` only swaps)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def new_file_mode() -> int:
+    """The permission bits an ordinary ``open(path, "w")`` gives a new file: 0666 less the
+    umask (0644 under the usual umask 0022)."""
+    return 0o666 & ~umask()
+
+
+def _mode_for(out: Path) -> int:
+    """The permission bits ``open(out, "w")`` would leave ``out`` with: an existing file's own
+    (opening it keeps them), else :func:`new_file_mode`."""
+    try:
+        return stat.S_IMODE(os.stat(out).st_mode)
+    except OSError:
+        return new_file_mode()
+
+
 def _note(out: Path) -> None:
     ledger = _ledger(out.parent)
     ledger[out.name] = _sha256(out)
@@ -202,6 +238,7 @@ def _note(out: Path) -> None:
         fd, name = tempfile.mkstemp(prefix=f"{LEDGER}.", suffix=".tmp", dir=out.parent)
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             json.dump(ledger, f, indent=1, sort_keys=True)
+        os.chmod(name, _mode_for(out.parent / LEDGER))  # as open() would, not mkstemp's 0600
         os.replace(name, out.parent / LEDGER)
     except OSError:
         # The output itself is in place; without the ledger entry the next write to this path

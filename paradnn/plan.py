@@ -143,6 +143,12 @@ def plan(
     (seconds per config); a config whose analytic floor (weights + optimizer state) already
     exceeds the limit is not compiled: its memory is that floor and it is predicted ``oom``. ``calibrate``: time ``calibrate_configs`` configs per family first (in
     a temporary store; minutes) and fit the time model to them instead of the store's records.
+
+    Frameworks: JAX is started (its device platform gives the memory limit and the calibration)
+    and so is each framework the store holds records of (a config's record key, which says
+    whether it is stored, holds its framework's platform and versions); any other framework of
+    the sweep is not imported: its configs' ``key`` is None and all of them are to measure
+    (``summary["frameworks_not_started"]``).
     """
     t_start = time.perf_counter()
     parsed = resolve(grid_or_file)
@@ -150,7 +156,10 @@ def plan(
     repeat = repeat if repeat is not None else parsed.run.get("repeat", 1)
     platform, _ = context("jax")  # the JAX device platform: memory limit and calibration
     frame = pd.DataFrame()
-    if store is not None and os.path.exists(store) and os.path.getsize(store) > 0:
+    # A missing store is the one the sweep will create: nothing stored yet. Anything else is read
+    # as every command reads a store (load: a zero-byte file is a store without rows, as a sweep
+    # adopts it; a foreign or damaged file is one line).
+    if store is not None and os.path.exists(store):
         frame = load(store)
 
     table = config_table(parsed.workloads, frame)
@@ -176,13 +185,20 @@ def plan(
         table["measured_compile_s"] = compile_s
         table["memory_source"] = source
 
-    # Resume: the record key the sweep would give each config here.
+    # Resume: the record key the sweep would give each config here. It holds the framework's
+    # platform and versions, which only starting the framework tells (TensorFlow: 10 s and more):
+    # a framework the store holds no record of is not started, since none of its configs can be
+    # stored; their key is unknown (None) and every one of them is to measure.
     settings_dict = measure.to_dict()
-    keys = [record_key(w.to_dict(), *context(w.framework), settings_dict) for w in parsed.workloads]
+    stored_frameworks = set(frame["framework"].dropna()) if "framework" in frame.columns else set()
+    started = {"jax"} | stored_frameworks
+    keys = [record_key(w.to_dict(), *context(w.framework), settings_dict)
+            if w.framework in started else None for w in parsed.workloads]
+    not_started = sorted({w.framework for w in parsed.workloads} - started)
     table.insert(0, "key", keys)
     have = frame.groupby("key").size().to_dict() if len(frame) else {}
-    table["stored_records"] = [int(have.get(k, 0)) for k in keys]
-    table["to_measure"] = [max(0, repeat - have.get(k, 0)) for k in keys]
+    table["stored_records"] = [int(have.get(k, 0)) if k is not None else 0 for k in keys]
+    table["to_measure"] = [max(0, repeat - have.get(k, 0)) if k is not None else repeat for k in keys]
     # Where the estimate is unknown, the known parts (a lower bound) can still tell an oom.
     over = (table["memory_bytes"] > limit) | (table["memory_floor_bytes"] > limit)
     table["predicted"] = np.where(table["to_measure"] == 0, "stored", np.where(over, "oom", "run"))
@@ -220,6 +236,11 @@ def plan(
         "description": parsed.description,
         "configs": len(table),
         "by_family": table["family"].value_counts().to_dict(),
+        "by_framework": (table["framework"].value_counts().to_dict()
+                         if "framework" in table.columns else {}),
+        # Frameworks of the sweep not started to plan it (the store holds none of their
+        # records): their configs' record keys are unknown and none of them is stored.
+        "frameworks_not_started": not_started,
         "stored": int(counts.get("stored", 0)),
         "to_run": int(counts.get("run", 0)),
         "oom": int(counts.get("oom", 0)),

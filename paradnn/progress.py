@@ -12,7 +12,8 @@ import contextlib
 import sys
 import threading
 import time
-from typing import IO, Callable, Iterator
+from collections.abc import Collection, Mapping
+from typing import IO, Any, Callable, Iterator
 
 from paradnn.units import duration
 
@@ -52,6 +53,22 @@ def line(label: str, name: str, phase_s: float, total_s: float, prefix: str = "p
     """One progress line: ``<prefix>: <label>: <phase> for <t> (<total> so far)`` (durations in
     the units of :func:`paradnn.units.duration`)."""
     return f"{prefix}: {label}: {name} for {duration(phase_s)} ({duration(total_s)} so far)"
+
+
+def config_name(workload: Any, frameworks: Collection[str] = ()) -> str:
+    """A config in one line for progress lines and plans: ``paradnn.workload.short_name`` of a
+    Workload or a row, then ``on <framework>`` where the framework is not the default one or
+    ``frameworks`` (those of the whole sweep) holds several: the configs of a sweep with a
+    ``framework`` axis differ only there, and identical lines would not say which ran."""
+    from paradnn.backends import DEFAULT
+    from paradnn.workload import short_name
+
+    name = short_name(workload)
+    framework = (workload.get("framework") if isinstance(workload, Mapping)
+                 else getattr(workload, "framework", None))
+    if not isinstance(framework, str) or not framework:
+        return name
+    return name + (f" on {framework}" if framework != DEFAULT or len(set(frameworks)) > 1 else "")
 
 
 def current() -> tuple[str, float]:

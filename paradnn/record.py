@@ -528,6 +528,27 @@ PLATFORM_FIELDS = ("device_platform", "device_kind", "device_count", "host", "cp
 CORE_SOFTWARE_FIELDS = ("paradnn_version", "framework_version", "python_version")
 
 
+#: Software field of the records made where a plugin replaced a built-in framework or family
+#: (``backends.register(..., replaces=True)``, ``families.register(..., replaces=True)``): which
+#: ones, and the module that registered each (``framework jax: mylab.fastjax; family fc:
+#: mylab.fc``). Part of the key (another implementation is another config), and absent where
+#: nothing was replaced, so that rows of the built-ins keep the keys they always had and old
+#: stores resume. A family replaced in a process marks the records of every family there: a
+#: record's software is its framework's (:func:`paradnn.runner.context`), not its family's.
+REPLACED_BY = "replaced_by"
+
+
+def replaced_by(framework: str) -> dict[str, str]:
+    """``{REPLACED_BY: text}`` for the records of ``framework`` made in this process, or ``{}``
+    where no plugin replaced ``framework`` or any built-in family."""
+    parts = []
+    module = backends.replaced_by(framework)
+    if module is not None:
+        parts.append(f"framework {framework}: {module}")
+    parts += [f"family {name}: {module}" for name, module in families.replaced().items()]
+    return {REPLACED_BY: "; ".join(parts)} if parts else {}
+
+
 def _software_columns() -> tuple[str, ...]:
     versions = [f for name in backends.names() for f in backends.meta(name).version_fields]
     return tuple(dict.fromkeys(("paradnn_version", "framework_version", *versions, "python_version")))
@@ -576,9 +597,14 @@ def row_key(row: Mapping[str, Any], settings: bool = True) -> str | None:
         return None
     software_names = (*CORE_SOFTWARE_FIELDS, *backends.meta(framework).software_fields)
     setting_names = (*PROTOCOL_FIELDS, *backends.option_names(framework))
+    software = {f: row[f] for f in software_names if f in row}
+    # Keyed only where set: a table of rows (a store's frame) has the column as NaN or None on
+    # the rows of built-ins, whose records never had the field.
+    if isinstance(row.get(REPLACED_BY), str) and row[REPLACED_BY]:
+        software[REPLACED_BY] = row[REPLACED_BY]
     return record_key({f: row[f] for f in fields},
                       {f: row.get(f) for f in PLATFORM_FIELDS},
-                      {f: row[f] for f in software_names if f in row},
+                      software,
                       {f: row[f] for f in setting_names if f in row} if settings else {})
 
 

@@ -11,16 +11,17 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 import numpy as np
 
 from paradnn import backends, families, hardware, meters, progress, sizes
+from paradnn.envcheck import os_cause
 from paradnn.errors import InfrastructureError, ParadnnError, SpecError
 from paradnn.measure import MeasureSettings, time_calls
-from paradnn.record import PHASES, Record, phase_metric, record_warnings
-from paradnn.workload import ModelSpec, Workload
+from paradnn.record import PHASES, Record, phase_metric, record_warnings, replaced_by
+from paradnn.workload import ModelSpec, Workload, short_name
 
 
 @functools.lru_cache(maxsize=None)
@@ -28,10 +29,11 @@ def context(framework: str = backends.DEFAULT) -> tuple[dict[str, Any], dict[str
     """(platform, software) of ``framework`` in this process: the device platform, kind and
     count it sees (``Backend.device_info``), and the versions that shape its numbers: paradnn's
     and Python's (:func:`paradnn.hardware.software_info`), ``framework_version`` and the
-    framework's own fields (``Backend.software_info``)."""
+    framework's own fields (``Backend.software_info``), and ``replaced_by`` where a plugin
+    replaced a built-in framework or family here (:func:`paradnn.record.replaced_by`)."""
     backend = backends.get(framework)
     platform = hardware.local_device_info(backend.device_info())
-    software = {**hardware.software_info(), **backend.software_info()}
+    software = {**hardware.software_info(), **backend.software_info(), **replaced_by(framework)}
     return platform, software
 
 
@@ -47,6 +49,19 @@ def model_flops_per_step(workload: Workload) -> float:
     from paradnn.backends.jax import costs
 
     return costs.model_flops_per_step(workload)
+
+
+def platform_problem(workload: Workload, platform: Mapping[str, Any]) -> SpecError | None:
+    """Why ``workload`` cannot run on ``platform`` (its framework's, as :func:`context` or an
+    executor reports it), as the SpecError :func:`run_workload` raises before measuring; None
+    when it can. One rule today: no more data-parallel devices than the platform has. A sweep
+    checks every config with it before anything is stored (``paradnn.sweeper.check_platform``)."""
+    count = platform.get("device_count")
+    if isinstance(count, int) and workload.devices > count:
+        return SpecError("devices", workload.devices, f"at most {count} on this host "
+                         f"({workload.framework} sees {count} {platform.get('device_platform')} "
+                         f"device{'s' if count != 1 else ''})")
+    return None
 
 
 def run(
@@ -93,8 +108,9 @@ def run_workload(
     platform, software = context(workload.framework)
     context_ = {"platform": platform, "software": software,
                 "settings": settings.to_dict(workload.framework)}
-    if workload.devices > platform["device_count"]:
-        raise SpecError("devices", workload.devices, f"at most {platform['device_count']} on this host")
+    problem = platform_problem(workload, platform)
+    if problem is not None:
+        raise problem
     limit = memory_limit_bytes if memory_limit_bytes is not None else backend.device_memory_bytes()
     # The limit every out-of-memory prediction of this run is checked against, and its source.
     limit_metrics = {"memory_limit_bytes": limit, "memory_limit_source": (
@@ -170,7 +186,10 @@ def run_workload(
     except OSError as exc:
         # The file system, a cache, a pipe: the environment failed, not the workload. Never a
         # row; the executor stops the sweep with one line (or retries), and resume runs it.
-        raise InfrastructureError(f"{type(exc).__name__}: {exc}") from exc
+        where = f" ({exc.filename})" if exc.filename else ""
+        raise InfrastructureError(f"the environment failed while measuring {short_name(workload)}: "
+                                  f"{os_cause(exc)}{where}; an environment fault, not the "
+                                  "workload's result") from exc
     except Exception as exc:  # noqa: BLE001 - every failure becomes data
         status = "oom" if backend.is_oom(exc) else "error"
         message = f"{type(exc).__name__}: {exc}"

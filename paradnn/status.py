@@ -95,6 +95,12 @@ _DAMAGE_ADVICE = (
     "copy the readable rows into a new store first (merge), so nothing more is written into the "
     "damaged file")
 
+_WRONG_TYPE_ADVICE = (
+    "a field of these rows holds a value of another type (a row edited by hand, or written by "
+    "another tool; docs/schema.md, Reading a row): they cannot be read, so they count as not "
+    "measured and resuming the sweep measures their configs again; copy the readable rows into "
+    "a new store (merge), or correct the field in the row's JSON (table records, column row)")
+
 
 def _damage_groups(df: pd.DataFrame) -> list[dict[str, Any]]:
     """Failure-table rows for a damaged store (``load``'s ``attrs[DAMAGE_ATTR]``): one per store
@@ -111,10 +117,13 @@ def _damage_groups(df: pd.DataFrame) -> list[dict[str, Any]]:
             "count": sum(u.cause != "unreachable" for u in lost), "family": "?",
             "example": (f"row id {lost[0].rowid}" if lost[0].key else lost[0].name())
                        + f" in {store}", "example_key": lost[0].key or "",
-            "error": f"{UNREADABLE_CAUSES[cause]}: " + ", ".join(u.name() for u in lost),
+            # A wrong type names its field, value and what is allowed: the first row's comes
+            # first, so the message line (cut to the terminal) shows what to correct.
+            "error": f"{UNREADABLE_CAUSES[cause]}: " + ", ".join(
+                u.name() + (f" ({u.detail})" if u.detail else "") for u in lost),
             "next_command": f"paradnn merge {store} -o NEW.db && paradnn sweep SWEEP_FILE "
                             "--store NEW.db",
-            "advice": _DAMAGE_ADVICE})
+            "advice": _WRONG_TYPE_ADVICE if cause == "wrong type" else _DAMAGE_ADVICE})
     for store, problems in damage.get("problems", {}).items():
         if any(key[0] == store for key in groups):
             continue

@@ -21,11 +21,20 @@ intact (:class:`Unreadable`) are left out, counted and named in one
 :class:`~paradnn.errors.ParadnnWarning` per store, and count as not measured, so a sweep
 measures them again; ``PRAGMA quick_check`` runs on every load and when a store is opened for
 writing.
+
+Content (docs/reliability.md, "Store content"): every row is read through one typed reader
+(:func:`paradnn.rowschema.read_row`); a row with a field that cannot be its type is unreadable
+in the sense above (cause ``wrong type``). A zero-byte file is a store without rows. A read
+leaves no ``-wal``/``-shm`` file that was not there (:func:`_open_ro`); a store a failing
+command created is taken away again (:meth:`Store._discard`); stores read together that give
+one key and time two rows say so in a warning; a store whose records table cannot take a row
+is refused when opened for writing (:func:`_check_appendable`).
 """
 
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import json
 import math
 import os
@@ -41,12 +50,13 @@ from typing import Any, Union
 
 import pandas as pd
 
-from paradnn.errors import ParadnnError, ParadnnWarning, StoreError, echo
+from paradnn.errors import ParadnnError, ParadnnWarning, SpecError, StoreError, echo
 from paradnn.measure import PROTOCOL_FIELDS, SETTINGS_FIELDS
 from paradnn import backends, families
 from paradnn.record import (
     METRICS, PLATFORM_FIELDS, SCHEMA_VERSION, SETTINGS_ADDED, SOFTWARE_FIELDS, Record, row_key, superseded,
 )
+from paradnn.rowschema import RowSchema, read_row, row_schema
 
 __all__ = ["STORE_SCHEMA_VERSION", "COLUMNS", "EXPORT_SUFFIXES", "Store", "load", "merge", "export", "migrate_row",
            "status_counts", "check_store", "Unreadable", "UNREADABLE_CAUSES", "DAMAGE_ATTR",
@@ -144,6 +154,50 @@ _SQLITE_READONLY, _SQLITE_CORRUPT, _SQLITE_FULL, _SQLITE_NOTADB = 8, 11, 13, 26
 # held too long, an I/O error) stops the command, so it is never taken for lost data.
 _DAMAGE_CODES = (_SQLITE_CORRUPT, _SQLITE_NOTADB)
 _HEADER_BYTES = 100  # SQLite's file header
+
+
+def _undecodable(exc: UnicodeDecodeError) -> sqlite3.DatabaseError:
+    """The DatabaseError SQLite means where Python cannot decode its message or a value: bytes
+    that are not UTF-8 in the schema or a page are damage (SQLITE_CORRUPT), and are classified
+    and reported as such by every reader of this module."""
+    err = sqlite3.DatabaseError(f"database disk image is malformed (bytes that are not UTF-8: {exc.reason})")
+    err.sqlite_errorcode = _SQLITE_CORRUPT  # type: ignore[attr-defined]
+    err.sqlite_errorname = "SQLITE_CORRUPT"  # type: ignore[attr-defined]
+    return err
+
+
+def _decoded(method: Any) -> Any:
+    """``method`` of sqlite3's cursor with a UnicodeDecodeError raised as SQLite's corrupt error
+    (:func:`_undecodable`)."""
+    @functools.wraps(method)
+    def wrapper(self: Any, *args: Any) -> Any:
+        try:
+            return method(self, *args)
+        except UnicodeDecodeError as exc:
+            raise _undecodable(exc) from None
+    return wrapper
+
+
+class _Cursor(sqlite3.Cursor):
+    """A cursor whose undecodable text (a damaged file) raises SQLite's corrupt error, not a
+    UnicodeDecodeError that no reader expects (:func:`_undecodable`)."""
+
+    execute = _decoded(sqlite3.Cursor.execute)
+    fetchone = _decoded(sqlite3.Cursor.fetchone)
+    fetchall = _decoded(sqlite3.Cursor.fetchall)
+    __next__ = _decoded(sqlite3.Cursor.__next__)
+
+
+class _Connection(sqlite3.Connection):
+    """The connection every store opens (``factory=`` of ``sqlite3.connect``): its cursors are
+    :class:`_Cursor`, so a damaged file's bytes are SQLite damage wherever they are read."""
+
+    def cursor(self, factory: Any = _Cursor) -> Any:  # type: ignore[override]
+        return super().cursor(factory)
+
+    def execute(self, *args: Any) -> Any:  # type: ignore[override]
+        # The C shortcut makes a plain cursor: make ours, so its reads convert too.
+        return self.cursor().execute(*args)
 
 
 def _store_error(path: Path, exc: sqlite3.Error, doing: str, opening: bool = False) -> StoreError:
@@ -280,8 +334,24 @@ def _check_file(path: Path) -> str:
                          "SQLite's 100-byte header; restore it from a copy")
     if head != _SQLITE_MAGIC:
         raise ParadnnError(f"store {path}: not a paradnn store (not an SQLite file); "
-                           "choose a new path or an existing paradnn store")
+                           "allowed: a new path or an existing paradnn store")
     return "sqlite"
+
+
+def _empty_file(path: Path) -> bool:
+    """Whether ``path`` is a zero-byte file: a store with no rows yet, to every command.
+
+    A zero-byte file is what ``touch results.db`` leaves, or a store whose create was
+    interrupted before SQLite wrote its first page (``Store`` connects, then writes the
+    tables). Both are someone's store that holds nothing yet: a writer adopts it (``Store``
+    finds it 'new'), so a reader (``load``, ``status``, ``plan --store``, ``merge``) reads it
+    as a store of no rows rather than as "no such paradnn store", which would contradict the
+    sweep that fills it next. It is never written to by a reader (nothing to migrate or
+    check), and only a missing file is "no such paradnn store"."""
+    try:
+        return path.is_file() and path.stat().st_size == 0
+    except OSError:
+        return False
 
 
 def _check_meta(path: Path) -> int:
@@ -326,14 +396,35 @@ def _uri(path: Path, flags: str) -> str:
     return f"file:{quote(str(path.resolve()))}?{flags}"
 
 
+#: Files SQLite keeps beside a store while it is open (WAL mode; a rollback journal).
+_SIDE_FILES = ("-wal", "-shm", "-journal")
+
+
 def _open_ro(path: Path) -> sqlite3.Connection:
-    """A read-only connection. A store in WAL mode needs its -shm file even to be read; on
-    read-only media (or in a read-only folder) that file cannot be created, so the store is then
-    opened immutable, with a warning: SQLite reads the main file as it is and assumes nobody
-    writes it meanwhile (rows only in an uncheckpointed -wal file are not seen)."""
+    """A connection that only reads. A store in WAL mode needs its -shm (and -wal) file even
+    to be read; on read-only media (or in a read-only folder) that file cannot be created, so
+    the store is then opened immutable, with a warning: SQLite reads the main file as it is and
+    assumes nobody writes it meanwhile (rows only in an uncheckpointed -wal file are not seen).
+
+    A read leaves the store's folder as it found it. SQLite creates the -wal and -shm files for
+    any reader of a WAL store, and only a connection that may write deletes them when it is the
+    last to close (after a checkpoint); a read-only connection (``mode=ro``) leaves them behind.
+    So where neither exists (no other process has the store open, no crashed writer left a
+    -wal to recover), the store is opened for reading and writing with ``PRAGMA query_only``,
+    which refuses every write statement: its last close removes what its open created. Where
+    one exists, it belongs to another connection (or holds committed rows): read-only, and it
+    stays."""
     con = None
+    # (A file or folder that is not writable is read read-only as before: there a connection
+    # that may write could not remove the files either.)
+    alone = (os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)
+             and not any(Path(f"{path}{side}").exists() for side in _SIDE_FILES))
     try:
-        con = sqlite3.connect(_uri(path, "mode=ro"), uri=True, timeout=BUSY_TIMEOUT_S)
+        # mode=rw never creates the file: a store that vanished meanwhile is an error here.
+        con = sqlite3.connect(_uri(path, "mode=rw" if alone else "mode=ro"), uri=True,
+                              timeout=BUSY_TIMEOUT_S, factory=_Connection)
+        if alone:
+            con.execute("PRAGMA query_only = ON")
         con.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
         return con
     except sqlite3.Error as exc:
@@ -345,7 +436,8 @@ def _open_ro(path: Path) -> sqlite3.Connection:
             raise _store_error(path, exc, "be read", opening=True) from None
     con = None
     try:
-        con = sqlite3.connect(_uri(path, "immutable=1"), uri=True, timeout=BUSY_TIMEOUT_S)
+        con = sqlite3.connect(_uri(path, "immutable=1"), uri=True, timeout=BUSY_TIMEOUT_S,
+                              factory=_Connection)
         con.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
     except sqlite3.Error as exc:
         if con is not None:
@@ -366,6 +458,7 @@ UNREADABLE_CAUSES: dict[str, str] = {
     "not JSON": "its content is not valid JSON",
     "not a record": "its content is not a record (no key or status)",
     "identity mismatch": "its key or time column differs from its content",
+    "wrong type": "a field's value is not of its type",
 }
 #: Messages ``PRAGMA quick_check`` returns at most (it stops after as many problems).
 QUICK_CHECK_MESSAGES = 20
@@ -386,6 +479,7 @@ class Unreadable:
     rowid: int | None  # SQLite's row id (the records table's ``id``)
     key: str | None    # its record key, where an index or the row itself still gives it
     cause: str         # a key of UNREADABLE_CAUSES
+    detail: str | None = None  # for "wrong type": the field, its value and what is allowed
 
     def name(self) -> str:
         """``key K (row id N)``, ``row id N`` when the key is unknown."""
@@ -404,9 +498,10 @@ def _text(value: Any) -> Any:
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
 
 
-def _decode(path: Path, raw: tuple[Any, Any, Any, Any]
+def _decode(path: Path, raw: tuple[Any, Any, Any, Any], schema: RowSchema
             ) -> tuple[dict[str, Any] | None, Unreadable | None]:
-    """A stored row's dict (migrated to the current schema), or why it is unreadable."""
+    """A stored row's dict, every field read as its type (:func:`paradnn.rowschema.read_row`)
+    and migrated to the current schema, or why it is unreadable."""
     rowid, key, t, text = raw
     key, t = _text(key), _text(t)
     try:
@@ -418,6 +513,11 @@ def _decode(path: Path, raw: tuple[Any, Any, Any, Any]
     if row.get("key") != key or row.get("time_utc") != t:
         # The identity is stored twice (indexed columns and content): a difference is damage.
         return None, Unreadable(str(path), rowid, key, "identity mismatch")
+    try:
+        # Typed before migrating: the key migration computes must hash 32, not "32".
+        row = read_row(row, schema)
+    except SpecError as exc:
+        return None, Unreadable(str(path), rowid, key, "wrong type", str(exc))
     return migrate_row(row), None
 
 
@@ -491,12 +591,13 @@ def _scan(con: sqlite3.Connection, path: Path
             con.execute("ROLLBACK")
     rows: list[tuple[int, dict[str, Any]]] = []
     lost: list[Unreadable] = []
+    schema = row_schema()
     for rowid in sorted(set(got) | set(listed)):
         if rowid not in got:
             lost.append(Unreadable(str(path), rowid, listed[rowid],
                                    "damaged page" if rowid in failed else "missing"))
             continue
-        row, bad = _decode(path, got[rowid])
+        row, bad = _decode(path, got[rowid], schema)
         if row is not None:
             rows.append((rowid, row))
         else:
@@ -544,7 +645,8 @@ def damage_message(path: PathLike, lost: Sequence[Unreadable], problems: Sequenc
         unknown = any(u.cause == "unreachable" for u in lost)
         count = (f"{known} or more" if known and unknown else "an unknown number of" if unknown
                  else str(known))
-        named = "; ".join(f"{u.name()}: {UNREADABLE_CAUSES[u.cause]}" for u in lost[:_NAMED])
+        named = "; ".join(f"{u.name()}: {UNREADABLE_CAUSES[u.cause]}"
+                          + (f": {u.detail}" if u.detail else "") for u in lost[:_NAMED])
         more = f"; and {len(lost) - _NAMED} more" if len(lost) > _NAMED else ""
         parts.append(f"{count} row(s) cannot be read and are left out (their configs count as "
                      f"not measured, so a sweep measures them again): {named}{more}")
@@ -622,7 +724,44 @@ def _writable(path: Path, create: bool) -> str:
                          "to it")
     if kind == "sqlite" and _check_meta(path) == 0:
         kind = "empty"
+    if kind == "sqlite":
+        _check_appendable(path)
     return kind
+
+
+def _check_appendable(path: Path) -> None:
+    """Refuse a store whose records table cannot take a new row, before any work is done for it.
+
+    A row goes after the table's last row: SQLite finds the place from the table's root page
+    down its last pages. Where one of those pages is damaged, every insert fails with
+    SQLITE_CORRUPT; quick_check reports the damage but so it does for damage anywhere else,
+    where writing goes on (docs/reliability.md), and the rows that read are still loaded. So the
+    way a row would go is read here (``max(id)`` walks exactly that path) and, where it cannot
+    be, the store is refused in one line, with how many rows can still be copied out of it.
+    Only reads: check_store calls it too."""
+    con = _open_ro(path)
+    try:
+        try:
+            con.execute("SELECT max(id) FROM records").fetchone()
+            return
+        except sqlite3.DatabaseError as exc:
+            if not _damaged(exc):
+                raise _store_error(path, exc, "be opened for writing") from None
+            failure = exc
+        with _Guard(path, "be read"):
+            readable = len(_scan(con, path)[0])
+    finally:
+        con.close()  # before _damage reads the file's header (see _HELD)
+    if _damage(path) is not None:  # a damaged header: that message, with its advice
+        raise _store_error(path, failure, "be opened for writing")
+    remedy = (f"`paradnn merge {path} -o NEW.db` copies the {readable} row(s) that can still be "
+              "read into a new store; use that one" if readable else
+              f"no row can be read through it either: restore it from a copy (SQLite's "
+              f"`sqlite3 {path} .recover` may salvage rows into a new file)")
+    raise StoreError(f"store {path}: cannot be opened for writing: its records table is damaged "
+                     "where a new row goes (the table's root or last page cannot be read: "
+                     "SQLITE_CORRUPT), so no row can be added; nothing was measured or written; "
+                     f"{remedy}")
 
 
 def check_store(path: PathLike) -> str:
@@ -630,8 +769,9 @@ def check_store(path: PathLike) -> str:
     when the first row is written) or a paradnn store that opens; raises what ``Store(path)``
     would raise (a foreign, truncated or read-only file, a damaged header), without creating or
     changing anything. For a command that writes its rows only after minutes of measuring: it
-    checks its ``--store`` first (a damaged page is found later, when the store is opened, and
-    is a warning: the rows that read stay usable)."""
+    checks its ``--store`` first. A store whose records table is damaged where a new row goes
+    is refused here too (:func:`_check_appendable`); a damaged page elsewhere is found later,
+    when the store is opened, and is a warning: the rows that read stay usable."""
     _writable(Path(path), create=True)
     return str(path)
 
@@ -642,12 +782,26 @@ class Store:
     ``Store(path)`` creates the file if it does not exist (``create=False`` refuses to). Every
     :meth:`add` is one committed transaction: a sweep killed at any instant loses at most the
     record being measured.
+
+    Used as a context manager, a Store that made its file (none was there, or a zero-byte one)
+    takes it away again when the block ends with an exception before a row was written (a
+    sweep whose executor cannot start, a merge refused for a conflict): a command that fails
+    leaves no new store behind (:meth:`_discard`).
     """
 
     def __init__(self, path: PathLike, create: bool = True):
         self.path = Path(path)
         kind = _writable(self.path, create)
+        # What this Store makes, for _discard: the file (None: it was a store already), and the
+        # folders made for it, deepest first.
+        self._made: str | None = None
+        self._made_folders: list[Path] = []
         if kind == "new":
+            self._made = "zero-byte file" if _empty_file(self.path) else "file"
+            folder = self.path.parent
+            while not folder.exists() and folder != folder.parent:
+                self._made_folders.append(folder)
+                folder = folder.parent
             try:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
@@ -660,9 +814,13 @@ class Store:
         self._lost: set[int] = set()
         self._held: tuple[int, int] | None = None
         try:
-            self._con = sqlite3.connect(str(self.path), timeout=BUSY_TIMEOUT_S,
-                                        isolation_level=None, check_same_thread=False)
+            # Only a new store is created: a store that vanished since _writable looked (see
+            # _discard) is an error, not an empty file made in its place.
+            self._con = sqlite3.connect(_uri(self.path, "mode=rwc" if kind == "new" else "mode=rw"),
+                                        uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None,
+                                        check_same_thread=False, factory=_Connection)
         except sqlite3.Error as exc:
+            self._remove_folders()
             raise _store_error(self.path, exc, "be opened for writing") from None
         try:
             self._con.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
@@ -679,16 +837,23 @@ class Store:
                 # an older store's rows to the current schema, all or nothing.
                 with self._transaction() as con:
                     self._migrate(con)
+            # From its first transaction on, this connection holds the store (WAL readers keep
+            # a lock), so that no other command's _discard can remove it; one that did so just
+            # before would leave this connection writing into a file no longer in the folder.
+            if self._held is None or _identity(self.path) != self._held:
+                raise StoreError(f"store {self.path}: was removed while it was being opened (by "
+                                 "another paradnn command that created it and failed before "
+                                 "writing a row); run the command again")
             # Damage is found before anything is added: the warning names the rows that cannot
             # be read, which count as not measured (counts_by_key, claim).
             self._problems = _quick_check(self._con, self.path)
             if self._problems:
                 self._read()
         except sqlite3.Error as exc:
-            self.close()
+            self._discard()
             raise _store_error(self.path, exc, "be opened for writing") from None
-        except StoreError:
-            self.close()
+        except BaseException:
+            self._discard()
             raise
 
     def _init_schema(self) -> None:
@@ -751,6 +916,7 @@ class Store:
         return _Guard(self.path, doing)
 
     def close(self) -> None:
+        """Close the store (again: nothing)."""
         if self._held is not None:
             _HELD[self._held] -= 1
             if not _HELD[self._held]:
@@ -761,8 +927,63 @@ class Store:
     def __enter__(self) -> "Store":
         return self
 
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if exc_type is not None:
+            self._discard()
+        else:
+            self.close()
+
+    def _discard(self) -> None:
+        """Close, and take away what this Store made when no row was written into it: the file
+        (a zero-byte file it found is left zero bytes again) and the folders made for it. Runs
+        while another error propagates, so it never raises; where it cannot be sure, the store
+        stays.
+
+        Other commands may share a new store (two sweeps started together): it is removed only
+        when no other connection has it open. SQLite tells that without waiting: leaving WAL mode
+        needs every other connection closed and fails at once (SQLITE_BUSY, the busy timeout set
+        to 0) while another holds the store; the exclusive lock taken next keeps every other
+        process out until the file is gone, and a Store that opened the file just before checks
+        that its path still names it (``__init__``)."""
+        made = self._made
+        self._made = None
+        removed = False
+        try:
+            if made is not None:
+                con = self._con
+                con.execute("PRAGMA busy_timeout = 0")
+                if not _has_rows(con) and con.execute(
+                        "PRAGMA journal_mode = DELETE").fetchone()[0].lower() == "delete":
+                    con.execute("BEGIN EXCLUSIVE")
+                    try:
+                        if not _has_rows(con):  # a row committed before the switch: keep it
+                            if made == "zero-byte file":
+                                os.truncate(self.path, 0)  # by path: no descriptor (see _HELD)
+                            else:
+                                os.unlink(self.path)
+                            removed = True
+                    finally:
+                        con.execute("ROLLBACK")
+                    if not removed:
+                        con.execute("PRAGMA journal_mode = WAL")
+        except (sqlite3.Error, OSError):
+            pass  # not sure it is unused, or cannot remove it: the store stays as it is
+        finally:
+            self.close()
+        if removed:
+            # Leaving WAL mode removed the -wal and -shm files; nothing else beside the path is
+            # touched, since another command may create a store there from now on.
+            self._remove_folders()
+
+    def _remove_folders(self) -> None:
+        """Remove the folders made for a store that is not there, deepest first (only empty
+        ones: anything else put there meanwhile stays)."""
+        for folder in self._made_folders:
+            try:
+                folder.rmdir()
+            except OSError:
+                break
+        self._made_folders = []
 
     # -- writing -------------------------------------------------------------------------------
     def add(self, record: Record | dict[str, Any], claim: int | None = None) -> bool:
@@ -896,6 +1117,14 @@ class Store:
         return _frame(rows if attempts else current_rows(rows))
 
 
+def _has_rows(con: sqlite3.Connection) -> bool:
+    """Whether the store open on ``con`` has a records table with a row in it."""
+    if not con.execute("SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' "
+                       "AND name = 'records'").fetchone()[0]:
+        return False
+    return bool(con.execute("SELECT EXISTS (SELECT 1 FROM records)").fetchone()[0])
+
+
 def _counts(row: dict[str, Any], unstable: bool) -> bool:
     """Whether an intact row counts as a done measurement of its key: always with ``unstable``;
     otherwise not an ``ok`` row whose ``stable`` is false (it missed its precision target)."""
@@ -909,11 +1138,12 @@ def _rows_of_key(con: sqlite3.Connection, path: Path, key: str,
     """The rows of one record key that read back intact: found through the key's index, read one
     by one, except the row ids in ``lost`` (known unreadable: not read again)."""
     out = []
+    schema = row_schema()
     for (rowid,) in con.execute("SELECT id FROM records WHERE key = ?", (key,)).fetchall():
         if rowid in lost:
             continue
         raw = con.execute(f"SELECT {_ROW_COLUMNS} FROM records WHERE id = ?", (rowid,)).fetchone()
-        row = _decode(path, raw)[0] if raw is not None else None
+        row = _decode(path, raw, schema)[0] if raw is not None else None
         if row is not None:
             out.append(row)
     return out
@@ -976,9 +1206,13 @@ def load(paths: PathLike | Sequence[PathLike], attempts: bool = False) -> pd.Dat
     Columns: ``COLUMNS`` (identity, status and error, spec fields of every family, batch, dtype,
     optimizer, devices, platform, software, measurement settings, every metric of
     ``record.METRICS`` with the units given there), then any extra field a record carries.
-    A field a record does not have is missing (None/NaN). Rows that appear in several stores
-    (same key, time_utc and content) are kept once; two different rows that share key and time
-    are both kept. Opens the files read-only.
+    A field a record does not have is missing (None/NaN). Every field is read as its type
+    (:func:`paradnn.rowschema.read_row`; a row with a field that is not is unreadable, below).
+    Rows that appear in several stores (same key, time_utc and content) are kept once; two
+    different rows of two stores that share key and time are both kept, with one warning naming
+    the stores and counting them (``paradnn merge`` refuses to combine such stores). A
+    zero-byte file is a store with no rows yet. Opens the files read-only and leaves no file
+    beside them that was not there (SQLite's ``-wal`` and ``-shm``).
 
     A damaged store still loads: every row that reads back intact is in the frame; a warning
     (one line per store) counts and names the others, and ``frame.attrs[DAMAGE_ATTR]`` (set
@@ -987,7 +1221,9 @@ def load(paths: PathLike | Sequence[PathLike], attempts: bool = False) -> pd.Dat
     A store that cannot be opened at all (truncated, a damaged header) raises StoreError.
     """
     rows: list[dict[str, Any]] = []
-    seen: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    # (key, time_utc) -> [(store, row), ...]: the different rows of one identity, by store.
+    seen: dict[tuple[str, str], list[tuple[str, dict[str, Any]]]] = {}
+    conflicts: dict[tuple[str, str], set[str]] = {}  # identity -> the stores that differ on it
     lost: list[Unreadable] = []
     problems: dict[str, list[str]] = {}
     for path in _paths(paths):
@@ -996,20 +1232,44 @@ def load(paths: PathLike | Sequence[PathLike], attempts: bool = False) -> pd.Dat
         if trouble:
             problems[str(path)] = trouble
         for row in found:
-            same = seen.setdefault((row["key"], row["time_utc"]), [])
-            if row not in same:
-                same.append(row)
-                rows.append(row)
+            identity = (row["key"], row["time_utc"])
+            same = seen.setdefault(identity, [])
+            if any(row == other for _, other in same):
+                continue
+            # Within one store two rows never share an identity (UNIQUE), except rows an older
+            # schema's migration gave one key (docs/schema.md): only stores disagree here.
+            others = {store for store, _ in same if store != str(path)}
+            if others:
+                conflicts.setdefault(identity, set()).update(others | {str(path)})
+            same.append((str(path), row))
+            rows.append(row)
+    if conflicts:
+        _warn_conflicts(conflicts)
     frame = _frame(rows if attempts else current_rows(rows))
     if lost or problems:
         frame.attrs[DAMAGE_ATTR] = {"unreadable": [asdict(u) for u in lost], "problems": problems}
     return frame
 
 
+def _warn_conflicts(conflicts: dict[tuple[str, str], set[str]]) -> None:
+    """One warning for the rows of several stores that share key and time but differ."""
+    stores = sorted(set().union(*conflicts.values()))
+    (key, when), _ = next(iter(conflicts.items()))
+    warnings.warn(
+        f"stores {', '.join(stores)}: {len(conflicts)} row(s) share key and time with a different "
+        f"row of another store (first: key {echo(key, 40)} at {echo(when, 40)}); both are kept, "
+        "as two measurements of their config: which one is right cannot be told from the rows, "
+        "and `paradnn merge` refuses to combine these stores until one of them is left out",
+        ParadnnWarning, stacklevel=3)
+
+
 def _raw(path: Path) -> tuple[list[dict[str, Any]], list[Unreadable], list[str]]:
     """A store's rows that read back intact, the rows that do not, and what SQLite's
-    quick_check found (a warning says so); raises for a missing, foreign or unopenable file."""
+    quick_check found (a warning says so); raises for a missing, foreign or unopenable file.
+    A zero-byte file has no rows (:func:`_empty_file`)."""
     if _check_file(path) == "new":
+        if _empty_file(path):
+            return [], [], []
         raise ParadnnError(f"store {path}: no such paradnn store")
     if _check_meta(path) == 0:
         return [], [], []  # an empty SQLite file: no rows yet
@@ -1032,8 +1292,10 @@ def merge(inputs: Sequence[PathLike], output: PathLike) -> tuple[int, int]:
     out = Path(output)
     for p in paths:
         if _check_file(p) == "new":
-            raise ParadnnError(f"store {p}: no such paradnn store")
-        _check_meta(p)
+            if not _empty_file(p):
+                raise ParadnnError(f"store {p}: no such paradnn store")
+        else:
+            _check_meta(p)
         if out.exists() and (p.resolve() == out.resolve() or os.path.samefile(p, out)):
             raise ParadnnError(f"merge: input {p} is also the output; name a different -o")
     rows: list[dict[str, Any]] = []
@@ -1065,8 +1327,43 @@ def export(paths: PathLike | Sequence[PathLike], output: PathLike, force: bool =
     if suffix == ".csv":
         write_output(out, lambda tmp: df.to_csv(tmp, index=False), "export -o", inputs, force)
     else:
-        write_output(out, lambda tmp: df.to_parquet(tmp, index=False), "export -o", inputs, force)
+        table = _parquet_columns(df)
+        write_output(out, lambda tmp: table.to_parquet(tmp, index=False), "export -o", inputs,
+                     force)
     return len(df)
+
+
+def _parquet_kind(value: Any) -> str:
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int):
+        return "number" if -2**63 <= value < 2**63 else "integer past 64 bits"
+    if isinstance(value, float):
+        return "number"
+    return type(value).__name__  # str, list
+
+
+def _missing(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and value != value)
+
+
+def _parquet_columns(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with a type per column that Parquet can hold. A declared field has one already
+    (:mod:`paradnn.rowschema`); a field the reader keeps as it is (one a newer record or another
+    tool adds) may be text in one row and a number in another, or an integer past 64 bits,
+    which Parquet refuses for the whole file: such a column is written as text."""
+    out = frame
+    for name in frame.columns:
+        column = frame[name]
+        if column.dtype != object:
+            continue
+        kinds = {_parquet_kind(v) for v in column if not _missing(v)}
+        if len(kinds) > 1 or "integer past 64 bits" in kinds:
+            if out is frame:
+                out = frame.copy()
+            out[name] = [None if _missing(v) else json.dumps(v) if isinstance(v, list) else str(v)
+                         for v in column]
+    return out
 
 
 def status_counts(paths: PathLike | Sequence[PathLike]) -> dict[str, pd.DataFrame]:

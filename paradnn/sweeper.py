@@ -24,7 +24,7 @@ import dataclasses
 import os
 import sys
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -42,11 +42,12 @@ from paradnn.units import duration, parse_bytes, parse_duration, parse_int
 from paradnn.record import (
     STATUSES, FrozenDict, Record, format_phase_totals, is_retry, phase_totals, record_key, row_key, unstable_ok,
 )
+from paradnn.runner import platform_problem
 from paradnn.store import Store, current_rows
 from paradnn.workload import Workload, short_name
 
 __all__ = ["sweep", "SweepConfig", "DEFAULT_TIMEOUT_S", "DEFAULT_CACHE",
-           "DEFAULT_RETRY_UNSTABLE_S", "RETRY_BUDGET_FACTOR", "is_retry"]
+           "DEFAULT_RETRY_UNSTABLE_S", "RETRY_BUDGET_FACTOR", "is_retry", "check_platform"]
 
 #: Seconds one config (compile + measurement) may take in the process and Ray executors.
 DEFAULT_TIMEOUT_S = 1800.0
@@ -286,8 +287,11 @@ class Progress:
                  estimates: dict[str, float] | None = None,
                  planned: dict[str, int] | list[str] | None = None,
                  calibration: str | None = None, retry_bound_s: float = 0.0,
-                 retry_budget_s: float = 0.0):
+                 retry_budget_s: float = 0.0, frameworks: Collection[str] = ()):
         self.total, self.skipped, self.stream, self.width = total, skipped, stream, width
+        # The sweep's frameworks: a config is named with its framework where that tells configs
+        # apart (progress_lines.config_name).
+        self.frameworks = frozenset(frameworks)
         self.retry_bound_s, self.retry_budget_s = retry_bound_s, retry_budget_s
         self.retry_called_s = 0.0  # estimated seconds of the retries the finished configs call for
         self.counts = {s: 0 for s in STATUSES}
@@ -367,7 +371,7 @@ class Progress:
 
     def begin(self, workload: Workload) -> None:
         """A config is handed to the executor: name it on the line."""
-        self.running = short_name(workload)
+        self.running = progress_lines.config_name(workload, self.frameworks)
         self._draw()
 
     def _finish_key(self, key: str | None) -> None:
@@ -466,8 +470,14 @@ def sweep(config: SweepConfig | GridLike, store: str | os.PathLike | None = None
     After the configs, the ones that came back ``ok`` but unstable are measured once more with a
     longer time budget, within ``retry_unstable_s`` seconds (:func:`_retry_unstable`).
 
+    Every config is checked against the platform the executor gives its framework (the devices
+    it sees: :func:`check_platform`) before the store is opened: a config the runner would
+    refuse is one SpecError naming it, and nothing is measured or stored.
+
     Returns the store's rows for this sweep's configs (all repeats, earlier runs included), one
-    column per field, as :func:`paradnn.load` gives them.
+    column per field, as :func:`paradnn.load` gives them. ``attrs["written"]`` lists the rows
+    this call added itself, as ``(key, time_utc)`` pairs: the others were in the store before,
+    or a concurrent sweep on the same store wrote them.
     """
     if isinstance(config, SweepConfig):
         if store is not None or overrides:
@@ -482,20 +492,54 @@ def sweep(config: SweepConfig | GridLike, store: str | os.PathLike | None = None
                               else progress)
     Progress.announce(stream, len(config.workloads), config.source)
     tally = _Tally(start=time.perf_counter())
-    with Store(config.store) as db:
-        with make_executor(config.executor, timeout_s=config.timeout_s,
-                           cache_dir=config.cache_dir, run_fn=run_fn, address=config.address,
-                           resources=None if config.resources is None else dict(config.resources),
-                           overlap=config.overlap) as ex:
+    with make_executor(config.executor, timeout_s=config.timeout_s,
+                       cache_dir=config.cache_dir, run_fn=run_fn, address=config.address,
+                       resources=None if config.resources is None else dict(config.resources),
+                       overlap=config.overlap) as ex:
+        # Before the store is opened: a config the platform refuses is bad input, never a row.
+        check_platform(config.workloads, ex.context, config.source)
+        with Store(config.store) as db:
             resume = _key_configs(config, ex, db)
             bar = _progress_bar(config, resume, db, stream)
             tally.setup_s = time.perf_counter() - tally.start
             _execute(config, resume, ex, db, bar, stream, tally)
             _retry_unstable(config, resume, ex, db, stream, tally)
-        frame = db.frame()
+            frame = db.frame()
     _summarize(stream, tally)
     keys = set(resume.keyed) | tally.written
-    return frame[frame["key"].isin(keys)].reset_index(drop=True)
+    result = frame[frame["key"].isin(keys)].reset_index(drop=True)
+    result.attrs["written"] = list(tally.rows)
+    return result
+
+
+def check_platform(workloads: Sequence[Workload],
+                   context: Callable[[str], tuple[dict[str, Any], dict[str, Any]]],
+                   source: str = "<grid>") -> None:
+    """Refuse, before anything is measured or stored, a sweep with a config that the runner
+    would refuse on the platform ``context(framework)`` gives (an executor's ``context``: the
+    devices its workers see): one SpecError naming the first such config (its position in the
+    grid and its name), the parameter, the value and what is allowed, and how many others fail
+    too. A platform that cannot start is the InfrastructureError of the executor."""
+    platforms: dict[str, dict[str, Any]] = {}
+    bad: list[tuple[int, Workload, SpecError]] = []
+    for i, w in enumerate(workloads, 1):
+        if w.framework not in platforms:
+            try:
+                platforms[w.framework] = context(w.framework)[0]
+            except InfrastructureError as exc:
+                raise InfrastructureError(f"{exc}; nothing was run or recorded: fix it and run "
+                                          "the sweep again to resume", retry=exc.retry) from None
+        problem = platform_problem(w, platforms[w.framework])
+        if problem is not None:
+            bad.append((i, w, problem))
+    if bad:
+        i, w, problem = bad[0]
+        where = "the grid" if source == "<grid>" else source
+        others = f" ({len(bad) - 1} other config(s) too)" if len(bad) > 1 else ""
+        # The runner's own SpecError (parameter, value, what is allowed), placed in the sweep.
+        problem.args = (f"{where}: config {i} of {len(workloads)} ({short_name(w)} on "
+                        f"{w.framework}): {problem}{others}; nothing was measured or stored",)
+        raise problem
 
 
 @dataclasses.dataclass(frozen=True)
@@ -524,6 +568,9 @@ class _Tally:
     unrecorded: int = 0  # configs lost to infrastructure faults (measured by the next run)
     phase_rows: list[Mapping[str, Any]] = dataclasses.field(default_factory=list)
     written: set[str] = dataclasses.field(default_factory=set)  # record keys committed
+    #: (key, time_utc) of each row this run added to the store: what it measured itself, as
+    #: opposed to rows a concurrent sweep on the same store wrote meanwhile.
+    rows: list[tuple[str, str]] = dataclasses.field(default_factory=list)
     # The automatic retry of unstable configs (_retry_unstable):
     retry_candidates: int = 0  # configs unstable, without a retry, when the retries began
     retried: int = 0  # retry records committed
@@ -597,7 +644,8 @@ def _progress_bar(config: SweepConfig, resume: _Resume, db: Store,
             resume.platform, config.settings, label=str(config.store))
     return Progress(todo, skipped, stream, estimates=estimates, planned=planned,
                     calibration=calibration, retry_bound_s=config.retry_unstable_s,
-                    retry_budget_s=retry_budget_s(config.settings))
+                    retry_budget_s=retry_budget_s(config.settings),
+                    frameworks={w.framework for w in config.workloads})
 
 
 def _execute(config: SweepConfig, resume: _Resume, ex: Any, db: Store, bar: Progress,
@@ -607,7 +655,8 @@ def _execute(config: SweepConfig, resume: _Resume, ex: Any, db: Store, bar: Prog
     claimed: dict[int, Task] = {}
 
     def beat(task: Task, phase: str, phase_s: float, total_s: float) -> None:
-        bar.note(progress_lines.line(short_name(task.workload), phase, phase_s, total_s,
+        bar.note(progress_lines.line(progress_lines.config_name(task.workload, bar.frameworks),
+                                     phase, phase_s, total_s,
                                      prefix="paradnn sweep"))
 
     # An executor that looks ahead (overlap) says itself when a config starts.
@@ -672,7 +721,8 @@ def _commit(results: Iterator[tuple[Task, Any]], claimed: dict[int, Task], db: S
             if stored is not None:
                 record = stored(task, record)
             t_store = time.perf_counter()
-            db.add(record, claim=task.claim)
+            if db.add(record, claim=task.claim):  # False: that exact row was already stored
+                tally.rows.append((record.key, record.time_utc))
             tally.store_s += time.perf_counter() - t_store
             tally.phase_rows.append(record.metrics)
             tally.committed += 1
@@ -806,6 +856,7 @@ def _retry_unstable(config: SweepConfig, resume: _Resume, ex: Any, db: Store,
             yield task
 
     replaced = {key: str(row.get("time_utc")) for key, row, _ in candidates}
+    frameworks = {w.framework for w in config.workloads}  # named in the lines where they differ
 
     def as_asked(task: Task, record: Record) -> Record:
         running.pop(task.claim, None)
@@ -821,13 +872,15 @@ def _retry_unstable(config: SweepConfig, resume: _Resume, ex: Any, db: Store,
             how = (record.status if record.status != "ok" else
                    f"{'stable now' if stable else 'still unstable'}"
                    + (f" (cv {cv:.2%})" if isinstance(cv, (int, float)) else ""))
-            stream.write(f"paradnn sweep: retried {short_name(task.workload)}: {how}\n")
+            stream.write(f"paradnn sweep: retried {progress_lines.config_name(task.workload, frameworks)}: "
+                         f"{how}\n")
             stream.flush()
         return record
 
     def beat(task: Task, phase: str, phase_s: float, total_s: float) -> None:
         if stream is not None:  # no progress bar is drawn for the retries: plain lines
-            stream.write(progress_lines.line(short_name(task.workload), phase, phase_s, total_s,
+            stream.write(progress_lines.line(progress_lines.config_name(task.workload, frameworks),
+                                             phase, phase_s, total_s,
                                              prefix="paradnn sweep") + "\n")
             stream.flush()
 

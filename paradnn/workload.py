@@ -23,6 +23,7 @@ from typing import Any, ClassVar
 
 from paradnn import families
 from paradnn.errors import SpecError
+from paradnn.units import INT_MAX
 from paradnn.sizes import DTYPE_BYTES, OPTIMIZERS
 
 #: Compute dtypes a workload may name (the keys of ``sizes.DTYPE_BYTES``).
@@ -30,19 +31,22 @@ DTYPES: tuple[str, ...] = tuple(DTYPE_BYTES)
 
 
 def positive_int(name: str, value: Any) -> int:
-    """``value`` as a positive int; integral floats and strings from YAML or argparse ("4",
-    4.0) are accepted, anything lossy (2.5, True) is a SpecError naming ``name``."""
+    """``value`` as a positive int of at most 64 bits (:data:`paradnn.units.INT_MAX`: array
+    dimensions and byte counts are int64 in XLA, and a batch of 1e308 examples overflowed the
+    size arithmetic); integral floats and strings from YAML or argparse ("4", 4.0) are
+    accepted, anything lossy (2.5, True) is a SpecError naming ``name``."""
+    allowed = f"a positive integer up to {INT_MAX}"
     # bool is an int subclass; True as a layer count is a bug, not a 1.
     if isinstance(value, bool) or not isinstance(value, int):
         try:
             as_float = float(value)
-        except (TypeError, ValueError):
-            raise SpecError(name, value, "a positive integer") from None
+        except (TypeError, ValueError, OverflowError):
+            raise SpecError(name, value, allowed) from None
         if isinstance(value, bool) or not as_float.is_integer():
-            raise SpecError(name, value, "a positive integer")
+            raise SpecError(name, value, allowed)
         value = int(as_float)
-    if value <= 0:
-        raise SpecError(name, value, "a positive integer")
+    if not 0 < value <= INT_MAX:
+        raise SpecError(name, value, allowed)
     return value
 
 

@@ -408,14 +408,20 @@ def test_a_corrupt_row_is_skipped_with_a_warning_and_bad_samples_fall_back(tmp_p
     con = sqlite3.connect(new)
     ids = [i for (i,) in con.execute("SELECT id FROM records ORDER BY id")]
     con.execute("UPDATE records SET row = '{not json' WHERE id = ?", (ids[0],))
+    # No samples (an empty list): the config falls back to the recorded interval (method ci).
     row = json.loads(con.execute("SELECT row FROM records WHERE id = ?", (ids[1],)).fetchone()[0])
-    row["step_times_s"] = "garbage"
+    row["step_times_s"] = []
     con.execute("UPDATE records SET row = ? WHERE id = ?", (json.dumps(row), ids[1]))
+    # Samples that are no list of numbers: the row is unreadable (paradnn.rowschema), named.
+    row = json.loads(con.execute("SELECT row FROM records WHERE id = ?", (ids[2],)).fetchone()[0])
+    row["step_times_s"] = "garbage"
+    con.execute("UPDATE records SET row = ? WHERE id = ?", (json.dumps(row), ids[2]))
     con.commit()
     con.close()
-    with pytest.warns(ParadnnWarning, match="corrupt"):
+    with pytest.warns(ParadnnWarning, match="corrupt") as seen:
         r = paradnn.compare(base, new)
-    assert r.only_base == 1 and len(r.table) == len(NODES) * len(BATCHES) - 1
+    assert any("step_times_s" in str(w.message) for w in seen)
+    assert r.only_base == 2 and len(r.table) == len(NODES) * len(BATCHES) - 2
     assert (r.table["method"] == "ci").sum() == 1
     assert any("only in BASE" in n for n in r.notes)
 

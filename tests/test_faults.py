@@ -416,9 +416,8 @@ def test_unwritable_home_stops_the_sweep_unrecorded_then_resume_runs_it(tmp_path
     bad = env(HOME=str(home), PARADNN_CACHE=None, XDG_CACHE_HOME=None)
     one_error_line(cli("sweep", f, "--store", store, "--quiet", environ=bad),
                    "not writable", "resume")
-    assert len(load(store)) == 0  # nothing stored as the workload's result
-    with sqlite3.connect(store) as con:
-        assert con.execute("SELECT COUNT(*) FROM claims").fetchone()[0] == 0
+    # Nothing stored as the workload's result: the sweep stopped before it made the store.
+    assert not store.exists()
     good = tmp_path / "home"
     good.mkdir()
     proc = cli("sweep", f, "--store", store, "--quiet",
@@ -437,8 +436,8 @@ def test_read_only_home_mount_stops_the_sweep_unrecorded(tmp_path):
     home.mkdir()
     one_error_line(cli("sweep", f, "--store", store, "--quiet", prefix=read_only(home),
                        environ=env(HOME=str(home), PARADNN_CACHE=None, XDG_CACHE_HOME=None)),
-                   "Read-only file system")
-    assert len(load(store)) == 0
+                   "read-only")
+    assert not store.exists()  # nothing stored: the sweep stopped before it made the store
 
 
 def test_absent_jax_platform_is_one_line(tmp_path):
@@ -453,7 +452,7 @@ def test_absent_jax_platform_is_one_line(tmp_path):
     assert first.startswith("paradnn: measuring fc "), run.stderr
     one_error_line(subprocess.CompletedProcess(run.args, run.returncode, run.stdout, "\n".join(rest)),
                    "JAX_PLATFORMS")
-    assert len(load(store)) == 0
+    assert not store.exists()  # the executor starts before the store is opened: nothing made
 
 
 def fake_ok(workload, settings, memory_limit_bytes):
@@ -1388,7 +1387,7 @@ def test_cuda_platform_on_a_host_without_cuda_is_one_line(tmp_path):
     run = bounded("run", "fc", "--layers", "1", "--nodes", "8", "--input", "8", "--output", "2", environ=cuda)
     one_error_line(without_progress(run), "JAX_PLATFORMS='cuda'")
     one_error_line(bounded("sweep", f, "--store", store, "--quiet", environ=cuda), "JAX_PLATFORMS='cuda'")
-    assert len(load(store)) == 0
+    assert not store.exists()  # the executor starts before the store is opened: nothing made
 
 
 def thread_masks(workload, settings, memory_limit_bytes):

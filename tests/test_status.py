@@ -27,13 +27,22 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
 @pytest.fixture(scope="module")
 def failed_store(tmp_path_factory) -> Path:
     """Two oom rows (weights alone exceed 1 kB) and one error row (2 devices on a 1-device
-    host: the runner's SpecError, recorded by the executor). Nothing is compiled."""
+    host: the runner's SpecError, as paradnn before issue 34 recorded it; a sweep now refuses
+    such a config before measuring, but stores written then still hold the row). Nothing is
+    compiled."""
+    from paradnn.record import Record
+    from paradnn.runner import context
+    from paradnn.store import Store
+
     db = tmp_path_factory.mktemp("status") / "r.db"
     oom = grid("fc", layers=2, nodes=[32, 64], input=64, output=10, batch=8)
     sweep(oom, store=db, executor="inprocess", settings=TINY, memory_limit_bytes="1kB",
           cache_dir=None, progress=False)
-    bad = grid("fc", layers=2, nodes=32, input=64, output=10, batch=8, devices=2)
-    sweep(bad, store=db, executor="inprocess", settings=TINY, cache_dir=None, progress=False)
+    [bad] = grid("fc", layers=2, nodes=32, input=64, output=10, batch=8, devices=2)
+    platform, software = context("jax")
+    with Store(db) as store:
+        store.add(Record.failed(bad, "error", "SpecError: invalid devices=2: allowed at most 1 on this host",
+                                platform=platform, software=software, settings=TINY.to_dict("jax")))
     return db
 
 
@@ -100,19 +109,20 @@ def pd_empty():
 
 def test_sweep_final_line_is_honest_on_resume(tmp_path):
     sweep_file = tmp_path / "s.yaml"
-    sweep_file.write_text("family: fc\nfixed: {layers: 2, input: 64, output: 10, batch: 8, "
-                          "devices: 2}\nnodes: [32, 64]\nrun: {executor: inprocess}\n")
+    # Weights alone above a 1 kB limit: two oom rows, nothing compiled.
+    sweep_file.write_text("family: fc\nfixed: {layers: 2, input: 64, output: 10, batch: 8}\n"
+                          "nodes: [32, 64]\nrun: {executor: inprocess, memory_limit: 1kB}\n")
     db = tmp_path / "r.db"
     first = _cli("sweep", str(sweep_file), "--store", str(db), "--no-cache")
     assert first.returncode == 0, first.stderr
-    assert "2 measured now (error 2), 0 already in the store" in first.stdout
+    assert "2 measured now (oom 2), 0 already in the store" in first.stdout
     assert "`paradnn status` groups the failures" in first.stdout
     # The progress line started at once and named the config it was running.
     assert first.stderr.splitlines()[0].startswith("paradnn sweep: 2 config(s) in ")
-    assert "running fc layers=2 nodes=32 input=64 output=10 batch=8 float32 devices=2" in first.stderr
+    assert "running fc layers=2 nodes=32 input=64 output=10 batch=8 float32" in first.stderr
     again = _cli("sweep", str(sweep_file), "--store", str(db), "--no-cache")
     assert again.returncode == 0, again.stderr
-    assert "0 measured now (none), 2 already in the store; 2 rows for this sweep (error 2)" in again.stdout
+    assert "0 measured now (none), 2 already in the store; 2 rows for this sweep (oom 2)" in again.stdout
     assert "0 config(s) to measure, 2 already in the store" in again.stderr
 
 

@@ -73,6 +73,11 @@ _SOFTWARE_EXTRA = ("xla_flags", "xla_compile_options")
 #: Columns named ``*_version`` that are no software version (the record's schema).
 _NOT_SOFTWARE = ("schema_version",)
 
+#: The axes whose values are different computations or machines, never repeats of one config: a
+#: side holding several values of the axis compared is refused (:func:`join_columns`), not pooled.
+#: Several revisions, software versions or settings on one side are pooled, with a note.
+UNPOOLED_AXES = ("framework", "dtype", "platform")
+
 #: The verdicts of a config, in the order tables list them.
 VERDICTS = ("regression", "improvement", "inconclusive", "unchanged")
 #: Default regression threshold (x, NEW over BASE step time): asv's default factor.
@@ -272,6 +277,18 @@ def join_columns(base: pd.DataFrame, new: pd.DataFrame,
         for side, df in (("BASE", base), ("NEW", new)):
             cols = [c for c in cols_of[a] if c in df.columns]
             n = len(set(config_keys(df, cols))) if cols else 0
+            if n > 1 and a in UNPOOLED_AXES:
+                # Runs of two frameworks (dtypes, platforms) are different computations, not
+                # repeats of one: pooled, their ratio would describe neither.
+                flag = "--base-where" if side == "BASE" else "--new-where"
+                first = cols[0]
+                values = sorted({str(k[0]) for k in config_keys(df, [first]) if k[0] is not None})
+                raise ParadnnError(
+                    f"compare: {side} holds {n} values of {a} "
+                    f"({_value_label(config_keys(df, cols), cols)}) and would pool their runs of "
+                    f"one config into one sample; allowed: one {a} a side, e.g. {flag} "
+                    f"{first}={values[0] if values else '...'}"
+                    + (f" (or {', '.join(values[1:4])})" if len(values) > 1 else ""))
             if n > 1:
                 notes.append(f"{side} holds {n} values of {a} ({_value_label(config_keys(df, cols), cols)}); "
                              "their runs of one config are pooled")
@@ -780,6 +797,19 @@ def _prefer_stable(rows: pd.DataFrame) -> tuple[pd.DataFrame, int]:
     return rows, 0
 
 
+def shared_records(a: pd.DataFrame, b: pd.DataFrame) -> int:
+    """How many rows of ``a`` are also rows of ``b``: the same record (``key`` and ``time_utc``,
+    as ``paradnn merge`` identifies them, with the same configuration and step time), not
+    another measurement of the same config. 0 where a frame lacks those columns."""
+    both = set(a.columns) & set(b.columns)
+    if not {"key", "time_utc"} <= both:
+        return 0
+    cols = ["key", "time_utc", "step_time_s", *config_columns(both)]
+    cols = list(dict.fromkeys(c for c in cols if c in both))
+    theirs = set(config_keys(b, cols))
+    return sum(k in theirs for k in config_keys(a, cols))
+
+
 def compare_frames(base: pd.DataFrame, new: pd.DataFrame, axes: str | Sequence[str] | None = None,
                    threshold: float = DEFAULT_THRESHOLD, alpha: float = DEFAULT_ALPHA,
                    level: float = LEVEL) -> CompareResult:
@@ -801,8 +831,19 @@ def compare_frames(base: pd.DataFrame, new: pd.DataFrame, axes: str | Sequence[s
         empty = "BASE" if b_rows.empty else "NEW"
         raise ParadnnError(f"compare: {empty} has no ok rows with a step time; allowed: stores "
                            "with measured (ok) records")
+    shared = shared_records(b_rows, n_rows)
+    if shared and shared == len(b_rows) == len(n_rows):
+        # The same rows on both sides (one store named twice): not two measurements, so any
+        # ratio would be 1 by construction; calling that "unchanged" would mislead.
+        raise ParadnnError(f"compare: BASE and NEW are the same {shared} record(s) (identical "
+                           "rows: key, time and values), not two measurements: nothing to compare; "
+                           "allowed: two different sets of records (a second store, or "
+                           "--base-where and --new-where selecting different rows)")
     join = join_columns(b_rows, n_rows, axes)
     notes = list(join.notes) + notes
+    if shared:
+        notes.append(f"{shared} record(s) are on both sides (identical rows: key, time and values): the "
+                     "configs they measured are compared partly with themselves")
     kb, kn = config_keys(b_rows, join.on), config_keys(n_rows, join.on)
     groups_b: dict[tuple, list[int]] = {}
     groups_n: dict[tuple, list[int]] = {}

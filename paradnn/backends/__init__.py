@@ -1,7 +1,9 @@
 """The framework seam: the framework registry and the one interface every framework implements.
 
 **Registry.** A framework is a package (``paradnn.backends.jax``, ``.tensorflow``, ``.torch``, or
-one of the user's) registered under a name: :func:`register` ``(name, package)``. It is the only
+one of the user's) registered under a name: :func:`register` ``(name, package)``; a built-in
+name is refused unless the registration says ``replaces=True``, and its records then say
+which module replaced it (``replaced_by``). It is the only
 place paradnn learns which frameworks exist (``--framework`` choices, ``Workload.framework``,
 store columns, CLI flags and sweep-file settings of the frameworks' options). The package's
 ``__init__`` is framework-free and defines ``INFO``, a :class:`FrameworkInfo` (pip extra,
@@ -32,11 +34,12 @@ from __future__ import annotations
 import dataclasses
 import functools
 import importlib
+import sys
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Protocol, runtime_checkable
+from typing import Any, Callable, Mapping, Protocol, Sequence, runtime_checkable
 
 from paradnn.errors import ParadnnError, SpecError
-from paradnn.plugins import load_plugins
+from paradnn.plugins import load_plugins, loading
 
 #: The frameworks paradnn ships: name -> package. Registered first, in this order.
 BUILTIN: dict[str, str] = {
@@ -69,7 +72,7 @@ def choice(*allowed: str) -> Callable[..., str]:
     """A ``parse`` for :func:`setting` that accepts one of ``allowed`` (exact strings)."""
     def parse(value: Any, parameter: str) -> str:
         if not isinstance(value, str) or value not in allowed:
-            raise SpecError(parameter, value, "one of " + ", ".join(allowed))
+            raise SpecError(parameter, value, one_of(allowed, "no value (the setting declares none)"))
         return value
 
     parse.__name__ = "choice"
@@ -124,37 +127,92 @@ class FrameworkInfo:
 
 
 _PACKAGES: dict[str, str] = {}
+#: Built-in frameworks that a plugin replaced (``register(..., replaces=True)``) -> the module
+#: that registered the replacement: every record of the framework says so (``replaced_by``).
+_REPLACED: dict[str, str] = {}
 _loaded = False
 
 
 def _load() -> None:
     global _loaded
-    if not _loaded:
-        _loaded = True  # first: a plugin that registers re-enters here
-        for name, package in BUILTIN.items():
-            _PACKAGES.setdefault(name, package)
-        load_plugins()
+    if _loaded:
+        return
+    for name, package in BUILTIN.items():
+        _PACKAGES.setdefault(name, package)
+    # A plugin that fails raises here, and again at every later lookup (_loaded stays False):
+    # nothing goes on without it. A lookup made by a plugin's own code, while it is imported,
+    # returns at once (paradnn.plugins) and does not count as loaded: the rest are not in yet.
+    load_plugins()
+    _loaded = loading() is None
 
 
-def register(name: str, package: str) -> None:
+def register(name: str, package: str, replaces: bool = False) -> None:
     """Register the framework ``name`` implemented by ``package`` (a dotted module path whose
-    ``__init__`` defines ``INFO`` and whose ``backend`` module defines ``BACKEND``); replaces an
-    earlier registration of the name. Nothing is imported here."""
+    ``__init__`` defines ``INFO`` and whose ``backend`` module defines ``BACKEND``). The
+    package's framework-free ``__init__`` is imported here, so that a package that cannot be
+    imported or defines no ``INFO`` is refused now (a ParadnnError naming the framework and the
+    package), not when a command first uses it; its ``backend`` (the framework) is not imported.
+
+    A built-in name (jax, tensorflow, torch) with another package is refused unless
+    ``replaces`` is true: then every record of the framework in this process carries
+    ``replaced_by`` naming the registering module (another implementation is another config,
+    so it is part of the record key). ``replaces`` with a name that is not built in is refused
+    too (a typo would otherwise register a second framework). Registering a name that is not
+    built in again replaces the earlier registration."""
+    caller = sys._getframe(1).f_globals.get("__name__", "?")  # the module calling register
     _load()
     if not isinstance(name, str) or not name.isidentifier() or name != name.lower():
         raise SpecError("framework", name, "a lower-case identifier, e.g. numpy")
     if not isinstance(package, str) or not package:
         raise SpecError("package", package, "a dotted module path, e.g. mylab.numpy_backend")
-    _PACKAGES[name] = package
+    builtin = BUILTIN.get(name)
+    replacing = builtin is not None and package != builtin
+    if replacing and not replaces:
+        raise ParadnnError(
+            f"framework {name!r} is built into paradnn (package {builtin}): registering package "
+            f"{package} under its name would label its rows {name}; to replace it, say so: "
+            f"backends.register({name!r}, {package!r}, replaces=True) (its rows then record "
+            "replaced_by), or register it under a name of its own")
+    if replaces and builtin is None:
+        raise SpecError("replaces", replaces, f"only with a built-in framework's name ({', '.join(BUILTIN)}); "
+                        f"{name!r} is none: register it without replaces")
+    previous = _PACKAGES.get(name)
+    _set_package(name, package)
+    try:
+        meta(name)
+    except Exception as exc:  # noqa: BLE001 - any failure of the user's package is refused here
+        _set_package(name, previous)
+        why = str(exc) if isinstance(exc, ParadnnError) else f"{type(exc).__name__}: {exc}"
+        raise ParadnnError(f"framework {name!r}: package {package} cannot be used ({why}); allowed: "
+                           "an importable package whose __init__ defines INFO, a "
+                           "paradnn.backends.FrameworkInfo (docs/frameworks.md)") from None
+    if replacing:
+        _REPLACED[name] = loading() or caller
+    else:
+        _REPLACED.pop(name, None)
+
+
+def _set_package(name: str, package: str | None) -> None:
+    if package is None:
+        _PACKAGES.pop(name, None)
+    else:
+        _PACKAGES[name] = package
     meta.cache_clear()
     _instances.pop(name, None)
 
 
 def unregister(name: str) -> None:
-    """Remove a registered framework (tests that register a toy framework clean up with this)."""
-    _PACKAGES.pop(name, None)
-    meta.cache_clear()
-    _instances.pop(name, None)
+    """Remove a registered framework (tests that register a toy framework clean up with this);
+    a built-in name gets its built-in package back."""
+    _set_package(name, BUILTIN.get(name))
+    _REPLACED.pop(name, None)
+
+
+def replaced_by(name: str) -> str | None:
+    """The module that registered the package now implementing the built-in framework ``name``
+    in its place (``register(..., replaces=True)``), or None (the built-in, or not built in)."""
+    _load()
+    return _REPLACED.get(name)
 
 
 def names() -> tuple[str, ...]:
@@ -163,21 +221,33 @@ def names() -> tuple[str, ...]:
     return tuple(_PACKAGES)
 
 
+def one_of(allowed: Sequence[str], none: str) -> str:
+    """``one of a, b, c``, or ``none`` (what to do) where ``allowed`` is empty: no message says
+    "one of" followed by nothing."""
+    return "one of " + ", ".join(allowed) if allowed else none
+
+
 def _check_name(name: str) -> str:
     if name not in names():
-        raise SpecError("framework", name, "one of " + ", ".join(names()))
+        raise SpecError("framework", name, one_of(names(), "a registered framework (none is)"))
     return name
 
 
 @functools.lru_cache(maxsize=None)
 def meta(name: str) -> FrameworkInfo:
     """The :class:`FrameworkInfo` of ``name``, read from its package's framework-free
-    ``__init__``; SpecError for a name that is not registered."""
+    ``__init__``; SpecError for a name that is not registered, ParadnnError for a package
+    whose ``INFO`` is missing or whose options are no :class:`Options` dataclass."""
     package = _PACKAGES[_check_name(name)]
     info = getattr(importlib.import_module(package), "INFO", None)
     if not isinstance(info, FrameworkInfo):
         raise ParadnnError(f"framework {name!r}: package {package} defines no INFO "
                            "(a paradnn.backends.FrameworkInfo); see docs/frameworks.md")
+    options = info.options
+    if not (isinstance(options, type) and issubclass(options, Options) and dataclasses.is_dataclass(options)):
+        raise ParadnnError(f"framework {name!r}: INFO.options of package {package} is {options!r}; "
+                           "allowed: a frozen dataclass subclassing paradnn.backends.Options "
+                           "(NoOptions for none)")
     return dataclasses.replace(info, name=name, package=package)
 
 
@@ -245,7 +315,8 @@ def parse_option(value: Any, name: str) -> Any:
     that declares it (SpecError naming the option, the value and what is allowed)."""
     declared = option_fields().get(name)
     if not declared:
-        raise SpecError("setting", name, "a framework option: one of " + ", ".join(option_fields()))
+        raise SpecError("setting", name, "a framework option: " + one_of(option_fields(), "none: no registered "
+                                                                           "framework has options"))
     value_out = value
     for _framework, f in declared:
         value_out = f.metadata["parse"](value, name, **f.metadata["limits"])
@@ -378,5 +449,5 @@ class Backend(Protocol):
 
 __all__ = ["BUILTIN", "DEFAULT", "Backend", "FrameworkInfo", "NoOptions", "Options", "Program",
            "available", "capability", "choice", "get", "meta", "names", "option_default",
-           "option_fields", "option_help", "option_names", "parse_field", "parse_option",
-           "register", "setting", "unregister"]
+           "one_of", "option_fields", "option_help", "option_names", "parse_field", "parse_option",
+           "register", "replaced_by", "setting", "unregister"]

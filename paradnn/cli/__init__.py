@@ -5,10 +5,11 @@ there with ``set_defaults(func=handler)``; a handler takes the parsed ``argparse
 returns an exit status. A command line that names a subcommand builds (and imports) only the
 module that registers it, so ``paradnn run`` never loads the report's or the store's libraries
 before it measures; ``--help``, no subcommand or an unknown one build every module, so the usage
-lists them all. Bad input (any ``ParadnnError``) and faults of the environment (an ``OSError``:
-an unwritable folder, a full disk) become one line on stderr and exit status 2; a
-``ParadnnWarning`` becomes one line ``paradnn: warning: ...``. Set ``PARADNN_DEBUG=1`` to see
-the traceback of an environment fault.
+lists them all. Every ``PARADNN_*`` variable is checked first (:mod:`paradnn.envcheck`), before a
+framework is imported. Bad input (any ``ParadnnError``, a plugin that fails to load included) and
+faults of the environment (an ``OSError``: an unwritable folder, a full disk) become one line on
+stderr and exit status 2; a ``ParadnnWarning`` becomes one line ``paradnn: warning: ...``. Set
+``PARADNN_DEBUG=1`` to see the traceback of an environment fault.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import os
 import sys
 import warnings
 
+from paradnn.envcheck import os_cause
 from paradnn.errors import ParadnnError, ParadnnWarning
 
 #: Module of paradnn.cli -> the subcommands its ``register`` adds, in the order of `paradnn --help`
@@ -33,6 +35,12 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     "compare": ("compare",),
     "predict": ("predict",),
 }
+
+#: Subcommands that measure and then read or write the probe cache (``paradnn.hardware``): its
+#: folder is checked before they start, so that an unwritable one is one line at once rather
+#: than after the measurement. ``sweep`` checks it itself before its first config (the line then
+#: says how to resume).
+PROBE_CACHE_COMMANDS: tuple[str, ...] = ("run", "probe", "maxbatch", "ops", "scaling")
 
 #: Store that every store-reading or -writing command uses when none is named.
 DEFAULT_STORE = "results.db"
@@ -108,10 +116,28 @@ _python_show_warning = warnings.showwarning
 _shown: set[str] = set()
 
 
+def _check_environment(line: list[str]) -> None:
+    """Before anything else of a command: every ``PARADNN_*`` variable parsed
+    (:func:`paradnn.envcheck.check`), and for the subcommands of :data:`PROBE_CACHE_COMMANDS`
+    the probe cache's folder writable, so that neither is found after a measurement."""
+    from paradnn import envcheck
+
+    envcheck.check()
+    if line[:1] and line[0] in PROBE_CACHE_COMMANDS and not {"--help", "-h"} & set(line):
+        from paradnn import hardware
+
+        hardware.check_cache_folder()
+
+
 def main(argv: list[str] | None = None) -> int:
     # The subcommand is the first argument (the top level has no option that takes a value);
     # anything else (--help, --version, a typo) gets the whole parser and its usage.
     line = sys.argv[1:] if argv is None else argv
+    try:
+        _check_environment(line)
+    except ParadnnError as exc:  # before the sweep's worker starts: it would import a framework
+        print(f"paradnn: error: {exc}", file=sys.stderr)
+        return 2
     spawn = None
     if line[:1] == ["sweep"] and not {"--dry-run", "--help", "-h"} & set(line):
         # Its measuring worker starts Python and imports the default framework while this
@@ -148,7 +174,7 @@ def _main(line: list[str]) -> int:
         if os.environ.get("PARADNN_DEBUG"):
             raise
         where = f" ({exc.filename})" if getattr(exc, "filename", None) else ""
-        print(f"paradnn: error: {exc.strerror or type(exc).__name__}{where}", file=sys.stderr)
+        print(f"paradnn: error: {os_cause(exc)}{where}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("paradnn: interrupted", file=sys.stderr)

@@ -11,13 +11,13 @@ import sys
 import textwrap
 from typing import Any
 
-from paradnn import families
+from paradnn import backends, families
 from paradnn.cli.run import add_spec_subparsers, settings_from_args, workload_from_args
 from paradnn.grids import MAX_REPEAT
 from paradnn.outputs import check_output, path_type, write_output
 from paradnn.plan import Plan, plan
 from paradnn.units import duration, parse_int, si
-from paradnn.workload import short_name
+from paradnn.progress import config_name
 
 _EXAMPLES = """examples:
   paradnn plan sweeps/fc.yaml                      the paper's FC grid: count, sizes, oom, time
@@ -44,6 +44,8 @@ def format_plan(result: Plan, rows: int = 10) -> str:
     params_note = ("counted without building the models: closed forms and the zoo's table"
                    + (f"; {s['counts_unknown']:,} unknown (a zoo model at another input size "
                       "and no stored record of it)" if s["counts_unknown"] else ""))
+    by_fw = s.get("by_framework") or {}
+    frameworks = set(by_fw)
     lines = [
         f"plan of {where} on {s['platform']}",
         f"configs          {s['configs']:,} ({fams}); repeat {s['repeat']}",
@@ -60,6 +62,14 @@ def format_plan(result: Plan, rows: int = 10) -> str:
          f"{si(s['memory_floor_max_bytes'], 'B')} per device, decide oom"),
         f"memory limit     {si(s['memory_limit_bytes'], 'B')}: {s['memory_limit_source']}",
     ]
+    if len(by_fw) > 1 or set(by_fw) - {backends.DEFAULT}:
+        skipped = s.get("frameworks_not_started") or []
+        # After the configs' two lines: the frameworks, and those the plan did not start.
+        lines.insert(3, f"frameworks       {', '.join(f'{f} {n:,}' for f, n in by_fw.items())}"
+                     + (f" ({', '.join(skipped)} not started to plan: the store holds no record "
+                        "of it, so all its configs are to measure)" if len(skipped) == 1 else
+                        f" ({', '.join(skipped)} not started to plan: the store holds no record "
+                        "of them, so all their configs are to measure)" if skipped else ""))
     cal = s["calibration"]
     if s["wall_s"] is None:
         lines.append(f"estimated time   unknown: {cal['source']}")
@@ -89,7 +99,7 @@ def format_plan(result: Plan, rows: int = 10) -> str:
     if len(oom):
         lines.append(f"\npredicted oom ({len(oom):,}; memory estimate > limit), e.g.:")
         for _, r in oom.sort_values("memory_bytes").head(min(rows, 3)).iterrows():
-            lines.append(f"  {short_name(r.to_dict())}: {si(r['memory_bytes'], 'B')}")
+            lines.append(f"  {config_name(r.to_dict(), frameworks)}: {si(r['memory_bytes'], 'B')}")
     todo = t[t["predicted"] == "run"]
     if len(todo) and rows > 0:
         order = "wall_s" if s["wall_s"] is not None else "model_flops_per_step"
@@ -98,7 +108,7 @@ def format_plan(result: Plan, rows: int = 10) -> str:
         for _, r in todo.sort_values(order, ascending=False).head(rows).iterrows():
             lines.append(f"  {si(r['params'], ''):>9} {si(r['model_flops_per_step'], 'FLOP'):>11} "
                          f"{si(r['memory_bytes'], 'B'):>9} {duration(r['wall_s']):>8}  "
-                         f"{short_name(r.to_dict())}")
+                         f"{config_name(r.to_dict(), frameworks)}")
     if s["oom"] and s["memory_limit_source"].startswith("host memory"):
         lines.append("\nnote: on a CPU the sweep predicts no oom by itself; run it with "
                      f"--memory-limit {si(s['memory_limit_bytes'], 'B').replace(' ', '')} to "
@@ -160,8 +170,9 @@ def _options(defaults: bool) -> argparse.ArgumentParser:
                    "is kept unless --force)")
     p.add_argument("--force", action="store_true", default=d(False),
                    help="replace an existing --csv file that paradnn did not write")
-    p.add_argument("--rows", type=int, default=d(10), metavar="N",
-                   help="configs listed in the printout (default: 10)")
+    p.add_argument("--rows", type=typed(parse_int, "rows", minimum=0, maximum=1_000_000),
+                   default=d(10), metavar="N",
+                   help="configs listed in the printout, a count from 0 (default: 10)")
     p.add_argument("--json", action="store_true", default=d(False),
                    help="print the summary as one JSON object")
     return p

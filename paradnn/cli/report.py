@@ -16,6 +16,7 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -196,51 +197,95 @@ def _plot(args: argparse.Namespace) -> int:
     frames = [_where(f, _pairs(args.where, "--where")) for f in _load(args.stores)]
     df = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
     kind = args.kind
+    try:
+        fig, left_out = _figure(A, P, args, kind, frames, df)
+    except ParadnnError as exc:
+        # An analysis that found too little to draw says so; where it had left unstable runs
+        # out, that is likely why, and the flag that draws them is named.
+        unstable = _unstable_runs(df) if kind in UNSTABLE_KINDS and not args.include_unstable else 0
+        if not unstable or "--include-unstable" in str(exc):  # none, or the message says it
+            raise
+        raise ParadnnError(f"{exc}: {unstable} ok run(s) of the store(s) missed their precision "
+                           "target (stable false) and were left out; --include-unstable draws "
+                           "them (marked), or measure them again (`paradnn status` prints the "
+                           "recipe)") from None
+    if left_out:
+        print(f"paradnn: note: plot {kind}: {left_out} run(s) that missed their precision target "
+              "(stable false) left out; --include-unstable draws them (marked)", file=sys.stderr)
+    out = Path(args.output)
+    write_output(out, lambda tmp: fig.savefig(tmp, dpi=args.dpi, format=out.suffix[1:].lower()),
+                 "plot -o", args.stores, args.force)
+    print(out)
+    return 0
+
+
+#: The plot kinds that leave runs whose timing missed its precision target out unless
+#: --include-unstable (the others draw them, marked).
+UNSTABLE_KINDS = ("speedup", "sensitivity", "utilization")
+
+
+def _unstable_runs(df: pd.DataFrame) -> int:
+    """The ok rows of ``df`` whose timing missed its precision target (``stable`` false)."""
+    from paradnn.analysis.columns import ok_rows, unstable_mask
+
+    return int(unstable_mask(ok_rows(df)).sum())
+
+
+def _figure(A, P, args: argparse.Namespace, kind: str, frames: list[pd.DataFrame],
+            df: pd.DataFrame) -> tuple[Any, int]:
+    """The figure of ``plot KIND`` and the runs its analysis left out as unstable (0 for the
+    kinds that draw them marked). ParadnnError when there is nothing to draw."""
+    include = args.include_unstable
     if kind == "heatmap":
         if not (args.x and args.y):
             raise ParadnnError("plot heatmap: --x and --y are required (two hyperparameters)")
         value = args.value or A.headline_utilization(df) or "examples_per_sec"
-        fig = P.heatmap(A.heatmap(df, args.x, args.y, value, fixed=_pairs(args.fixed, "--fixed"),
-                                  panels=True))
-    elif kind == "sensitivity":
+        return P.heatmap(A.heatmap(df, args.x, args.y, value, fixed=_pairs(args.fixed, "--fixed"),
+                                   panels=True)), 0
+    if kind == "sensitivity":
         if not args.features:
             raise ParadnnError("plot sensitivity: --features is required (comma-separated)")
-        fig = P.sensitivity(A.sensitivity(
+        s = A.sensitivity(
             df, args.target or A.headline_utilization(df) or "examples_per_sec", args.features.split(","),
-            interactions=args.interactions, log2=args.log2, bootstrap=args.bootstrap, seed=args.seed))
-    elif kind == "roofline":
-        fig = P.roofline(A.roofline(df, args.peak_flops, args.peak_bytes_per_sec),
-                         color_by=args.color_by or "dtype")
-    elif kind == "speedup":
+            interactions=args.interactions, log2=args.log2, bootstrap=args.bootstrap, seed=args.seed,
+            include_unstable=include)
+        return P.sensitivity(s), int(s.attrs.get("unstable_excluded", 0))
+    if kind == "roofline":
+        return P.roofline(A.roofline(df, args.peak_flops, args.peak_bytes_per_sec),
+                          color_by=args.color_by or "dtype"), 0
+    if kind == "speedup":
         if len(frames) == 2:
-            sp = A.speedup(frames[0], frames[1])
+            sp = A.speedup(frames[0], frames[1], include_unstable=include)
             sp.attrs.update(a=args.stores[0], b=args.stores[1])
         elif args.a or args.b:
-            sp = A.speedup(_where(df, _pairs(args.a, "--a"), "--a"), _where(df, _pairs(args.b, "--b"), "--b"))
+            sp = A.speedup(_where(df, _pairs(args.a, "--a"), "--a"),
+                           _where(df, _pairs(args.b, "--b"), "--b"), include_unstable=include)
         else:
             comps = A.comparisons(df)
             if not comps:
                 raise ParadnnError("plot speedup: the store holds no two platforms, dtypes or "
                                    "software versions with common workloads; allowed: two "
                                    "stores, or --a COL=VAL --b COL=VAL")
-            sp = A.speedup_of(comps[0])
-        fig = P.speedup(sp, color_by=args.color_by or "batch")
-    elif kind == "params":
-        fig = P.params_range(A.params_range(df))
-    elif kind == "utilization":
+            sp = A.speedup_of(comps[0], include_unstable=include)
+        left_out = int(sp.attrs.get("unstable_excluded", 0))
+        if not len(sp) and left_out:
+            raise ParadnnError(f"plot speedup: no workload measured on both sides with a timing "
+                               f"that met its precision target: {left_out} run(s) that missed it "
+                               "(stable false) were left out; --include-unstable draws them "
+                               "(marked), or measure them again (`paradnn status` prints the recipe)")
+        return P.speedup(sp, color_by=args.color_by or "batch"), left_out
+    if kind == "params":
+        return P.params_range(A.params_range(df)), 0
+    if kind == "utilization":
         df = df.assign(platform=df.apply(A.platform_label, axis=1))
         value = A.headline_utilization(df)
         if value is None:
             raise ParadnnError("plot utilization: no run has model_flops_utilization or "
                                "flops_utilization")
-        fig = P.utilization_comparison(A.family_ranges(df, value, by="platform"))
-    else:  # saturation
-        fig = P.saturation(A.saturation(df, threshold=args.threshold))
-    out = Path(args.output)
-    write_output(out, lambda tmp: fig.savefig(tmp, dpi=args.dpi, format=out.suffix[1:].lower()),
-                 "plot -o", args.stores, args.force)
-    print(out)
-    return 0
+        ranges = A.family_ranges(df, value, by="platform", include_unstable=include)
+        return P.utilization_comparison(ranges), int(ranges.attrs.get("unstable_excluded", 0))
+    # saturation
+    return P.saturation(A.saturation(df, threshold=args.threshold)), 0
 
 
 def _profile(args: argparse.Namespace) -> int:
@@ -352,6 +397,11 @@ def register(subparsers) -> None:
     p.add_argument("--dpi", type=typed(parse_int, "dpi", maximum=2400), default=200,
                    help="resolution of raster figures in dots per inch (default 200: twice the "
                    "1x size of 1100 px wide figures)")
+    p.add_argument("--include-unstable", action="store_true",
+                   help="speedup, sensitivity, utilization: also use the runs whose timing "
+                   "missed its precision target (stable false), drawn marked; without it they "
+                   "are left out and the command says how many (heatmap, roofline and "
+                   "saturation always draw them, marked)")
     p.set_defaults(func=_plot)
 
     p = subparsers.add_parser("profile", help="per-operation FLOPs, bytes and time of one config")

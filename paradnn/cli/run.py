@@ -9,6 +9,7 @@ import sys
 from typing import Any, Callable
 
 from paradnn import backends, families, progress
+from paradnn.errors import ParadnnError
 from paradnn.families.real import ZOO
 from paradnn.sizes import OPTIMIZERS
 from paradnn.workload import DTYPES, Workload
@@ -63,9 +64,13 @@ def add_spec_subparsers(parser: argparse.ArgumentParser, handler: Callable, sett
         p.add_argument("--batch", default=None, metavar="N", type=typed(parse_int, "batch"),
                        help="global batch in examples, split over --devices (default: the "
                        "family's, e.g. 256 FC, 64 CNN/RNN, the model's own for real models)")
-        p.add_argument("--framework", default=backends.DEFAULT, choices=backends.names(),
+        # Only the frameworks that can build this family (its builders): the help must not
+        # offer one the family refuses.
+        usable = family_frameworks(fam)
+        p.add_argument("--framework", default=backends.DEFAULT, choices=usable,
                        help="software that builds, compiles and runs the workload: "
-                       + ", ".join(backends.meta(n).description or n for n in backends.names())
+                       + ", ".join(backends.meta(n).description or n for n in usable)
+                       + (" (per model: `paradnn list models`)" if fam.frameworks is not None else "")
                        + f"; default {backends.DEFAULT}")
         p.add_argument("--dtype", default="float32", choices=DTYPES, help="compute dtype")
         p.add_argument("--optimizer", default=None, choices=OPTIMIZERS,
@@ -86,6 +91,13 @@ def add_spec_subparsers(parser: argparse.ArgumentParser, handler: Callable, sett
         if settings:
             add_settings_flags(p)
         p.set_defaults(func=handler)
+
+
+def family_frameworks(fam: families.Family) -> list[str]:
+    """The registered frameworks that can build some spec of ``fam`` (its builders), in the
+    registry's order; all of them for a family that names none (its runs say what it refuses)."""
+    usable = [n for n in backends.names() if n in fam.builders]
+    return usable or list(backends.names())
 
 
 def add_settings_flags(p: argparse.ArgumentParser) -> None:
@@ -129,7 +141,24 @@ def settings_from_args(args: argparse.Namespace):
     # The flags were parsed and range-checked by argparse (measure.parse_setting).
     values: dict[str, Any] = {name: getattr(args, name) for name in SETTINGS_FIELDS
                               if getattr(args, name, None) is not None}
+    check_options(values, getattr(args, "framework", None) or backends.DEFAULT)
     return MeasureSettings(**values)
+
+
+def check_options(values: dict[str, Any], framework: str) -> None:
+    """Refuse a framework option (``--torch-compile``, ``--xla-preset``...) that ``framework``, the
+    one the command runs, does not declare: it would be accepted and have no effect. ParadnnError
+    naming the option, its value, the framework(s) it belongs to and the options ``framework``
+    takes. ``values``: setting name -> value, as given."""
+    declared = backends.option_fields()
+    own = backends.option_names(framework)
+    for name, value in values.items():
+        if name in declared and name not in own:
+            owners = ", ".join(fw for fw, _ in declared[name])
+            allowed = ", ".join(f"--{o.replace('_', '-')}" for o in own) or "none"
+            raise ParadnnError(f"--{name.replace('_', '-')} {value}: an option of {owners}, not of "
+                               f"{framework} (the framework this command runs); allowed with "
+                               f"--framework {framework}: {allowed}")
 
 
 def _summary(record) -> str:

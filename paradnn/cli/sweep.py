@@ -16,7 +16,7 @@ from paradnn.grids.sweepfile import parse_overlap, parse_retry_unstable
 from paradnn.outputs import path_type, write_output
 from paradnn.status import failures
 from paradnn.record import format_phase_totals, phase_totals
-from paradnn.store import EXPORT_SUFFIXES, export, load, merge
+from paradnn.store import EXPORT_SUFFIXES, check_store, export, load, merge
 from paradnn.sweeper import (DEFAULT_CACHE, DEFAULT_RETRY_UNSTABLE_S, RETRY_BUDGET_FACTOR,
                              is_retry, sweep)
 from paradnn.units import parse_bytes, parse_duration, parse_int, parse_number
@@ -25,6 +25,11 @@ from paradnn.units import parse_bytes, parse_duration, parse_int, parse_number
 def _sweep(args: argparse.Namespace) -> int:
     if args.no_cache and args.cache_dir:
         raise ParadnnError("--cache-dir and --no-cache exclude each other")
+    if args.target_width is not None and args.budget is None:
+        # It stops an adaptive sweep early; alone it would quietly measure every config.
+        raise ParadnnError(f"sweep --target-width {args.target_width:g}: needs --budget N (it stops "
+                           "the adaptive sweep of at most N configs early); allowed: --target-width "
+                           "with --budget, or neither")
     if args.dry_run:
         return show_plan(args.file, store=args.store, memory_limit=args.memory_limit,
                          repeat=args.repeat)
@@ -40,10 +45,17 @@ def _sweep(args: argparse.Namespace) -> int:
         progress=not args.quiet, max_configs=args.max_configs,
         remeasure_unstable=args.remeasure_unstable, retry_unstable_s=args.retry_unstable_s,
         overlap=args.overlap)
-    # Rows written since this sweep started were measured now (by it, or by a sweep sharing
-    # the store); the others were already in the store and were skipped.
-    when = pd.to_datetime(df["time_utc"], utc=True, format="ISO8601") if len(df) else None
-    now = df[when >= started] if len(df) else df
+    # "Measured now" is what this sweep committed itself (the sweeper lists those rows); of the
+    # others, those stamped after it started were written meanwhile by another sweep sharing
+    # the store, and the rest were already there and were skipped.
+    mine = {tuple(pair) for pair in df.attrs.get("written", [])}
+    now = meanwhile = df.iloc[0:0]
+    if len(df):
+        ours = pd.Series([(k, t) in mine for k, t in zip(df["key"], df["time_utc"])],
+                         index=df.index, dtype=bool)
+        when = pd.to_datetime(df["time_utc"], utc=True, format="ISO8601", errors="coerce")
+        now, meanwhile = df[ours], df[~ours & (when >= started)]
+    before = len(df) - len(now) - len(meanwhile)
 
     def summary(frame) -> str:
         counts = frame["status"].value_counts().to_dict() if len(frame) else {}
@@ -51,11 +63,14 @@ def _sweep(args: argparse.Namespace) -> int:
 
     retries = now[now.apply(is_retry, axis=1)] if len(now) else now
     stable = int(retries["stable"].eq(True).sum()) if len(retries) else 0
-    print(f"{args.store}: {len(now)} measured now ({summary(now)}), {len(df) - len(now)} already "
-          f"in the store; {len(df)} rows for this sweep ({summary(df)})"
+    print(f"{args.store}: {len(now)} measured now ({summary(now)}), "
+          + (f"{len(meanwhile)} measured meanwhile by another sweep on this store "
+             f"({summary(meanwhile)}), " if len(meanwhile) else "")
+          + f"{before} already in the store; {len(df)} rows for this sweep ({summary(df)})"
           + (f"; {len(retries)} of them retries of unstable configs with a "
              f"{RETRY_BUDGET_FACTOR}x time budget, {stable} stable now" if len(retries) else "")
-          + ("; `paradnn status` groups the failures" if (df["status"] != "ok").any() else ""))
+          + ("; `paradnn status` groups the failures" if len(df) and (df["status"] != "ok").any()
+             else ""))
     return 0
 
 
@@ -166,7 +181,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                        "a store. Configs already in the store are skipped.")
     p.add_argument("file", type=path_type("input", "sweep FILE"),
                    help="YAML sweep file, e.g. sweeps/smoke.yaml")
-    p.add_argument("--store", default=DEFAULT_STORE, type=path_type("store", "sweep --store"),
+    # Checked while parsing (paradnn.store.check_store), as the --store of ops and the others:
+    # a foreign, unopenable or read-only file, or one whose records table cannot take a row, is
+    # one line before a worker starts or a config is measured.
+    p.add_argument("--store", default=DEFAULT_STORE,
+                   type=path_type("store", "sweep --store", then=check_store),
                    help="SQLite results store, created if missing (default: %(default)s)")
     p.add_argument("--repeat", type=typed(parse_int, "repeat", maximum=MAX_REPEAT), default=None,
                    metavar="N", help="records wanted per config, a count (default: the file's, "

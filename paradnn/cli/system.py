@@ -190,6 +190,17 @@ def _cmd_collectives(args: argparse.Namespace) -> int:
     if sizes is None:
         sizes = collectives.parse_sizes(collectives.DEFAULT_SIZES[kind])
         used.append(f"--sizes {collectives.DEFAULT_SIZES[kind]}")
+    # Every collective at every size and device count, before the first is measured (and before
+    # the defaults line): a size all_gather cannot split is refused now, not after minutes.
+    try:
+        collectives.check_collectives(devices, sizes, args.collective or collectives.COLLECTIVES,
+                                      args.dtype)
+    except SpecError as exc:
+        if args.sizes is not None:
+            raise
+        exc.args = (f"{exc} (a size of the default --sizes {collectives.DEFAULT_SIZES[kind]}; "
+                    "give --sizes FROM..TO)",)
+        raise
     settings = _platform_settings(args, collectives.DEFAULT_SETTINGS[kind], "collectives", kind, used)
 
     def progress(done: int, total: int, rec) -> None:

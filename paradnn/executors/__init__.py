@@ -124,7 +124,14 @@ class Caches:
         self._restore: dict[str, Callable[[], None]] = {}
 
     def ensure(self, framework: str) -> None:
+        """Point ``framework``'s compilation cache at the folder (once). The folder is checked
+        here for every framework, before its ``configure_cache``: a framework that only sets a
+        variable (torch's Inductor) would otherwise meet the unwritable folder while compiling a
+        config, and the environment's fault would look like the config's."""
         if framework not in self._restore:
+            if self.cache_dir is not None:
+                hardware.check_writable(Path(self.cache_dir), "the compilation cache folder",
+                                        "pass --cache-dir DIR with a writable folder, or --no-cache")
             self._restore[framework] = backends.get(framework).configure_cache(self.cache_dir)
 
     def restore(self) -> None:
@@ -137,8 +144,7 @@ def check_environment(platform: dict[str, Any]) -> None:
     runs: where the device has no spec-sheet peak (a CPU), utilization needs the measured peak of
     ``paradnn probe``, which is cached in a file; that folder must be writable."""
     if platform["device_platform"] == "cpu" or hardware.spec_peak(platform["device_kind"]) is None:
-        hardware.check_writable(hardware.CACHE_PATH.parent, "the probe cache folder",
-                                "set PARADNN_CACHE (or HOME) to a writable folder")
+        hardware.check_cache_folder()
 
 
 def exclusive(framework: str, loaded: set[str]) -> bool:

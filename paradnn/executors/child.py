@@ -30,8 +30,8 @@ It reads pickled messages from file descriptor IN and writes replies to OUT:
 * ``("exit",)`` -> exits
 
 Nothing here knows a framework: each is reached through :mod:`paradnn.backends`, and plugins
-named in ``$PARADNN_PLUGINS`` (inherited from the parent) are registered when the registries
-load. Its own stdout and stderr stay the user's, so a framework's warnings are seen. If the
+named in ``$PARADNN_PLUGINS`` (inherited from the parent) are loaded first: one that fails is
+answered ``("error", PluginError)`` in place of ``("ready",)``, and the child exits. Its own stdout and stderr stay the user's, so a framework's warnings are seen. If the
 parent dies (even by SIGKILL) the child exits within about half a second rather than measuring
 for nobody.
 """
@@ -129,7 +129,19 @@ def main(argv: list[str]) -> int:
     from paradnn import backends, progress
     from paradnn.errors import InfrastructureError, ParadnnError
     from paradnn.executors import Caches, Fault, check_environment, local_context, run_config
+    from paradnn.plugins import PluginError, load_plugins
     from paradnn.record import Record
+
+    try:
+        # First, and explicitly: a plugin that fails here (and not in the parent, which loaded
+        # it before starting this child) must stop the sweep with its one line, instead of a
+        # traceback here and every config failing on it (its error stored as the configs').
+        load_plugins()
+    except PluginError as exc:
+        # The parent reads this instead of ("ready",) and raises it (Child._expect); a worker
+        # pre-started before the parent's own plugins failed is discarded unread.
+        conn_out.send(("error", exc))
+        return 0
 
     if preload:
         # Import only, while the parent is busy: its caches are configured and its devices

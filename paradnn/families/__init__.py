@@ -8,7 +8,8 @@ report's heat-map axes, the figures' marker and display name, and tiny test pres
 grids, store columns, sizes, analyses, plots and report read it, and none of them branches on a
 family's type; adding a family is one module that defines its spec (on
 :class:`paradnn.workload.Spec`) and calls :func:`register`, plus its name in ``BUILTIN`` (or a
-:func:`register` call from user code).
+:func:`register` call from user code; a built-in name is refused unless the entry only adds
+builders, or says ``replaces=True`` and its records then say so).
 
 >>> from paradnn import families
 >>> families.get("fc").default_batch(families.get("fc").spec(2, 32, 64, 10))
@@ -19,13 +20,14 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
 from paradnn import backends
-from paradnn.errors import SpecError
-from paradnn.plugins import load_plugins
+from paradnn.errors import ParadnnError, SpecError
+from paradnn.plugins import load_plugins, loading
 
 #: Built-in family modules under paradnn.families, imported on first lookup.
 BUILTIN: tuple[str, ...] = ("fc", "cnn", "rnn", "transformer", "real")
@@ -123,29 +125,115 @@ class Family:
 
 
 _REGISTRY: dict[str, Family] = {}
-_loaded = False
+#: The entries paradnn's own family modules registered: a registration under one of their
+#: names by anyone else is a replacement (see :func:`register`).
+_BUILTIN_ENTRIES: dict[str, Family] = {}
+#: Built-in families that a plugin replaced (``register(..., replaces=True)``) -> the module
+#: that registered the replacement: records say so (``replaced_by``).
+_REPLACED: dict[str, str] = {}
+_KINDS = ("generated", "real")
+_loaded = False  # the built-in modules imported and every plugin loaded
+_importing = False  # the built-in modules are being imported
 
 
-def register(family: Family) -> Family:
-    """Add (or replace) a family; returns it. Its spec class's ``family`` must equal its name."""
-    if getattr(family.spec, "family", None) != family.name:
-        raise SpecError("family", family.name, f"the family name of its spec class ({family.spec.__name__})")
-    _REGISTRY[family.name] = family
+def _check_entry(family: Family) -> None:
+    """Refuse an entry that cannot work: a name that is no identifier, a spec class that is no
+    dataclass of this family, no builders (no framework could build it) or a builder that is
+    not ``"module:function"``, an unknown kind."""
+    if not isinstance(family, Family):
+        raise SpecError("family", family, "a paradnn.families.Family")
+    name = family.name
+    if not isinstance(name, str) or not name.isidentifier():
+        raise SpecError("family", name, "an identifier, e.g. toy")
+    if not dataclasses.is_dataclass(family.spec) or getattr(family.spec, "family", None) != name:
+        raise SpecError("family", name, f"the family name of its spec class ({getattr(family.spec, '__name__', family.spec)!r}, "
+                        "a dataclass whose attribute family is that name)")
+    if not isinstance(family.builders, Mapping) or not family.builders:
+        raise SpecError("builders", family.builders, f"at least one framework -> 'module:function' for family {name}: "
+                        "a family no framework can build cannot run")
+    for framework, path in family.builders.items():
+        module, _, function = path.partition(":") if isinstance(path, str) else ("", "", "")
+        if not isinstance(framework, str) or not module or not function:
+            raise SpecError(f"builders[{framework!r}]", path, f"'module:function' building family {name} in that framework")
+    if family.kind not in _KINDS:
+        raise SpecError("kind", family.kind, "one of " + ", ".join(_KINDS))
+
+
+def _extends(family: Family, original: Family) -> bool:
+    """Whether ``family`` is ``original`` (a built-in entry) with builders added for frameworks
+    it had none for: a framework plugin teaching a built-in family to build in it
+    (docs/frameworks.md), which changes no row of the built-in frameworks. ``original`` itself
+    too (a test restoring the entry)."""
+    kept = all(family.builders.get(fw) == path for fw, path in original.builders.items())
+    return kept and dataclasses.replace(family, builders=original.builders) == original
+
+
+def register(family: Family, replaces: bool = False) -> Family:
+    """Add a family; returns it. Refused (SpecError naming the field) where the entry cannot work
+    (:func:`_check_entry`: no builders, a spec class of another family, ...).
+
+    A name of a built-in family (fc, cnn, rnn, transformer, real) is refused unless the entry
+    only adds builders for frameworks the built-in one lacks, or ``replaces`` is true: then the
+    records made in this process carry ``replaced_by`` naming the registering module (another
+    model is another config, so it is part of the record key). ``replaces`` with a name that is
+    not built in is refused. Registering a name that is not built in again replaces the earlier
+    entry."""
+    caller = sys._getframe(1).f_globals.get("__name__", "?")  # the module calling register
+    _check_entry(family)
+    name = family.name
+    if caller.startswith(__name__ + "."):  # paradnn's own family modules register theirs
+        _BUILTIN_ENTRIES[name] = _REGISTRY[name] = family
+        return family
+    _load()  # the built-in entries first, so that a clash with one is seen
+    original = _BUILTIN_ENTRIES.get(name)
+    if replaces and original is None:
+        raise SpecError("replaces", replaces, f"only with a built-in family's name ({', '.join(_BUILTIN_ENTRIES)}); "
+                        f"{name!r} is none: register it without replaces")
+    replacing = original is not None and not _extends(family, original)
+    if replacing and not replaces:
+        raise ParadnnError(
+            f"family {name!r} is built into paradnn: another entry under its name would label its rows "
+            f"{name}; to replace it, say so: families.register(family, replaces=True) (its rows then "
+            "record replaced_by), register it under a name of its own, or only add builders for "
+            "new frameworks (dataclasses.replace(families.get(name), builders={...}))")
+    _REGISTRY[name] = family
+    if replacing:
+        _REPLACED[name] = loading() or caller
+    else:
+        _REPLACED.pop(name, None)
     return family
 
 
 def unregister(name: str) -> None:
-    """Remove a family (tests that register a toy family clean up with this)."""
+    """Remove a family (tests that register a toy family clean up with this); a built-in name
+    gets its built-in entry back."""
     _REGISTRY.pop(name, None)
+    _REPLACED.pop(name, None)
+    if name in _BUILTIN_ENTRIES:
+        _REGISTRY[name] = _BUILTIN_ENTRIES[name]
+
+
+def replaced() -> dict[str, str]:
+    """Built-in families replaced in this process (``register(..., replaces=True)``) -> the
+    module that registered each replacement."""
+    _load()
+    return dict(_REPLACED)
 
 
 def _load() -> None:
-    global _loaded
-    if not _loaded:
-        _loaded = True
+    global _loaded, _importing
+    if _loaded or _importing:
+        return  # _importing: a built-in module looked something up while it was imported
+    _importing = True
+    try:
         for mod in BUILTIN:
             importlib.import_module(f"paradnn.families.{mod}")
-        load_plugins()
+    finally:
+        _importing = False
+    # As in paradnn.backends: a failing plugin raises at every lookup, and a lookup from a
+    # plugin's own import does not count as loaded.
+    load_plugins()
+    _loaded = loading() is None
 
 
 def names() -> list[str]:
@@ -166,7 +254,7 @@ def get(name: str) -> Family:
     """The family called ``name``; SpecError naming the registered ones otherwise."""
     _load()
     if name not in _REGISTRY:
-        raise SpecError("family", name, "one of " + ", ".join(_REGISTRY))
+        raise SpecError("family", name, backends.one_of(names(), "a registered family (none is)"))
     return _REGISTRY[name]
 
 
@@ -209,11 +297,13 @@ def builder(spec: Any, framework: str) -> Callable[[Any, str], Any]:
     """The function that builds ``spec`` in ``framework``; SpecError if it cannot."""
     fam = of(spec)
     if framework not in FRAMEWORKS:
-        raise SpecError("framework", framework, "one of " + ", ".join(FRAMEWORKS))
-    if framework not in fam.frameworks_for(spec):
+        raise SpecError("framework", framework, backends.one_of(FRAMEWORKS, "a registered framework (none is)"))
+    able = fam.frameworks_for(spec)
+    if framework not in able:
         what = f"model {spec.model}" if hasattr(spec, "model") else f"family {fam.name}"
-        raise SpecError("framework", framework,
-                        f"one of {', '.join(fam.frameworks_for(spec))} for {what}")
+        # A spec whose family narrows it to no framework: say so, never "one of" nothing.
+        allowed = f"one of {', '.join(able)} for {what}" if able else f"none: no registered framework can build {what}"
+        raise SpecError("framework", framework, allowed)
     module, _, fn = fam.builders[framework].partition(":")
     return getattr(importlib.import_module(module), fn)
 
@@ -268,4 +358,4 @@ FRAMEWORKS = FieldsView(backends.names)
 
 __all__ = ["BUILTIN", "DEFAULT_MARKER", "FieldsView", "RegistryView", "Axis", "FRAMEWORKS", "Family",
            "all_fields", "builder", "display_name", "generated", "get", "marker", "names", "of",
-           "param_count", "register", "unregister"]
+           "param_count", "register", "replaced", "unregister"]

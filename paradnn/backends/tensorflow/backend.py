@@ -35,7 +35,8 @@ from typing import Any, Callable
 from paradnn import hardware, precision
 from paradnn.backends import Program
 from paradnn.backends.steploop import auto_rule, auto_step_loop
-from paradnn.backends.tensorflow import pipeline
+from paradnn.backends.tensorflow import pipeline, startup
+from paradnn.backends.tensorflow.threads import thread_setting
 from paradnn.errors import ParadnnError, SpecError
 from paradnn.sizes import optimizer as optimizer_entry
 
@@ -47,7 +48,6 @@ FLOPS_SOURCE = ("xla-cost-analysis: XLA's HloCostAnalysis of the step's HLO (Ten
                 "public jax.extend API; the K-step loop body counted once, RNN time loops from "
                 "unrolled 1- and 2-step variants")
 
-_THREAD_ENV = {"intra": "PARADNN_TF_INTRA_OP_THREADS", "inter": "PARADNN_TF_INTER_OP_THREADS"}
 _threads: dict[str, int] = {}
 
 
@@ -58,39 +58,29 @@ def check() -> None:
             raise ImportError(f"no module named {module!r}")
 
 
-def _usable_cpus() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
-
-
-def _thread_setting(kind: str) -> int:
-    text = os.environ.get(_THREAD_ENV[kind], "").strip()
-    if not text:
-        return _usable_cpus()
-    if not text.isdigit() or int(text) < 1:
-        raise SpecError(_THREAD_ENV[kind], text, "a positive integer (threads)")
-    return int(text)
-
-
 def _tf():
     """TensorFlow, imported with Keras on TensorFlow and the thread pools sized (once)."""
     os.environ["KERAS_BACKEND"] = "tensorflow"
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TF's start-up INFO lines are noise here
-    import keras
-    import tensorflow as tf
+    if _threads:  # started before in this process
+        import tensorflow as tf
 
-    if keras.backend.backend() != "tensorflow":
-        raise ParadnnError(f"Keras was imported with the {keras.backend.backend()} backend before paradnn's "
-                           "TensorFlow backend; set KERAS_BACKEND=tensorflow (Keras reads it once per process)")
-    if not _threads:
-        intra, inter = _thread_setting("intra"), _thread_setting("inter")
+        return tf
+    # The first call imports TensorFlow and finds its devices with its C++ start-up lines
+    # filtered from stderr (startup.quiet: TF_CPP_MIN_LOG_LEVEL alone does not hide them).
+    with startup.quiet():
+        import keras
+        import tensorflow as tf
+
+        if keras.backend.backend() != "tensorflow":
+            raise ParadnnError(f"Keras was imported with the {keras.backend.backend()} backend before paradnn's "
+                               "TensorFlow backend; set KERAS_BACKEND=tensorflow (Keras reads it once per process)")
+        intra, inter = thread_setting("intra"), thread_setting("inter")
         try:
             tf.config.threading.set_intra_op_parallelism_threads(intra)
             tf.config.threading.set_inter_op_parallelism_threads(inter)
         except RuntimeError:
             pass  # TensorFlow already started in this process: record what it runs with
+        tf.config.list_physical_devices()  # the platforms start here (CUDA's cuInit among them)
         _threads["intra"] = tf.config.threading.get_intra_op_parallelism_threads()
         _threads["inter"] = tf.config.threading.get_inter_op_parallelism_threads()
     return tf

@@ -33,17 +33,20 @@ JPEG_QUALITY = 90
 
 def _tf():
     """TensorFlow, quiet and on the CPU only (it must not take an accelerator from JAX)."""
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    try:
-        import tensorflow as tf
-    except ImportError as exc:
-        raise ParadnnError("infeed: the host input pipeline needs TensorFlow (tf.data): install "
-                           f"paradnn[tf] ({exc})") from None
-    for kind in ("GPU", "TPU"):
+    from paradnn.backends.tensorflow import startup
+
+    # Its C++ start-up lines filtered from stderr (startup.quiet), the devices' discovery too.
+    with startup.quiet():
         try:
-            tf.config.set_visible_devices([], kind)
-        except (RuntimeError, ValueError):
-            pass  # already initialized, or no such device type in this build: nothing to hide
+            import tensorflow as tf
+        except ImportError as exc:
+            raise ParadnnError("infeed: the host input pipeline needs TensorFlow (tf.data): install "
+                               f"paradnn[tf] ({exc})") from None
+        for kind in ("GPU", "TPU"):
+            try:
+                tf.config.set_visible_devices([], kind)
+            except (RuntimeError, ValueError):
+                pass  # already initialized, or no such device type in this build: nothing to hide
     return tf
 
 

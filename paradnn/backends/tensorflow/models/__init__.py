@@ -20,8 +20,11 @@ os.environ["KERAS_BACKEND"] = "tensorflow"  # Keras 3 reads it once, at its firs
 from dataclasses import dataclass, field  # noqa: E402
 from typing import Any, Callable  # noqa: E402
 
-import keras  # noqa: E402
-import tensorflow as tf  # noqa: E402
+from paradnn.backends.tensorflow import startup  # noqa: E402
+
+with startup.quiet():  # TensorFlow's C++ start-up lines, where this is its first import
+    import keras  # noqa: E402
+    import tensorflow as tf  # noqa: E402
 
 #: workload dtype -> Keras dtype policy name.
 POLICIES: dict[str, str] = {"float32": "float32", "bfloat16": "mixed_bfloat16", "float16": "mixed_float16"}
