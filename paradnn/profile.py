@@ -240,6 +240,20 @@ def _flops(ins: Instruction, comp: Computation, comps: dict[str, Computation]) -
     return 0.0, 0.0, set()
 
 
+_COSTED_CALL = re.compile(r'custom_call_target="[^"]*(gemm|matmul|conv)', re.IGNORECASE)
+
+
+def custom_call_flops(text: str) -> float:
+    """FLOPs (FLOP per execution; loop bodies once, as XLA's cost analysis counts them) of the
+    GEMM and convolution custom calls (cuBLAS, cuBLASLt, cuDNN, oneDNN) of an optimized HLO
+    module, counted from their operand shapes; 0.0 when it has none. XLA's cost analysis gives
+    custom calls no FLOPs."""
+    if not _COSTED_CALL.search(text):
+        return 0.0
+    ops = hlo_ops(text)
+    return float(ops.loc[ops["opcode"] == "custom-call", "flops"].sum())
+
+
 def hlo_ops(text: str) -> pd.DataFrame:
     """Every operation that runs in an optimized HLO module, with FLOPs and bytes per execution.
 

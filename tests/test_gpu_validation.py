@@ -1,0 +1,46 @@
+"""The GPU check's packaging (issue 32): a device machine returns at most 8 files of 16 MiB, so
+``benchmarks/gpu_validation.sh`` leaves exactly three in its output folder (one archive, repacked
+after every step, and the two summaries). Rehearsed on the CPU with ``--cpu-smoke``, two steps
+selected by ``STEPS`` and a short budget, so the test stays within seconds of a CPU run."""
+
+import json
+import os
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "benchmarks" / "gpu_validation.sh"
+
+
+@pytest.mark.slow
+def test_cpu_smoke_part_returns_three_files_with_everything_inside(tmp_path):
+    out, work = tmp_path / "out", tmp_path / "work"
+    env = dict(os.environ, PYTHON=sys.executable, STEPS="env,fc_bfloat16", BUDGET_S="240",
+               WORK_DIR=str(work), PARADNN_CACHE=str(tmp_path / "cache"))
+    run = subprocess.run(["bash", str(SCRIPT), "--cpu-smoke", "--part", "1", str(out)], env=env,
+                         capture_output=True, text=True, timeout=600)
+    files = sorted(p.name for p in out.iterdir())
+    assert files == ["results-part1.tar.gz", "summary.json", "summary.md"], (files, run.stdout[-3000:], run.stderr[-3000:])
+    assert all((out / f).stat().st_size < 16 * 2**20 for f in files)
+    with tarfile.open(out / "results-part1.tar.gz") as tar:
+        names = {n.removeprefix("./") for n in tar.getnames()}
+    assert {"steps.jsonl", "summary.md", "env.json", "fc_bfloat16.json", "logs/fc_bfloat16.log"} <= names, names
+    summary = json.loads((out / "summary.json").read_text())
+    assert [s["step"] for s in summary["steps"]] == ["env", "fc_bfloat16"]
+    assert all(s["status"] == "ok" for s in summary["steps"]), summary["steps"]
+    verdicts = {c["check"]: c["verdict"] for c in summary["checks"]}
+    # The steps that ran were checked; those of part 2 read "not run", and none failed.
+    assert verdicts["FC bfloat16 memory limit"] == "pass"
+    assert verdicts["paper LSTM config (bfloat16)"].startswith("not run")
+    assert "FAIL" not in verdicts.values() and run.returncode == 0, verdicts
+
+
+def test_a_bad_part_is_refused_with_exit_status_2(tmp_path):
+    run = subprocess.run(["bash", str(SCRIPT), "--part", "3", str(tmp_path / "out")], capture_output=True,
+                         text=True, timeout=60)
+    assert run.returncode == 2 and "--part must be 1, 2 or all, not '3'" in run.stderr
+    assert not (tmp_path / "out").exists()
