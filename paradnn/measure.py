@@ -49,7 +49,7 @@ from paradnn import backends
 from paradnn.backends import setting as _setting
 from paradnn.errors import SpecError
 from paradnn.families import FieldsView
-from paradnn.units import parse_int, parse_number
+from paradnn.units import parse_bool, parse_int, parse_number
 
 #: The budget never cuts the timed phase below this many calls: 6 is the fewest samples whose
 #: extreme order statistics cover the median with at least 95% (1 - 2^-5 = 96.9%, so the
@@ -127,6 +127,10 @@ class MeasureSettings:
                                 "percent)", maximum=10.0)
     time_budget_s: float = _setting(5.0, parse_number, "seconds for warm-up and timed calls together "
                                     "(at least 2 timed calls always run)", maximum=86_400.0)
+    ledger: bool = _setting(False, parse_bool, "after the timed calls, profile a few more steps of "
+                            "the same compiled program and split the step time into its causes "
+                            "(ledger_* metrics, docs/ledger.md); the timed calls are not changed "
+                            "by it, so it is not part of the record key")
     #: Framework options given (sorted (name, value) pairs, parsed); not a protocol setting.
     options: tuple[tuple[str, Any], ...] = dataclasses.field(default=(), metadata={"option_bag": True})
 
@@ -174,6 +178,10 @@ _PROTOCOL = tuple(f for f in dataclasses.fields(MeasureSettings) if not f.metada
 _FIELDS = {f.name: f for f in _PROTOCOL}
 #: The timing protocol's setting names, in order.
 PROTOCOL_FIELDS: tuple[str, ...] = tuple(_FIELDS)
+#: Settings that add work after the timed calls without changing them: not part of a record's
+#: key (``paradnn.record.record_key``), so a run with them resumes and compares as the same
+#: config; the row still says what was asked.
+UNKEYED_SETTINGS: frozenset[str] = frozenset({"ledger"})
 
 
 def _settings_fields() -> tuple[str, ...]:
@@ -184,6 +192,9 @@ def _settings_fields() -> tuple[str, ...]:
 #: (a framework registered later adds its options): the store's columns and the sweep files'
 #: ``settings`` keys.
 SETTINGS_FIELDS = FieldsView(_settings_fields)
+#: The settings that shape the timed calls (SETTINGS_FIELDS without UNKEYED_SETTINGS): what a
+#: comparison's "settings" axis and a prediction's "measured alike" test look at.
+KEYED_SETTINGS = FieldsView(lambda: tuple(f for f in _settings_fields() if f not in UNKEYED_SETTINGS))
 #: name -> what the protocol setting means (with its unit), for help texts and docs; the
 #: options' meanings are :func:`paradnn.backends.option_help`.
 SETTING_HELP: dict[str, str] = {name: f.metadata["help"] for name, f in _FIELDS.items()}
@@ -322,6 +333,9 @@ class Timing:
     meter: Any = None  # what ``window()`` yielded around the timed calls (paradnn.meters.Window)
     time_budget_s: float | None = None  # the budget the protocol ran with (s); None: not said
     stop_rule: str = "ci"  # the STOP_RULES name the timed phase stopped by
+    #: The state after the last call where ``time_calls(keep_state=True)`` (a profile of the
+    #: same program goes on from it); else None: the donated state is freed at once.
+    state: Any = None
 
     @property
     def timed_steps(self) -> int:
@@ -396,11 +410,13 @@ def time_calls(
     clock: Callable[[], float] = time.perf_counter,
     window: Callable[[], Any] | None = None,
     loss_value: Callable[[Any], float] = float,
+    keep_state: bool = False,
 ) -> Timing:
     """Run the protocol on ``call(state, batch, k) -> (state, loss)``, k steps per call (state
     donated). ``sync`` blocks until its argument is ready on the device (the backend's
     ``Backend.sync``); ``clock`` returns seconds; ``loss_value`` turns the framework's loss into
-    a float (after the timed phase)."""
+    a float (after the timed phase). ``keep_state``: hand the final state back
+    (``Timing.state``) instead of freeing it."""
     loss: Any = None
 
     def timed(k: int) -> float:
@@ -446,6 +462,7 @@ def time_calls(
                 break
     timing_s = clock() - start
     final_loss = loss_value(loss)
+    kept = state if keep_state else None
     del state  # the donated state is not needed after timing; free it before cost compiles
     return Timing(np.asarray(times) / k, final_loss, k, warm, warmup_s, rule_target(settings), timing_s, meter,
-                  settings.time_budget_s, settings.stop_rule)
+                  settings.time_budget_s, settings.stop_rule, kept)

@@ -32,7 +32,7 @@ from paradnn.analysis.columns import PLATFORM_KEY, platform_label
 from paradnn.analysis.prediction import sized
 from paradnn.errors import ParadnnError, SpecError
 from paradnn.grids import load_sweep_file
-from paradnn.measure import SETTINGS_FIELDS
+from paradnn.measure import KEYED_SETTINGS, SETTINGS_FIELDS
 from paradnn.record import PLATFORM_FIELDS, PREDICTED, SCHEMA_VERSION, SOFTWARE_FIELDS, Record
 from paradnn.store import Store, load
 from paradnn.sweeper import sweep as run_sweep
@@ -338,7 +338,7 @@ def _measured_keys(frame: pd.DataFrame, keys: set[str], like: pd.DataFrame) -> s
     if not len(frame) or not len(like):
         return set()
     rows = frame[(frame["status"] != PREDICTED) & frame["workload_key"].isin(keys)]
-    for col in (*PLATFORM_KEY, *SETTINGS_FIELDS):
+    for col in (*PLATFORM_KEY, *KEYED_SETTINGS):
         if col in like.columns and col in rows.columns and like[col].notna().any():
             rows = rows[rows[col].astype(str).isin(set(like[col].dropna().astype(str)))]
     return set(rows["workload_key"])

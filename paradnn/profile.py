@@ -259,8 +259,9 @@ def hlo_ops(text: str) -> pd.DataFrame:
 
     Operations of the entry computation and of the computations it runs through control flow
     (while, conditional, call) are listed; fused computations are folded into their fusion.
-    Returns ``DataFrame[name, opcode, category, flops, transcendentals, bytes, computation]``
-    (FLOP and B per execution); ``attrs["module"]`` is the module name.
+    Returns ``DataFrame[name, opcode, category, flops, transcendentals, bytes, computation,
+    calls]`` (FLOP and B per execution; ``calls``: the computations a control-flow operation
+    runs, comma-separated); ``attrs["module"]`` is the module name.
     """
     comps, entry, module = parse_hlo(text)
     rows = []
@@ -273,10 +274,12 @@ def hlo_ops(text: str) -> pd.DataFrame:
         seen.add(cname)
         comp = comps[cname]
         for ins in comp.instructions:
+            called: list[str] = []
             if ins.opcode in ("while", "conditional", "call", "async-start"):
                 for key in ("body", "condition", "to_apply", "branch_computations", "calls",
                             "true_computation", "false_computation"):
-                    todo.extend(ins.called(key))
+                    called += ins.called(key)
+                todo.extend(called)
             flops, trans, inner = _flops(ins, comp, comps)
             nbytes = 0 if ins.opcode in _NO_TRAFFIC else _nbytes(ins.shape) + sum(
                 _nbytes(comp.shapes.get(o, "")) for o in ins.operands)
@@ -285,10 +288,10 @@ def hlo_ops(text: str) -> pd.DataFrame:
                 "name": ins.name, "opcode": ins.opcode,
                 "category": categorize(ins.opcode, inner, target.group(1) if target else ""),
                 "flops": flops, "transcendentals": trans, "bytes": float(nbytes),
-                "computation": cname,
+                "computation": cname, "calls": ",".join(called),
             })
     out = pd.DataFrame(rows, columns=["name", "opcode", "category", "flops", "transcendentals",
-                                      "bytes", "computation"])
+                                      "bytes", "computation", "calls"])
     out.attrs["module"] = module
     return out
 
@@ -324,6 +327,78 @@ def trace_times(trace_dir: str, module: str | None = None) -> pd.DataFrame:
                         columns=["name", "events", "time_s"])
 
 
+_CONTROL_OPCODES = ("while", "conditional", "call")
+#: The category of a control-flow region whose operations ran without events of their own.
+OPAQUE = "compiled as one call"
+
+
+def _opaque_regions(ops: pd.DataFrame, traced: set[str]) -> set[str]:
+    """Names of the traced control-flow operations in ``ops`` (:func:`hlo_ops`) none of whose
+    inner operations (through nested control flow) has an event in the trace."""
+    by_comp: dict[str, list[tuple[str, list[str]]]] = {}
+    for name, comp, calls in zip(ops["name"], ops["computation"], ops["calls"]):
+        by_comp.setdefault(comp, []).append((name, [c for c in calls.split(",") if c]))
+    out = set()
+    for name, calls in zip(ops["name"], ops["calls"]):
+        if name not in traced or not calls:
+            continue
+        todo, seen, inner_traced = [c for c in calls.split(",") if c], set(), False
+        while todo and not inner_traced:
+            comp = todo.pop()
+            if comp in seen:
+                continue
+            seen.add(comp)
+            for inner, inner_calls in by_comp.get(comp, []):
+                inner_traced |= inner in traced
+                todo += inner_calls
+        if not inner_traced:
+            out.add(name)
+    return out
+
+
+def op_times(hlo: str, trace_dir: str, steps: int, devices: int = 1) -> pd.DataFrame:
+    """Join the operations of an optimized HLO module (:func:`hlo_ops`) with their times in a
+    profiler trace of ``steps`` training steps on ``devices`` devices written into ``trace_dir``
+    (:func:`trace_times`): one row per operation that appeared in the trace (control flow left
+    out: its time is that of the operations inside it, which are listed), per step and per
+    device: ``name``, ``opcode``, ``category``, ``flops``, ``transcendentals`` (per step),
+    ``bytes`` (B per step), ``executions`` (per step), ``time_s`` (s per step). Longest first.
+    A control-flow region none of whose operations has an event (XLA:CPU compiles a small one
+    into one function) is one row of category :data:`OPAQUE` with NaN FLOPs and bytes.
+    ``attrs``: ``module``, ``hlo_flops_per_step`` (FLOP of one execution of every listed
+    operation) and ``flops_matched_fraction`` (the share of those FLOPs whose operation
+    appeared in the trace). ParadnnError where the trace has no event of the module."""
+    ops = hlo_ops(hlo)
+    module = ops.attrs["module"]
+    times = trace_times(trace_dir, module)
+    if times.empty:
+        raise ParadnnError(f"profile: the trace has no events of module {module!r}")
+    merged = ops.merge(times, on="name", how="inner")
+    # A while/conditional/call event spans the operations inside it, which are rows of their
+    # own: keeping it would count their time twice. Unless none of them has an event: XLA:CPU
+    # compiles a small region into one function (xla_cpu_small_call), whose operations run
+    # unseen; the region is then one opaque operation (OPAQUE, FLOPs and bytes unknown).
+    opaque = _opaque_regions(ops, set(times["name"]))
+    control = merged["opcode"].isin(_CONTROL_OPCODES)
+    merged = merged[~control | merged["name"].isin(opaque)].copy()
+    is_opaque = merged["name"].isin(opaque)
+    merged.loc[is_opaque, "category"] = OPAQUE
+    merged.loc[is_opaque, ["flops", "transcendentals", "bytes"]] = float("nan")
+    merged = merged.drop(columns=["calls", "computation"])
+    per = steps * devices  # every device traces its own events of each operation
+    merged["executions"] = merged["events"] / per
+    merged["flops"] = merged["flops"] * merged["executions"]
+    merged["transcendentals"] = merged["transcendentals"] * merged["executions"]
+    merged["bytes"] = merged["bytes"] * merged["executions"]
+    merged["time_s"] = merged["time_s"] / per
+    merged = merged.drop(columns=["events"]).sort_values("time_s", ascending=False).reset_index(drop=True)
+    total_flops = float(ops["flops"].sum())
+    matched = ops[ops["name"].isin(merged["name"])]["flops"].sum()
+    merged.attrs.update(module=module, hlo_flops_per_step=total_flops,
+                        flops_matched_fraction=float(matched / total_flops) if total_flops else float("nan"))
+    return merged
+
+
 def capture_step(
     step: Callable, state: Any, batch: Any, steps: int = 5, warmup: int = 2,
     donated: bool = True, framework: str = backends.DEFAULT,
@@ -334,49 +409,27 @@ def capture_step(
     The backend (``Backend.trace_step``) compiles the step, runs ``warmup`` steps, then
     ``steps`` steps under its profiler (the state is threaded through, so a donating step
     works) and hands back the optimized HLO; this function counts the HLO's operations and
-    joins the trace's times to them. Returns one row per HLO operation that appeared in the
-    trace (control flow left out: its time is that of the operations inside it, which are
-    listed): ``name``, ``opcode``, ``category``, ``flops``, ``transcendentals`` (per step),
-    ``bytes`` (B per step), ``executions`` (per step), ``time_s`` (s per step),
-    ``time_fraction`` (of the summed operation time), ``flops_per_sec``,
-    ``arithmetic_intensity`` (FLOP/B). ``attrs``: ``module``, ``device_platform``,
-    ``device_kind``, ``steps``, ``wall_step_s`` (wall time per step under the profiler),
-    ``flops_matched_fraction`` (share of the HLO's FLOPs found in the trace), ``approximate``
-    and ``note``.
+    joins the trace's times to them (:func:`op_times`). Returns its rows with
+    ``time_fraction`` (of the summed operation time), ``flops_per_sec`` and
+    ``arithmetic_intensity`` (FLOP/B) added. ``attrs``: those of :func:`op_times`,
+    ``device_platform``, ``device_kind``, ``steps``, ``wall_step_s`` (wall time per step under
+    the profiler), ``approximate`` and ``note``.
     """
     if steps < 1 or warmup < 0:
         raise ParadnnError(f"profile: steps={steps}, warmup={warmup}; allowed: steps >= 1, warmup >= 0")
     trace = backends.capability(framework, "trace_step", "profile a training step")
     with tempfile.TemporaryDirectory(prefix="paradnn-profile-") as tmp:
         run = trace(step, state, batch, steps, warmup, tmp)
-        ops = hlo_ops(run["hlo"])
-        module = ops.attrs["module"]
-        times = trace_times(tmp, module)
-    if times.empty:
-        raise ParadnnError(f"profile: the trace has no events of module {module!r}")
-    merged = ops.merge(times, on="name", how="inner")
-    # A while/conditional/call event spans the operations inside it, which are rows of their
-    # own: keeping it would count their time twice.
-    merged = merged[~merged["opcode"].isin(("while", "conditional", "call"))]
-    total_flops = float(ops["flops"].sum())
-    merged["executions"] = merged["events"] / steps
-    merged["flops"] = merged["flops"] * merged["executions"]
-    merged["transcendentals"] = merged["transcendentals"] * merged["executions"]
-    merged["bytes"] = merged["bytes"] * merged["executions"]
-    merged["time_s"] = merged["time_s"] / steps
+        merged = op_times(run["hlo"], tmp, steps)
     op_total = merged["time_s"].sum()
     merged["time_fraction"] = merged["time_s"] / op_total if op_total > 0 else float("nan")
     merged["flops_per_sec"] = merged["flops"] / merged["time_s"].where(merged["time_s"] > 0)
     merged["arithmetic_intensity"] = merged["flops"] / merged["bytes"].where(merged["bytes"] > 0)
-    merged = merged.drop(columns=["events"]).sort_values("time_s", ascending=False).reset_index(drop=True)
     platform = run["device_platform"]
     approximate = platform == "cpu"
-    matched = ops[ops["name"].isin(merged["name"])]["flops"].sum()
     merged.attrs.update(
-        module=module, device_platform=platform, device_kind=run["device_kind"],
-        steps=steps, wall_step_s=run["wall_step_s"],
-        flops_matched_fraction=float(matched / total_flops) if total_flops else float("nan"),
-        hlo_flops_per_step=total_flops, approximate=approximate,
+        device_platform=platform, device_kind=run["device_kind"],
+        steps=steps, wall_step_s=run["wall_step_s"], approximate=approximate,
         note=CPU_NOTE if approximate else "per-operation times from device events of the profiler trace",
     )
     return merged

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from paradnn import backends, families
-from paradnn.measure import PROTOCOL_FIELDS
+from paradnn.measure import PROTOCOL_FIELDS, UNKEYED_SETTINGS
 from paradnn.units import si
 from paradnn.workload import Workload, stable_hash
 
@@ -196,7 +196,8 @@ METRICS: dict[str, tuple[str, str]] = {
 }
 
 #: Metrics that only some measured records carry (None on the others, by design): the row an
-#: attempt replaces exists only for a retry or a remeasurement.
+#: attempt replaces exists only for a retry or a remeasurement; the time ledger's metrics and
+#: its phase only for a run with the ``ledger`` setting (added below, with the ledger's metrics).
 ONLY_SOME_METRICS: frozenset[str] = frozenset({"retry_of"})
 
 #: Where a config's wall time goes, in the order the work happens: phase -> what it covers. Each
@@ -214,6 +215,9 @@ PHASES: dict[str, str] = {
     "costs": "the framework's cost analysis (XLA's, with the loop variants of scanned models) and "
              "the analytic FLOP count",
     "memory": "the memory breakdown (residuals from abstract evaluations)",
+    "ledger": "the time ledger's profile: a few more steps of the measured program under the "
+              "framework's profiler and the join of its events to the operations (setting "
+              "ledger; None where it was off)",
     "probe": "reading the peak: the host's probe of its peak FLOP/s and bandwidth when none is "
              "cached for this host and software (paradnn probe, at most once an hour), and the "
              "derived metrics",
@@ -261,6 +265,70 @@ MEMORY_PARTS: tuple[str, ...] = (
     "memory_weights_bytes", "memory_gradients_bytes", "memory_optimizer_bytes",
     "memory_activations_bytes", "memory_workspace_bytes",
 )
+
+#: The time ledger's parts (paradnn.ledger, docs/ledger.md), in the order of a stacked bar
+#: (bottom to top): part -> (label, what it is and where it comes from). Each is the metric
+#: ``ledger_<part>_s`` (s per step and per device); together they add up to ``step_time_s``.
+LEDGER_PARTS: dict[str, tuple[str, str]] = {
+    "useful": ("useful work at the peak", "analytic FLOPs of the step (model_flops_per_step) / "
+               "(devices x peak_flops)"),
+    "extra": ("extra work at the peak", "FLOPs the profiled operations executed beyond the useful "
+              "ones (optimizer, element-wise, padding, rematerialisation), counted from the "
+              "framework's operations (XLA: the optimized HLO), / peak_flops; negative where the "
+              "analytic count exceeds the executed one"),
+    "memory": ("memory-bound time", "per operation, how far its bandwidth bound (bytes / "
+               "peak_bytes_per_sec) exceeds its compute bound (FLOPs / peak_flops), at most its "
+               "measured time beyond the compute bound; summed"),
+    "below_roof": ("kernels below their roof", "per operation, measured time beyond its roofline "
+                   "bound; summed (negative where operations beat their compute bound: "
+                   "ledger_faster_than_roof_s)"),
+    "communication": ("communication", "measured time of collective operations (all-reduce, "
+                      "all-gather, ...)"),
+    "input": ("input pipeline", "time feeding data: 0, the runs train on a synthetic batch "
+              "already on the device"),
+    "outside": ("outside operations", "step time minus the operations' summed time where positive: "
+                "dispatch, host work, synchronisation gaps"),
+    "overlap": ("overlap", "step time minus the operations' summed time where negative: operations "
+                "that ran concurrently (or were slowed by the profiler), reported, not hidden"),
+}
+
+
+def ledger_metric(part: str) -> str:
+    """The metric name of ledger part ``part`` (a :data:`LEDGER_PARTS` key): ``ledger_<part>_s``."""
+    return f"ledger_{part}_s"
+
+
+METRICS.update({ledger_metric(p): ("s", f"time ledger, per step and device: {label}: {what}")
+                for p, (label, what) in LEDGER_PARTS.items()})
+METRICS.update({
+    "ledger_ops_s": ("s", "time ledger: the profiled operations' summed time per step and device "
+                     "(profiler events joined to the program's operations)"),
+    "ledger_faster_than_roof_s": ("s", "time ledger: summed time by which operations ran below their "
+                                  "compute bound (<= 0; below -5% of the step time raises "
+                                  "ledger_faster_than_roof)"),
+    "ledger_largest_part": ("", "time ledger: the largest part (a LEDGER_PARTS name): what limits "
+                            "this config"),
+    "ledger_largest_loss": ("", "time ledger: the largest part besides useful work: where most of "
+                            "the missing time goes"),
+    "ledger_split": ("bool", "time ledger: the operations' time was split by the roof (needs a "
+                     "peak FLOP/s)"),
+    "ledger_time_scale": ("1", "time ledger: factor the operations' profiled times were scaled by: the "
+                          "timed step over the step under the profiler, where the profiler slowed it (else 1)"),
+    "ledger_opaque_s": ("s", "time ledger: time of operations compiled as one call (XLA:CPU runs a "
+                        "small region as one function, without events of its own); their FLOPs and bytes "
+                        "are the step's executed ones beyond the listed operations"),
+    "ledger_steps": ("1", "time ledger: training steps profiled after the timed calls"),
+    "ledger_traced_step_s": ("s", "time ledger: wall time of one step under the profiler (its "
+                             "cost shows as the excess over step_time_s)"),
+    "ledger_flops_matched": ("1", "time ledger: share of the program's counted FLOPs whose "
+                             "operations appeared in the profile"),
+    "ledger_source": ("", "time ledger: the profiler, the counts, the peak (its peak_source) and the "
+                      "step time it comes from; None where no ledger was taken"),
+    "ledger_note": ("", "time ledger: how its times were taken, why the operations' sum is outside "
+                    "the stated bound of the step time, or why no ledger was taken"),
+})
+ONLY_SOME_METRICS = ONLY_SOME_METRICS | {m for m in METRICS if m.startswith("ledger_")}
+
 
 class Flag(NamedTuple):
     """One code of a record's ``warnings``: its kind (a :data:`WARNING_KINDS` key) and what it
@@ -335,6 +403,15 @@ WARNINGS: dict[str, Flag] = {
         "no usable peak for this run: only contended probes of this host are on record and no "
         "nominal peak could be computed (or, on an accelerator, no vendor entry and no quiet "
         "probe), so no utilization was computed; run paradnn probe --refresh on a quiet host")),
+    "ledger_faster_than_roof": Flag("physics", (
+        "in the time ledger, operations ran faster than their compute bound (FLOPs / peak) by "
+        "more than 5% of the step time: the peak is too low for them (a nominal or measured "
+        "peak below the host's fastest library) or the operations' FLOP counts include work "
+        "that was not done")),
+    "ledger_counts_disagree": Flag("physics", (
+        "in the time ledger, the analytic (useful) FLOPs exceed those the profiled operations "
+        "executed by more than 5% of the step time (extra work negative) although every "
+        "counted operation appeared in the profile: one of the two counts is wrong")),
     "unstable": Flag("precision", (
         "the timed calls missed the precision target of the stopping rule within the time "
         "budget (stable false: step_time_ci_halfwidth above ci_target, or step_time_cv above "
@@ -419,10 +496,34 @@ def record_warnings(metrics: Mapping[str, Any], devices: int = 1,
             codes.append("roof_under_load")
     if flops_mismatch(metrics):
         codes.append("flops_mismatch")
+    codes += ledger_warnings(metrics, trusted_peak)
     if metrics.get("contended"):
         codes.append("contended")
     if metrics.get("stable") is False:
         codes.append("unstable")
+    return codes
+
+
+#: Fraction of the step time by which a time-ledger figure may break a bound before it is
+#: flagged: per-operation times come from a profile of other steps than the timed ones.
+LEDGER_SLACK = 0.05
+
+
+def ledger_warnings(metrics: Mapping[str, Any], trusted_peak: bool) -> list[str]:
+    """The time ledger's :data:`WARNINGS` codes: operations beating a trusted compute bound
+    (a nominal peak is no bound: boost clocks pass it), and an analytic count above the
+    executed one where every counted operation was profiled."""
+    step = metrics.get("step_time_s")
+    if not metrics.get("ledger_split") or not step:
+        return []
+    codes = []
+    faster = metrics.get("ledger_faster_than_roof_s")
+    if trusted_peak and faster is not None and faster < -LEDGER_SLACK * step:
+        codes.append("ledger_faster_than_roof")
+    extra, matched = metrics.get(ledger_metric("extra")), metrics.get("ledger_flops_matched")
+    if (extra is not None and extra < -LEDGER_SLACK * step
+            and matched is not None and matched >= 0.99):
+        codes.append("ledger_counts_disagree")
     return codes
 
 
@@ -568,12 +669,14 @@ def record_key(workload: dict[str, Any], platform: dict[str, Any], software: dic
     ``host`` is left out so that the same run on two identical machines dedups as one
     configuration measured twice is not lost: ``merge`` keys rows on ``key`` + ``time_utc``.
     ``paradnn_revision`` (the source commit, "+dirty" after any edit) is left out too, so a
-    sweep resumes across commits and edits of paradnn; every row still stores it. Options of
+    sweep resumes across commits and edits of paradnn; every row still stores it. So are the
+    settings that do not change the timed calls (``measure.UNKEYED_SETTINGS``: ``ledger``). Options of
     frameworks other than the workload's are left out of the settings (a settings dict of
     every framework's options, as a sweep predicts keys with, gives the record's key).
     """
     platform = {k: v for k, v in platform.items() if k != "host"}
     software = {k: v for k, v in software.items() if k != "paradnn_revision"}
+    settings = {k: v for k, v in settings.items() if k not in UNKEYED_SETTINGS}
     framework = workload.get("framework")
     if framework in backends.names():
         others = set(backends.option_names()) - set(backends.option_names(framework))

@@ -9,6 +9,7 @@ after validation becomes a record (``oom`` or ``error``), never an exception: a 
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import time
 from collections.abc import Callable, Mapping
@@ -158,9 +159,24 @@ def run_workload(
         progress.phase(progress.TIMING)
         timing = time_calls(program.call, state, batch, settings, sync=backend.sync,
                             loss_value=backend.loss_value,
-                            window=lambda: meters.window(platform["device_platform"], program.devices))
+                            window=lambda: meters.window(platform["device_platform"], program.devices),
+                            keep_state=settings.ledger)
+        kept, timing = timing.state, dataclasses.replace(timing, state=None)
+        ops = None
+        if settings.ledger:
+            # Imported here: the ledger reads traces with pandas, which a plain run never needs
+            # before it has measured (the first line of `paradnn run` comes before heavy imports).
+            from paradnn import ledger
+
+            # The ledger profiles the same executable from where the timed calls left it: the
+            # timing is done and undisturbed, and nothing is compiled again.
+            progress.phase("profiling the time ledger")
+            steps = ledger.trace_steps(timing.median_s, timing.steps_per_call)
+            ops, no_ledger = phases.run("ledger", functools.partial(ledger.safe_profile, program, kept, batch, steps))
+            if ops is None:
+                metrics.update(ledger.unavailable(no_ledger))
         progress.phase("counting costs and memory")
-        del state, batch  # free device memory before compiling the cost variants
+        del state, batch, kept  # free device memory before compiling the cost variants
         metrics.update(timing.stats())
         metrics["phase_warmup_s"] = timing.warmup_s
         metrics["phase_timed_s"] = timing.timing_s - timing.warmup_s
@@ -180,6 +196,10 @@ def run_workload(
         # The probe of the host's peak runs here when none is cached (once per host and
         # software): its own phase, so a slow first run says where its time went.
         metrics.update(phases.run("probe", lambda: derived_metrics(metrics, workload, platform)))
+        if ops is not None:
+            from paradnn import ledger
+
+            metrics.update(ledger.safe_metrics(ops, metrics, workload.devices))
         warnings = record_warnings(metrics, workload.devices, hardware.PROBE_MAX_CV)
     except ParadnnError:
         raise  # bad input (e.g. an image too small for a zoo model) is the user's to fix, not data
@@ -257,6 +277,7 @@ class Phases:
         total = time.perf_counter() - t_start
         known = sum(self.metrics.get(phase_metric(p)) or 0.0 for p in PHASES if p != "other")
         self.metrics[phase_metric("other")] = max(total - known, 0.0)
+        self.metrics.setdefault(phase_metric("ledger"), 0.0)  # 0 without the ledger setting
         self.metrics.setdefault(phase_metric("startup"), 0.0)
         self.metrics.setdefault(phase_metric("executor"), 0.0)
         self.metrics["phase_total_s"] = sum(self.metrics.get(phase_metric(p)) or 0.0 for p in PHASES)

@@ -1,4 +1,4 @@
-"""The input layer: parsing integers, numbers, durations and byte sizes from the command line and
+"""The input layer: parsing integers, numbers, switches, durations and byte sizes from the command line and
 sweep files; and the output layer's formatters, one per job: :func:`compact` and :func:`si`
 (numbers and quantities with SI prefixes), :func:`duration` (seconds as a person reads them) and
 :func:`byte_size` / :func:`byte_unit` (binary sizes of memory).
@@ -93,6 +93,20 @@ def positive_env(name: str, default: float, unit: str = "") -> float:
 def parse_duration(text: object, parameter: str, maximum: float = 366 * 86400.0) -> float:
     """A positive, finite number of seconds, at most ``maximum`` (a year by default)."""
     return parse_number(text, parameter, 0.0, maximum, unit="seconds")
+
+
+_TRUE = ("true", "yes", "on", "1")
+_FALSE = ("false", "no", "off", "0")
+
+
+def parse_bool(text: object, parameter: str) -> bool:
+    """A switch: a bool, or the text true/yes/on/1 or false/no/off/0 (any case). The integers 1
+    and 0 are not accepted as YAML values: a sweep file says ``true``."""
+    if isinstance(text, bool):
+        return text
+    if isinstance(text, str) and text.strip().lower() in _TRUE + _FALSE:
+        return text.strip().lower() in _TRUE
+    raise SpecError(parameter, text, "true or false (also yes/no, on/off, 1/0 as text)")
 
 
 def parse_bytes(text: object, parameter: str = "memory limit") -> int:

@@ -292,6 +292,10 @@ def test_warning_codes_round_trip():
     fired |= set(record_warnings(_metrics(model_flops_utilization=2.0, arithmetic_intensity=1.0)))
     fired |= set(record_warnings(_metrics(peak_source="nominal", model_flops_utilization=1.2,
                                           peak_bytes_source="measured under load", arithmetic_intensity=1.0)))
+    # The time ledger's: operations beating a trusted compute bound, and an analytic count above
+    # the executed one where every counted operation was profiled.
+    fired |= set(record_warnings(_metrics(step_time_s=0.01, ledger_split=True, ledger_faster_than_roof_s=-0.002,
+                                          ledger_extra_s=-0.002, ledger_flops_matched=1.0)))
     assert fired == set(WARNINGS)
     assert {flag.kind for flag in WARNINGS.values()} == set(WARNING_KINDS)
 

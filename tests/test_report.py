@@ -28,8 +28,9 @@ ALL = ["params_range", "heatmap:fc", "sensitivity:fc", "heatmap:cnn", "sensitivi
        "roofline", "speedup:platform", "speedup:dtype",
        "speedup:software", "utilization", "saturation", "compare"]
 # Analyses the golden store predates: its synthetic records have one framework and no memory
-# breakdown, energy or utilization metrics (tests/test_report_extra.py has stores with them).
-PREDATES = ["energy", "frameworks", "host_utilization", "memory"]
+# breakdown, energy, utilization or time-ledger metrics (tests/test_report_extra.py has stores with
+# the first three, tests/test_ledger.py a report with ledgers).
+PREDATES = ["energy", "frameworks", "host_utilization", "ledger", "memory"]
 
 
 @pytest.fixture(scope="module")

@@ -21,6 +21,7 @@ from paradnn.analysis.framework import (
     device_platform, framework_of, frameworks, platform_column, with_framework,
 )
 from paradnn.analysis.heatmap import heatmap
+from paradnn.analysis.ledger import ledger_frame, part_sensitivity
 from paradnn.analysis.oplevel import categorize, op_breakdown, op_roofline, top_ops
 from paradnn.analysis.params_range import family_ranges, params_range
 from paradnn.analysis.roofline import roofline
@@ -32,6 +33,7 @@ from paradnn.analysis.speedup import (
 )
 
 __all__ = [
+    "ledger_frame", "part_sensitivity",
     "KINDS", "Comparison", "across_fields", "categorize", "comparisons", "device_platform",
     "estimate_seconds", "family_ranges", "framework_of", "framework_speedup", "frameworks",
     "geometric_mean", "geometric_mean_ci", "headline_utilization", "heatmap", "hyperparameters",

@@ -46,7 +46,7 @@ from paradnn.analysis.columns import (
 )
 from paradnn import precision
 from paradnn.errors import ParadnnError
-from paradnn.measure import SETTINGS_FIELDS
+from paradnn.measure import KEYED_SETTINGS
 
 #: The comparison axes: name -> what it means. Their columns: :func:`axis_columns`.
 AXES: dict[str, str] = {
@@ -66,7 +66,7 @@ _FIXED_AXIS_COLUMNS: dict[str, Sequence[str]] = {
     "platform": (*PLATFORM_KEY, "cpu_model"),
     # A live view: the protocol's fields and every registered framework's options (xla_preset,
     # step_loop, torch_compile, and those of a framework a plugin adds after this import).
-    "settings": SETTINGS_FIELDS,
+    "settings": KEYED_SETTINGS,
 }
 #: Software fields that are not version numbers but shape a measurement.
 _SOFTWARE_EXTRA = ("xla_flags", "xla_compile_options")

@@ -394,10 +394,12 @@ class Backend(Protocol):
     ``measure_bandwidth(megabytes, calls)``, ``probe_precision()`` and ``probe_versions()`` (``paradnn probe``); ``op_program`` and
     ``cpu_child_env`` (``paradnn ops``); ``collective_program``, ``simulated_devices`` and
     ``simulate_host_devices`` (``paradnn collectives``, ``scaling``); ``profile_inputs`` and
-    ``trace_step`` (operation-level profiles), ``profiler_trace`` (device busy fraction);
+    ``trace_step`` (operation-level profiles), ``profiler_trace`` (device busy fraction),
+    ``ledger_ops`` (the time ledger's operations);
     ``infeed_trainer`` (``paradnn infeed``'s training side) and ``input_pipeline`` (its host
     pipeline). Their contracts are in the modules that call them (paradnn.hardware,
-    paradnn.ops, paradnn.collectives, paradnn.profile, paradnn.meters, paradnn.infeed).
+    paradnn.ops, paradnn.collectives, paradnn.profile, paradnn.meters, paradnn.infeed,
+    paradnn.ledger).
     """
 
     name: str  # its name in the registry

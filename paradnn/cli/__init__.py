@@ -34,13 +34,14 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     "infeed": ("infeed",),
     "compare": ("compare",),
     "predict": ("predict",),
+    "ledger": ("ledger",),
 }
 
 #: Subcommands that measure and then read or write the probe cache (``paradnn.hardware``): its
 #: folder is checked before they start, so that an unwritable one is one line at once rather
 #: than after the measurement. ``sweep`` checks it itself before its first config (the line then
 #: says how to resume).
-PROBE_CACHE_COMMANDS: tuple[str, ...] = ("run", "probe", "maxbatch", "ops", "scaling")
+PROBE_CACHE_COMMANDS: tuple[str, ...] = ("run", "probe", "maxbatch", "ops", "scaling", "ledger")
 
 #: Store that every store-reading or -writing command uses when none is named.
 DEFAULT_STORE = "results.db"

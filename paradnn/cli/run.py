@@ -114,8 +114,10 @@ def add_settings_flags(p: argparse.ArgumentParser) -> None:
     defaults = {f.name: f.default for f in dataclasses.fields(MeasureSettings)}
     for name in PROTOCOL_FIELDS:
         default = "auto" if defaults[name] is None else defaults[name]
+        # A yes/no setting is a switch (`--ledger`) that also takes a value (`--ledger no`).
+        switch = {"nargs": "?", "const": True} if isinstance(defaults[name], bool) else {}
         p.add_argument(f"--{name.replace('_', '-')}", dest=name, default=None, metavar="X",
-                       type=typed(parse_setting, name),
+                       type=typed(parse_setting, name), **switch,
                        help=escaped(f"measurement setting: {SETTING_HELP[name]} (default {default})"))
     # One paragraph per option however many frameworks declare it: option_help names them and
     # says what they share once, then only where they differ.
@@ -259,6 +261,11 @@ def _meter_lines(d: dict[str, Any]) -> list[str]:
                  + ("; contended" if d.get("contended") else "")
                  + "; device " + (f"{busy:.0%} busy (profiler trace)" if busy is not None
                                   else f"busy fraction unknown: {d.get('device_busy_note') or 'not traced'}"))
+    if d.get("ledger_source") or d.get("ledger_note"):
+        from paradnn import ledger  # pandas: only for a run that took a ledger
+
+        line = ledger.summary(d)
+        lines.append(f"time ledger       {line} (docs/ledger.md)" if line else f"time ledger       {d['ledger_note']}")
     return lines
 
 

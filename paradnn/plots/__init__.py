@@ -11,7 +11,8 @@ then one per kind of figure: :mod:`~paradnn.plots.heatmaps`, :mod:`~paradnn.plot
 :mod:`~paradnn.plots.ranges` (per family), :mod:`~paradnn.plots.saturations`,
 :mod:`~paradnn.plots.resources` (memory, energy, utilization), :mod:`~paradnn.plots.infeeds`,
 :mod:`~paradnn.plots.system` (scaling, collectives, ops), :mod:`~paradnn.plots.compare`
-(the ratio heat map of ``paradnn compare``) and :mod:`~paradnn.plots.prediction` (predicted
+(the ratio heat map of ``paradnn compare``), :mod:`~paradnn.plots.ledger` (the time ledger) and
+:mod:`~paradnn.plots.prediction` (predicted
 against measured, the heat map completed by predictions). Every figure function is
 importable from here.
 
@@ -24,6 +25,7 @@ from paradnn.plots.compare import compare_heatmap
 from paradnn.plots.heatmaps import heatmap
 from paradnn.plots.prediction import completed_heatmap, predicted_vs_measured
 from paradnn.plots.infeeds import infeed
+from paradnn.plots.ledger import ledger_bars, ledger_maps, ledger_sensitivity
 from paradnn.plots.ranges import family_ranges, params_range, utilization_comparison
 from paradnn.plots.resources import (
     ENERGY_METRICS, MAX_BARS, MEMORY_PARTS, UTILIZATION_METRICS, energy, memory_breakdown, memory_unit,
@@ -46,7 +48,7 @@ __all__ = [
     "heatmap", "sensitivity", "roofline", "op_roofline", "no_roof_reason", "op_breakdown", "speedup",
     "speedup_by_config", "family_ranges", "params_range", "utilization_comparison", "saturation",
     "memory_breakdown", "energy", "utilization", "utilization_left_out", "model_names", "infeed", "scaling", "bandwidth",
-    "ops_roofline", "compare_heatmap", "predicted_vs_measured", "completed_heatmap", "compact", "si",
+    "ops_roofline", "ledger_bars", "ledger_maps", "ledger_sensitivity", "compare_heatmap", "predicted_vs_measured", "completed_heatmap", "compact", "si",
     "MEMORY_PARTS", "ENERGY_METRICS", "UTILIZATION_METRICS", "MAX_BARS", "memory_unit",
     "PAGE_WIDTH_IN", "DPI_1X", "DPI_2X", "MIN_FONT_PT", "CELL_FONT_PT", "STYLE", "PlotFigure",
     "DTYPE_COLORS", "FRAMEWORK_MARKS", "WARNING_COLOR",

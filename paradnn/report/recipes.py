@@ -30,7 +30,7 @@ from paradnn.analysis.cost import estimate, estimate_seconds
 from paradnn.errors import ParadnnError
 from paradnn.grids.sweepfile import load_sweep_file
 from paradnn.analysis.framework import DEFAULT_FRAMEWORK, framework_of, frameworks
-from paradnn.measure import MIN_TIMED_CALLS, SETTINGS_FIELDS, MeasureSettings, nearest_valid
+from paradnn.measure import KEYED_SETTINGS, MIN_TIMED_CALLS, MeasureSettings, nearest_valid
 from paradnn.report.parts import Unsupported
 from paradnn.report.rows import GENERATED, common_dtype, most_common_platform
 
@@ -188,7 +188,7 @@ def _store_settings(ok: pd.DataFrame) -> dict:
     """The measurement settings of the store's most common protocol, as a sweep file states
     them: a comparison's other side then times like the side in the store (a comparison joins
     configs measured alike)."""
-    keys = [k for k in SETTINGS_FIELDS if k in ok.columns and ok[k].notna().any()]
+    keys = [k for k in KEYED_SETTINGS if k in ok.columns and ok[k].notna().any()]
     if not keys or ok.empty:
         return {}
     sig = ok[keys].map(str).agg("|".join, axis=1)
@@ -285,6 +285,10 @@ def _repository_file(df: pd.DataFrame, m: Unsupported, path: str) -> None:
         m.seconds, m.basis = estimate_seconds(df, m.configs, {})
 
 
+#: Seconds `paradnn ledger` is given in the report's recipe.
+LEDGER_BUDGET_S = 300.0
+
+
 def recipe(df: pd.DataFrame, m: Unsupported, hint: dict[str, Any], store: str,
            folder: str = "") -> Unsupported:
     """``m`` with its recipe filled in: the command that supplies the data (naming ``store``
@@ -345,6 +349,13 @@ def recipe(df: pd.DataFrame, m: Unsupported, hint: dict[str, Any], store: str,
         return m
     if hint.get("framework") and len(ok) and "family" in ok.columns:
         return _framework_recipe(df, ok, m, store, folder)
+    if hint.get("ledger"):
+        m.command = f"paradnn ledger {store} --budget-s {LEDGER_BUDGET_S:g}"
+        m.change = ("measure stored configs spread across the grid again with the time ledger on, "
+                    "within the budget (or add `ledger: true` to a sweep file's settings)")
+        m.configs = int(ok["key"].nunique()) if "key" in ok.columns else len(ok)
+        m.seconds, m.basis = float(LEDGER_BUDGET_S), "the command's time budget"
+        return m
     if hint.get("energy"):
         m.command = f"paradnn sweep {SMOKE_SWEEP} --store {store}"
         m.change = ("run it on an NVIDIA GPU host (NVML's energy counter; pip install "

@@ -61,6 +61,7 @@ TITLES: dict[str, str] = {
     "memory": "Memory breakdown by model and batch (TBD, Zhu et al. 2018, Fig 8)",
     "energy": "Power and energy per example by model and batch",
     "host_utilization": "Host CPU and device utilization by model and batch (TBD, Zhu et al. 2018)",
+    "ledger": "Where the time goes: the time ledger of each config",
     compare.SECTION_ID: compare.SECTION_TITLE,
     prediction.SECTION_ID: prediction.SECTION_TITLE,
 }
@@ -496,6 +497,59 @@ def host_utilization_section(df: pd.DataFrame) -> list[Section]:
         lambda: P.utilization(ok), table)])]
 
 
+def ledger_section(df: pd.DataFrame) -> list[Section]:
+    """Where each config's step time goes (docs/ledger.md): the stacked bars of every run with a
+    ledger, then per family the share maps over its batch and width and, with enough runs, the
+    sensitivity of each part to the hyperparameters."""
+    try:
+        frame = A.ledger_frame(df)
+    except ParadnnError:
+        raise Missing("ok runs with a time ledger (measured with the ledger setting: `paradnn run "
+                      "--ledger`, a sweep's settings: {ledger: true}, or `paradnn ledger STORE`, "
+                      "which profiles stored configs again)", {"ledger": True}) from None
+    sources = sorted({str(s).split(";")[0] for s in frame["ledger_source"].dropna()})
+    items = [Item(
+        "Each run's measured step time split into parts that add up to it (docs/ledger.md): "
+        "useful work at the peak (analytic FLOPs / peak), extra work at the peak (executed "
+        "beyond them), memory-bound time and kernels below their roof (per operation, from its "
+        "profiled time against its roofline bound), communication, time outside operations; "
+        "where operations overlapped, the overlap is drawn left of 0. Source: the run's own "
+        f"profile after its timed calls ({', '.join(sources)}), the peak of each run "
+        "(peak_source), the measured step time.",
+        lambda: P.ledger_bars(frame), frame[[c for c in ("family", "batch", "step_time_s",
+                                                         "ledger_largest_part", "ledger_largest_loss",
+                                                         "ledger_note") if c in frame.columns]])]
+    for fam in GENERATED:
+        rows = frame[frame["family"] == fam] if "family" in frame.columns else frame.iloc[0:0]
+        hp = hyperparameters(rows, fam)
+        if len(hp) < 2:
+            continue
+        x = "batch" if "batch" in hp else hp[0]
+        width = _WIDTH.get(fam)
+        y = width if width in hp and width != x else next(h for h in hp if h != x)
+        rest = [h for h in hp if h not in (x, y)]
+        fixed = {h: rows[h].mode().iloc[0] for h in rest}
+        sel = rows
+        for h, v in fixed.items():
+            sel = sel[sel[h] == v]
+        name = families.display_name(fam)
+        items.append(Item(
+            f"{name} runs over {x} and {y}: the largest part of each cell (what limits that "
+            "config), then each part's median share of the step time"
+            + (f"; fixed: {', '.join(f'{k}={fmt(v)}' for k, v in fixed.items())}" if fixed else "") + ".",
+            lambda sel=sel, x=x, y=y: P.ledger_maps(sel, x, y), None))
+        if len(rows) >= MIN_ROWS:
+            try:
+                sens = A.part_sensitivity(rows, hp)
+            except ParadnnError:
+                continue
+            items.append(Item(
+                f"Sensitivity of each ledger part's share to the {name} hyperparameters (ParaDnn "
+                "Fig 7's regression on log2 features, applied to causes instead of utilization).",
+                lambda sens=sens: P.ledger_sensitivity(sens), sens))
+    return [Section("ledger", TITLES["ledger"], items)]
+
+
 def oplevel_section(ops: pd.DataFrame | None) -> list[Section]:
     if ops is None or ops.empty:
         raise Missing("a per-operation profile of one configuration (`paradnn profile ...`, "
@@ -561,6 +615,7 @@ def plan(df: pd.DataFrame, ops: pd.DataFrame | None = None,
     steps += [(sid, TITLES[sid], build) for sid, build in (
         ("roofline", lambda: roofline_section(df)),
         ("oplevel", lambda: oplevel_section(ops)),
+        ("ledger", lambda: ledger_section(df)),
         ("utilization", lambda: utilization_section(df)),
         ("saturation", lambda: saturation_section(df)),
         ("memory", lambda: memory_section(df)),

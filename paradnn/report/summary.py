@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import pandas as pd
 
+from paradnn import ledger
 from paradnn.analysis.columns import (
     headline_utilization, platform_label, unstable_mask, warning_lists, workload_label,
 )
 from paradnn.analysis.framework import framework_of, frameworks
-from paradnn.report.cells import TABLE_DIGITS as DIGITS, table_column
+from paradnn.record import LEDGER_PARTS
+from paradnn.report.cells import TABLE_DIGITS as DIGITS
+from paradnn.report.cells import table_column
 from paradnn.units import compact, precise_duration
 
 THROUGHPUT = "throughput [examples/s]"
@@ -22,6 +25,10 @@ def _number(row: pd.Series, column: str) -> float | None:
     return None if pd.isna(value) else float(value)
 
 
+#: The How-fast table's column naming each run's largest loss (where the store has ledgers).
+LARGEST_LOSS = "largest loss (time ledger, share of the step)"
+
+
 def summary_table(df: pd.DataFrame) -> pd.DataFrame:
     """One row per record of ``df``, in the store's order grouped by family: ``workload`` (its
     short name), ``batch``, ``platform``, ``framework`` (where the store has several),
@@ -30,7 +37,8 @@ def summary_table(df: pd.DataFrame) -> pd.DataFrame:
     69.4 µs), the utilization (the headline one, :func:`~paradnn.analysis.columns.headline_utilization`,
     in %, with the source of the peak it divides by: spec, measured or nominal), ``status``
     (``ok``, ``ok, unstable`` where the timing missed its precision target, or the failure),
-    ``warnings`` (physics codes: impossible values) and ``notes`` (provenance codes, e.g.
+    ``warnings`` (physics codes: impossible values), :data:`LARGEST_LOSS` where some run has a
+    time ledger (its largest part besides useful work, with its share), and ``notes`` (provenance codes, e.g.
     ``contended (1.00 cores)``). Values are text, units in the headers."""
     if not len(df):
         return pd.DataFrame(columns=["workload", "batch", "platform", THROUGHPUT, STEP_TIME,
@@ -40,6 +48,8 @@ def summary_table(df: pd.DataFrame) -> pd.DataFrame:
     codes = warning_lists(df, "physics")
     notes = warning_lists(df, "provenance")
     several = len(frameworks(df)) > 1
+    # The time ledger's column only where some run has a ledger (docs/ledger.md).
+    ledgers = "ledger_largest_loss" in df.columns and df["ledger_largest_loss"].notna().any()
     fws = framework_of(df) if several else None
     out = []
     for i, r in df.iterrows():
@@ -60,6 +70,13 @@ def summary_table(df: pd.DataFrame) -> pd.DataFrame:
             STEP_TIME: precise_duration(step, DIGITS, zeros=True) + ci if step is not None else "",
             utilization_header(util): (f"{u:.1%}" + (f" ({r.get('peak_source')})" if isinstance(r.get("peak_source"), str)
                                                      else "")) if u is not None else "",
+        })
+        if ledgers:
+            loss = r.get("ledger_largest_loss")
+            share = ledger.shares(r).get(loss) if isinstance(loss, str) else None
+            rec[LARGEST_LOSS] = (f"{LEDGER_PARTS[loss][0]} {share:.0%}" if loss in LEDGER_PARTS and share is not None
+                                 else "")
+        rec.update({
             "status": status,
             "warnings": ", ".join(codes.loc[i]),
             "notes": ", ".join(_note(code, r) for code in notes.loc[i]),

@@ -380,6 +380,7 @@ class JaxBackend:
     profile_inputs = staticmethod(profile.profile_inputs)
     trace_step = staticmethod(profile.trace_step)
     profiler_trace = staticmethod(profile.profiler_trace)
+    ledger_ops = staticmethod(profile.ledger_ops)
     infeed_trainer = staticmethod(infeed.trainer)
 
     @staticmethod

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import jax
 
-from paradnn import profile
 from paradnn.backends.jax import analyses
 from paradnn.backends.jax import step as wl
 from paradnn.backends.jax.models import ModelDef
@@ -38,7 +37,14 @@ def _cost_dict(compiled: jax.stages.Compiled) -> dict[str, float]:
     if isinstance(cost, (list, tuple)):  # older jaxlibs return one dict per program
         cost = cost[0] if cost else {}
     flops = float(cost.get("flops", 0.0))
-    custom = profile.custom_call_flops(compiled.as_text())
+    text = compiled.as_text()
+    custom = 0.0
+    if "custom-call" in text:
+        # Imported here: the HLO walk builds a pandas table, which most runs (no custom calls,
+        # every CPU run here) never need before their first line is out.
+        from paradnn import profile
+
+        custom = profile.custom_call_flops(text)
     # A cost analysis below the custom calls' own FLOPs cannot have counted them.
     added = custom if flops < custom else 0.0
     return {"flops": flops + added, "bytes": float(cost.get("bytes accessed", 0.0)), "custom_call_flops": added}

@@ -28,6 +28,25 @@ def profiler_trace(trace_dir: str) -> ContextManager[Any]:
     return jax.profiler.trace(trace_dir)
 
 
+#: XLA:GPU runs a step's kernels as CUDA graphs (command buffers), whose kernels the profiler's
+#: events attribute to the command buffer, not to the HLO operations inside it (openxla/xprof
+#: issue 3070): on an H100 with jax 0.11.2 an FC step's profile matched 0% of its FLOPs. A profile
+#: compiles with command buffers off.
+_NO_COMMAND_BUFFERS = {"xla_gpu_enable_command_buffer": ""}
+
+
+def _compile_for_profile(lowered: Any) -> Any:
+    """``lowered`` compiled for an operation-level profile: on a GPU with command buffers off
+    (:data:`_NO_COMMAND_BUFFERS`), falling back to the default compile where this jaxlib does
+    not take the option; elsewhere as it is."""
+    if jax.default_backend() == "gpu":
+        try:
+            return lowered.compile(compiler_options=_NO_COMMAND_BUFFERS)
+        except Exception:  # noqa: BLE001 - an option this XLA does not know: profile as compiled
+            pass
+    return lowered.compile()
+
+
 def trace_step(step: Any, state: Any, batch: Any, steps: int, warmup: int,
                trace_dir: str) -> dict[str, Any]:
     """Compile the jitted ``step(state, batch) -> (state, loss)``, run ``warmup`` steps, then
@@ -37,7 +56,7 @@ def trace_step(step: Any, state: Any, batch: Any, steps: int, warmup: int,
     ``device_kind``."""
     if steps < 1 or warmup < 0:
         raise ParadnnError(f"profile: steps={steps}, warmup={warmup}; allowed: steps >= 1, warmup >= 0")
-    compiled = step.lower(state, batch).compile()
+    compiled = _compile_for_profile(step.lower(state, batch))
     for _ in range(warmup):
         state, loss = compiled(state, batch)
     jax.block_until_ready(state)
@@ -53,4 +72,30 @@ def trace_step(step: Any, state: Any, batch: Any, steps: int, warmup: int,
             "device_kind": getattr(device, "device_kind", device.platform)}
 
 
-__all__ = ["profile_inputs", "profiler_trace", "trace_step"]
+def ledger_ops(program: Any, state: Any, batch: Any, steps: int, trace_dir: str) -> Any:
+    """The time ledger's operations (:func:`paradnn.ledger.profile_ops`): ``steps`` steps of the
+    measured program itself (``program.call``: the executable that was timed, nothing compiled
+    again) run from ``state`` under ``jax.profiler`` into ``trace_dir``, joined to the
+    operations of its optimized HLO (:func:`paradnn.profile.op_times`: per step and device).
+    ``attrs`` adds ``steps``, ``wall_step_s`` (s per step under the profiler), ``source`` and
+    ``note``."""
+    from paradnn import profile
+
+    with jax.profiler.trace(trace_dir):
+        start = time.perf_counter()
+        state, loss = program.call(state, batch, steps)
+        jax.block_until_ready((state, loss))
+        wall = (time.perf_counter() - start) / steps
+    del state
+    ops = profile.op_times(program.handle.compiled.as_text(), trace_dir, steps, program.workload.devices)
+    platform = jax.devices()[0].platform
+    ops.attrs.update(
+        steps=steps, wall_step_s=wall,
+        source=f"jax.profiler trace of the measured program ({steps} steps after the timed calls); "
+               "FLOPs and bytes per operation counted from its optimized HLO",
+        note=profile.CPU_NOTE if platform == "cpu" else "operation times from device events",
+    )
+    return ops
+
+
+__all__ = ["ledger_ops", "profile_inputs", "profiler_trace", "trace_step"]
