@@ -492,6 +492,9 @@ def sweep(config: SweepConfig | GridLike, store: str | os.PathLike | None = None
     or a concurrent sweep on the same store wrote them. ``attrs["missing"]`` lists, as
     ``(config name, record key, why)``, the configs an infrastructure fault left unrecorded (a
     Ray task lost on every attempt): not measured, never stored; the next run measures them.
+    ``attrs["timing"]``: ``setup_s`` (s before the first config was handed out: workers
+    started, platforms probed, store read), ``store_s`` (s committing rows), ``wall_s`` and
+    ``rows`` (records committed) of this call.
     """
     if isinstance(config, SweepConfig):
         if store is not None or overrides:
@@ -524,6 +527,10 @@ def sweep(config: SweepConfig | GridLike, store: str | os.PathLike | None = None
     result = frame[frame["key"].isin(keys)].reset_index(drop=True)
     result.attrs["written"] = list(tally.rows)
     result.attrs["missing"] = list(tally.missing)
+    # Where this run's wall time went on the driver's side (benchmarks/bench_ray.py reads it).
+    result.attrs["timing"] = {"setup_s": tally.setup_s or 0.0, "store_s": tally.store_s,
+                              "wall_s": time.perf_counter() - tally.start,
+                              "rows": tally.committed}
     return result
 
 

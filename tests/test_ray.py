@@ -115,6 +115,30 @@ def stop_node(proc: subprocess.Popen, first: int = signal.SIGTERM) -> None:
         pass
 
 
+def kill_node(proc: subprocess.Popen) -> None:
+    """SIGKILL a node as a power cut would: its `ray start` process and every descendant (the
+    raylet, and the workers, which leave the node's process group, with their measuring
+    children) at once."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    doomed, todo = [], [proc.pid]
+    while todo:
+        pid = todo.pop()
+        doomed.append(pid)
+        todo += children.get(pid, [])
+    for pid in doomed:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    stop_node(proc, signal.SIGKILL)
+
+
 def node_id(pool: str) -> str | None:
     """The id of the alive node labelled ``pool``."""
     for n in ray.nodes():
@@ -265,9 +289,14 @@ def test_node_killed_and_node_added_mid_sweep(cluster, tmp_path):
 
     thread = threading.Thread(target=run)
     thread.start()
-    wait_for("the victim node to measure a config",
-             lambda: cluster.busy("victim") and any(cluster.marks.glob("*-victim-*")), timeout_s=120)
-    stop_node(victim, signal.SIGKILL)  # raylet, workers and the measuring child at once
+
+    def measuring() -> set[int]:
+        """Configs the victim started and that have no row yet: it measures them now."""
+        started = {int(p.name.split("-")[0]) for p in cluster.marks.glob("*-victim-*")}
+        return started - (set(load(db)["nodes"]) if started and db.exists() else set())
+
+    wait_for("the victim node to measure a config", measuring, timeout_s=120)
+    kill_node(victim)
     killed_at = time.monotonic()
     cluster.add("late", wait=False)
     thread.join(timeout=180)
@@ -357,7 +386,7 @@ def test_cli_names_missing_configs_exit_1_then_measures_them(cluster, tmp_path):
         wait_for("the pinned sweep to start measuring on v2",
                  lambda: any("to measure" in line for line in err) and cluster.busy("v2"),
                  timeout_s=180, proc=proc)
-        stop_node(cluster.nodes[-1], signal.SIGKILL)
+        kill_node(cluster.nodes[-1])
         proc.wait(timeout=120)
     finally:
         proc.kill()

@@ -89,34 +89,48 @@ class WorkerSetupError(RuntimeError):
     """A worker node could not start a child process: an environment problem, not a config's."""
 
 
-def _remote_probe(cache_dir: str | None, run_fn: RunFn | None, framework: str) -> tuple[dict, dict]:
-    """(platform, software) of ``framework`` in a child process of a worker, as its configs
-    would run there."""
-    from paradnn.executors.process import Child
+#: This Ray worker process's executors, one per (time limit, cache folder, run function): Ray
+#: reuses a worker for the tasks of one job, so its measuring child (and the framework imported
+#: there, seconds on a CPU) is started once per worker, not once per config.
+_WORKER_EXECUTORS: dict[tuple[float, str | None, bytes], Any] = {}
+
+
+def _worker_executor(timeout_s: float, cache_dir: str | None, run_fn: RunFn | None) -> Any:
+    """This worker's ProcessExecutor for these arguments, started on first use; an environment
+    that cannot start a framework is a WorkerSetupError."""
+    import pickle
+
+    from paradnn.executors.process import ProcessExecutor
 
     try:
-        child = Child(cache_dir, run_fn)
-        try:
-            return child.context(framework)
-        finally:
-            child.stop()
+        fn_id = pickle.dumps(run_fn)  # equal for equal module-level functions and partials
+    except Exception:  # noqa: BLE001 - an unpicklable run_fn is keyed by identity
+        fn_id = repr(id(run_fn)).encode()
+    key = (float(timeout_s), cache_dir, fn_id)
+    if key not in _WORKER_EXECUTORS:
+        _WORKER_EXECUTORS[key] = ProcessExecutor(timeout_s=timeout_s, cache_dir=cache_dir,
+                                                 run_fn=run_fn)
+    return _WORKER_EXECUTORS[key]
+
+
+def _remote_probe(cache_dir: str | None, run_fn: RunFn | None, framework: str,
+                  timeout_s: float = 0.0) -> tuple[dict, dict]:
+    """(platform, software) of ``framework`` in a child process of a worker, as its configs
+    would run there: the child the worker's configs then reuse."""
+    try:
+        return _worker_executor(timeout_s, cache_dir, run_fn).context(framework)
     except ParadnnError as exc:
         raise WorkerSetupError(str(exc)) from None
 
 
 def _remote_run(task: Task, timeout_s: float, cache_dir: str | None,
-                run_fn: RunFn | None) -> Record:
-    from paradnn.executors.process import ProcessExecutor
-
-    ex = ProcessExecutor(timeout_s=timeout_s, cache_dir=cache_dir, run_fn=run_fn)
+                run_fn: RunFn | None) -> Outcome:
+    ex = _worker_executor(timeout_s, cache_dir, run_fn)
     try:
-        try:
-            ex.context(task.workload.framework)
-        except ParadnnError as exc:
-            raise WorkerSetupError(str(exc)) from None
-        return ex.run_one(task)
-    finally:
-        ex.close()
+        ex.context(task.workload.framework)
+    except ParadnnError as exc:
+        raise WorkerSetupError(str(exc)) from None
+    return ex.run_one(task)
 
 
 def label_matches(labels: dict[str, str], selector: dict[str, str]) -> bool:
@@ -200,7 +214,13 @@ class RayExecutor(Executor):
 
     def _options(self, devices: int) -> dict[str, Any]:
         if self.resources is not None:
-            return dict(self.resources)
+            options = dict(self.resources)
+            if options.get("label_selector"):
+                # Ray 2.60 accepts "in(a, b)" but then matches only the first value: spaces
+                # dropped, so that Ray places tasks as label_matches (and the probes) assume.
+                options["label_selector"] = {k: "".join(str(v).split())
+                                             for k, v in options["label_selector"].items()}
+            return options
         total = self.ray.cluster_resources()
         if total.get("GPU", 0) > 0:
             return {"num_gpus": devices, "num_cpus": 1}
@@ -236,7 +256,7 @@ class RayExecutor(Executor):
                                f"{[(n.get('Resources'), n.get('Labels')) for n in self._nodes()]})")
         pinned = {k: v for k, v in options.items() if k != "label_selector"}
         refs = {self._probe.options(**pinned, scheduling_strategy=NodeAffinitySchedulingStrategy(
-                    n["NodeID"], soft=False)).remote(self.cache_dir, self.run_fn, framework): n["NodeID"]
+                    n["NodeID"], soft=False)).remote(self.cache_dir, self.run_fn, framework, self.timeout_s): n["NodeID"]
                 for n in nodes}
         found = []
         for ref, node_id in refs.items():
