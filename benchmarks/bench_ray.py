@@ -114,6 +114,7 @@ def start_cluster(nodes: int, temp_dir: str, procs: list[subprocess.Popen]) -> s
 def one_run(address: str, n: int, configs: int, seconds: float, folder: Path) -> dict:
     """One sweep of ``configs`` configs on the first ``n`` nodes into a fresh store."""
     import bench_ray  # by its module name, not __main__: the nodes' children import it so
+
     from paradnn.grids import grid
     from paradnn.measure import MeasureSettings
     from paradnn.sweeper import sweep
