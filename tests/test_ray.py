@@ -404,3 +404,27 @@ def test_cli_names_missing_configs_exit_1_then_measures_them(cluster, tmp_path):
     assert (df["examples_per_sec"] > 0).all()
     assert any(cache.rglob("*"))
     json.dumps(df.iloc[0].to_dict(), default=str)  # a plain row
+
+
+def test_placement_rules_follow_ray_resources_and_labels():
+    from paradnn.executors.ray import node_fits
+
+    node = {"Resources": {"CPU": 4.0, "GPU": 1.0}, "Labels": {"platform": "a100"}}
+    assert node_fits(node, {"num_gpus": 1, "label_selector": {"platform": "a100"}})
+    assert not node_fits(node, {"num_gpus": 2})
+    assert not node_fits(node, {"num_cpus": 8})
+    assert not node_fits(node, {"resources": {"TPU": 4}})
+    assert not node_fits(node, {"label_selector": {"platform": "!a100"}})
+    assert node_fits(node, {"label_selector": {"platform": "in(h100,a100)"}})
+    assert not node_fits(node, {"label_selector": {"platform": "!in(h100,a100)"}})
+    assert node_fits(node, {"label_selector": {"zone": "!east"}})  # an absent label is not east
+
+
+def test_progress_keeps_a_missing_config_in_its_total():
+    import io
+
+    from paradnn.sweeper import Progress
+
+    bar = Progress(3, 0, io.StringIO())
+    bar.miss()
+    assert bar.total == 3 and "1/3" in bar.line() and "missing 1" in bar.line()

@@ -19,9 +19,9 @@ measured it, and resume counts a config's records under the key of every such pl
 Resources per task (``resources``): Ray ``.options()`` keywords such as ``{"num_gpus": 1}``,
 ``{"num_cpus": 16}``, ``{"resources": {"TPU": 4}}`` or ``{"label_selector": {"platform":
 "a100"}}`` (nodes started with ``ray start --labels platform=a100``). The default asks for
-``devices`` GPUs when the cluster has GPUs, ``devices`` TPU chips when it has TPUs, and one CPU
-otherwise. For faithful CPU timings give each task a whole node (``num_cpus`` = the node's
-cores), so that two configs never share cores.
+``devices`` GPUs when the cluster has GPUs, ``devices`` TPU chips when it has TPUs, and
+otherwise a whole CPU node's cores (the fewest of any alive node): one config per device, so
+that two configs never share cores.
 
 Workers need paradnn installed (or on ``PYTHONPATH`` when ``ray start`` runs); see
 sweeps/cloud_tpu/README.md.
@@ -226,7 +226,11 @@ class RayExecutor(Executor):
             return {"num_gpus": devices, "num_cpus": 1}
         if total.get("TPU", 0) > 0:
             return {"resources": {"TPU": devices}, "num_cpus": 1}
-        return {"num_cpus": 1}
+        # A CPU host is one device: a task asks for a whole node's cores (the fewest of any
+        # node that has some, so that every node fits), one config per node, so that two
+        # configs never share cores and time each other's load.
+        cores = [n["Resources"]["CPU"] for n in self._nodes() if (n.get("Resources") or {}).get("CPU", 0) > 0]
+        return {"num_cpus": min(cores) if cores else 1}
 
     def _slots(self, options: dict[str, Any]) -> int:
         """How many tasks with ``options`` the cluster's alive nodes run at once (at least 1)."""
