@@ -211,8 +211,17 @@ class RayExecutor(Executor):
         # framework -> [(node id, platform, software)] of every node probed, distinct contexts
         # first in the order met.
         self._contexts: dict[str, list[tuple[str, dict[str, Any], dict[str, Any]]]] = {}
+        self._defaults: dict[int, tuple[float, dict[str, Any]]] = {}  # devices -> (read at, options)
 
     def _options(self, devices: int) -> dict[str, Any]:
+        """Ray ``.options()`` of a task of a config on ``devices`` devices; the default is read
+        from the cluster at most every NODES_EVERY_S (not once per task of a long sweep)."""
+        now = time.monotonic()
+        if devices not in self._defaults or now - self._defaults[devices][0] > NODES_EVERY_S:
+            self._defaults[devices] = (now, self._read_options(devices))
+        return dict(self._defaults[devices][1])
+
+    def _read_options(self, devices: int) -> dict[str, Any]:
         if self.resources is not None:
             options = dict(self.resources)
             if options.get("label_selector"):
