@@ -846,9 +846,12 @@ def _retry_unstable(config: SweepConfig, resume: _Resume, ex: Any, db: Store,
     if config.retry_unstable_s <= 0:
         return
     rows: dict[str, list[dict[str, Any]]] = {}
+    # A config's rows under any measuring platform's key (a mixed Ray cluster) are its rows.
+    primary = {alt: key for key, alts in resume.alternates.items() for alt in alts}
     for row in db.rows():
-        if row.get("key") in resume.keyed:
-            rows.setdefault(row["key"], []).append(row)
+        key = primary.get(row.get("key"), row.get("key"))
+        if key in resume.keyed:
+            rows.setdefault(key, []).append(row)
     candidates = []
     for key in resume.keyed:
         mine = rows.get(key, [])
