@@ -14,7 +14,8 @@ in the store. Each record is committed the moment it exists.
 Faults (docs/reliability.md): an infrastructure fault (:class:`~paradnn.executors.Fault`: an
 unwritable cache, an absent JAX platform, a lost worker) is never stored as a config's result;
 the sweep either stops with one :class:`~paradnn.errors.InfrastructureError` or goes on without
-that config, and the next run measures it. A store that cannot take a row (a full disk) stops the
+that config and names it missing at the end (``attrs["missing"]`` of the returned frame; the
+command line exits 1), and the next run measures it. A store that cannot take a row (a full disk) stops the
 sweep with one :class:`~paradnn.errors.StoreError`; every row committed before is kept.
 """
 
@@ -296,6 +297,7 @@ class Progress:
         self.retry_called_s = 0.0  # estimated seconds of the retries the finished configs call for
         self.counts = {s: 0 for s in STATUSES}
         self.done = 0
+        self.missing = 0  # configs left unrecorded by infrastructure faults (Progress.miss)
         self.start = time.monotonic()
         self.tty = bool(stream is not None and getattr(stream, "isatty", lambda: False)())
         self.estimates = dict(estimates or {})
@@ -362,6 +364,8 @@ class Progress:
         eta = self.eta()
         counts = " ".join(f"{s} {n}" for s, n in self.counts.items() if n or s in ("ok", "oom",
                                                                                  "error"))
+        if self.missing:
+            counts += f" missing {self.missing}"
         running = f" | running {self.running}" if self.running else ""
         retries = self.retries_s()
         return (f"[{'#' * filled}{'.' * (self.width - filled)}] {self.done}/{self.total} "
@@ -391,6 +395,14 @@ class Progress:
                 if retry_would_help(row):
                     self.retry_called_s += _retry_estimate_s(row, self.retry_budget_s)
             self.running = None
+        self._draw()
+
+    def miss(self) -> None:
+        """A config an infrastructure fault left unrecorded: done here, counted as missing,
+        and still in the total (it was not measured elsewhere, unlike a skipped one)."""
+        self.done += 1
+        self.missing += 1
+        self.running = None
         self._draw()
 
     def skip(self, workload: Workload | None = None) -> None:
@@ -477,7 +489,12 @@ def sweep(config: SweepConfig | GridLike, store: str | os.PathLike | None = None
     Returns the store's rows for this sweep's configs (all repeats, earlier runs included), one
     column per field, as :func:`paradnn.load` gives them. ``attrs["written"]`` lists the rows
     this call added itself, as ``(key, time_utc)`` pairs: the others were in the store before,
-    or a concurrent sweep on the same store wrote them.
+    or a concurrent sweep on the same store wrote them. ``attrs["missing"]`` lists, as
+    ``(config name, record key, why)``, the configs an infrastructure fault left unrecorded (a
+    Ray task lost on every attempt): not measured, never stored; the next run measures them.
+    ``attrs["timing"]``: ``setup_s`` (s before the first config was handed out: workers
+    started, platforms probed, store read), ``store_s`` (s committing rows), ``wall_s`` and
+    ``rows`` (records committed) of this call.
     """
     if isinstance(config, SweepConfig):
         if store is not None or overrides:
@@ -506,9 +523,14 @@ def sweep(config: SweepConfig | GridLike, store: str | os.PathLike | None = None
             _retry_unstable(config, resume, ex, db, stream, tally)
             frame = db.frame()
     _summarize(stream, tally)
-    keys = set(resume.keyed) | tally.written
+    keys = resume.all_keys() | tally.written
     result = frame[frame["key"].isin(keys)].reset_index(drop=True)
     result.attrs["written"] = list(tally.rows)
+    result.attrs["missing"] = list(tally.missing)
+    # Where this run's wall time went on the driver's side (benchmarks/bench_ray.py reads it).
+    result.attrs["timing"] = {"setup_s": tally.setup_s or 0.0, "store_s": tally.store_s,
+                              "wall_s": time.perf_counter() - tally.start,
+                              "rows": tally.committed}
     return result
 
 
@@ -551,6 +573,13 @@ class _Resume:
     platform: dict[str, Any]  # the executor's platform (of the default framework)
     #: record key -> time_utc of the unstable row a remeasurement replaces (remeasure_unstable)
     replaces: dict[str, str] = dataclasses.field(default_factory=dict)
+    #: record key -> every key the config's records may have, one per measuring platform of a
+    #: mixed cluster (``Executor.contexts``), the key itself first; absent: only the key.
+    alternates: dict[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
+
+    def all_keys(self) -> set[str]:
+        """Every key a record of this sweep's configs may have."""
+        return set(self.keyed).union(*self.alternates.values())
 
     def missing(self, key: str, repeat: int) -> int:
         """Records config ``key`` still needs to reach ``repeat``."""
@@ -565,7 +594,9 @@ class _Tally:
     setup_s: float | None = None  # seconds before the first config was handed out
     store_s: float = 0.0  # seconds spent committing rows (in no record: they come after it)
     committed: int = 0
-    unrecorded: int = 0  # configs lost to infrastructure faults (measured by the next run)
+    #: (config name, record key, why) of each config an infrastructure fault left unrecorded
+    #: (a Ray task lost on every attempt): named at the end; the next run measures them.
+    missing: list[tuple[str, str, str]] = dataclasses.field(default_factory=list)
     phase_rows: list[Mapping[str, Any]] = dataclasses.field(default_factory=list)
     written: set[str] = dataclasses.field(default_factory=set)  # record keys committed
     #: (key, time_utc) of each row this run added to the store: what it measured itself, as
@@ -576,6 +607,8 @@ class _Tally:
     retried: int = 0  # retry records committed
     retried_stable: int = 0  # of which ok and stable
     retry_left: int = 0  # candidates not retried: the extra time would have passed the bound
+    #: retries an infrastructure fault left unrecorded (the config keeps its first row)
+    retry_lost: list[tuple[str, str, str]] = dataclasses.field(default_factory=list)
     retry_useless: int = 0  # unstable configs whose timing ended at max_calls: not retried
     retry_contended: int = 0  # unstable configs measured on a busy host: not retried
     retry_busy: int = 0  # candidates not retried because the host stayed busy
@@ -598,13 +631,22 @@ def _key_configs(config: SweepConfig, ex: Any, db: Store) -> _Resume:
                                   "the sweep again to resume", retry=exc.retry) from None
     settings_dict = config.settings.to_dict()
     keyed: dict[str, Workload] = {}
+    alternates: dict[str, tuple[str, ...]] = {}
     for w in config.workloads:
         # Each framework's records carry its own context (devices it sees, versions); the
-        # executor keeps each framework's context once started.
-        fw_platform, fw_software = ex.context(w.framework)
-        key = record_key(w.to_dict(), fw_platform, fw_software, settings_dict)
-        keyed.setdefault(key, w)
-    counts = db.counts_by_key(keyed, unstable=not config.remeasure_unstable)
+        # executor keeps each framework's contexts once started. On a mixed cluster each
+        # measuring platform gives its own key: a record under any of them counts (resume per
+        # measuring platform), the first one keys the config's claims.
+        keys = tuple(dict.fromkeys(record_key(w.to_dict(), p, sw, settings_dict)
+                                   for p, sw in ex.contexts(w.framework)))
+        if keys[0] not in keyed:
+            keyed[keys[0]] = w
+            if len(keys) > 1:
+                alternates[keys[0]] = keys
+    found = db.counts_by_key(set(keyed).union(*alternates.values()),
+                             unstable=not config.remeasure_unstable)
+    counts = {key: sum(found.get(k, 0) for k in alternates.get(key, (key,))) for key in keyed}
+    counts = {key: n for key, n in counts.items() if n}
     replaces: dict[str, str] = {}
     if config.remeasure_unstable:
         # The newest unstable ok row of each config is the attempt its remeasurement replaces:
@@ -622,7 +664,7 @@ def _key_configs(config: SweepConfig, ex: Any, db: Store) -> _Resume:
             found = newest.get(record_key(w.to_dict(), fw_platform, fw_software, {}))
             if found is not None and counts.get(key, 0) == 0:
                 replaces[key] = found[1] if found[0] == key else f"{found[0]}@{found[1]}"
-    return _Resume(keyed, counts, platform, replaces)
+    return _Resume(keyed, counts, platform, replaces, alternates)
 
 
 def _progress_bar(config: SweepConfig, resume: _Resume, db: Store,
@@ -678,7 +720,8 @@ def _execute(config: SweepConfig, resume: _Resume, ex: Any, db: Store, bar: Prog
                 if claim is None:
                     bar.skip(w)
                     continue
-                task = Task(w, config.settings, config.memory_limit_bytes, key, claim)
+                task = Task(w, config.settings, config.memory_limit_bytes, key, claim,
+                            resume.alternates.get(key, ()))
                 claimed[claim] = task
                 if not reports_starts:
                     bar.begin(w)
@@ -694,9 +737,11 @@ def _execute(config: SweepConfig, resume: _Resume, ex: Any, db: Store, bar: Prog
 
 def _commit(results: Iterator[tuple[Task, Any]], claimed: dict[int, Task], db: Store,
             bar: Progress, stream: IO[str] | None, tally: _Tally,
-            stored: Callable[[Task, Record], Record] | None = None) -> None:
+            stored: Callable[[Task, Record], Record] | None = None,
+            lost: list[tuple[str, str, str]] | None = None) -> None:
     """Commit each record of the executor's ``results`` the moment it exists (``stored`` turns
-    it into the record to store); a fault gives its claim back. Claims left in ``claimed``
+    it into the record to store); a fault gives its claim back, and one the sweep goes on from
+    is listed in ``lost`` (default ``tally.missing``). Claims left in ``claimed``
     (the tasks handed out and not finished) are released at the end, whatever happened."""
     warned = False
     try:
@@ -712,11 +757,14 @@ def _commit(results: Iterator[tuple[Task, Any]], claimed: dict[int, Task], db: S
                         f"{record.message}; the sweep stopped without recording this "
                         f"config ({tally.committed} record(s) of this run are committed); "
                         "fix it and run the sweep again to resume")
-                tally.unrecorded += 1
-                bar.skip()
+                # Named and counted, never dropped: the progress total keeps it, the summary
+                # names it and `paradnn sweep` exits 1.
+                name = progress_lines.config_name(task.workload, bar.frameworks)
+                (tally.missing if lost is None else lost).append((name, task.key, record.message))
+                bar.miss()
                 if stream is not None:
-                    stream.write(f"\nparadnn sweep: not recorded (retried by the next "
-                                 f"run): {record.message}\n")
+                    stream.write(f"\nparadnn sweep: missing {name} (not recorded; the next run "
+                                 f"measures it): {record.message}\n")
                 continue
             if stored is not None:
                 record = stored(task, record)
@@ -728,7 +776,7 @@ def _commit(results: Iterator[tuple[Task, Any]], claimed: dict[int, Task], db: S
             tally.committed += 1
             claimed.pop(task.claim, None)
             tally.written.add(record.key)
-            if record.key != task.key and not warned and stream is not None:
+            if record.key not in (task.key, *task.keys) and not warned and stream is not None:
                 warned = True
                 stream.write(
                     "\nparadnn sweep: warning: a record's key differs from the one "
@@ -798,9 +846,12 @@ def _retry_unstable(config: SweepConfig, resume: _Resume, ex: Any, db: Store,
     if config.retry_unstable_s <= 0:
         return
     rows: dict[str, list[dict[str, Any]]] = {}
+    # A config's rows under any measuring platform's key (a mixed Ray cluster) are its rows.
+    primary = {alt: key for key, alts in resume.alternates.items() for alt in alts}
     for row in db.rows():
-        if row.get("key") in resume.keyed:
-            rows.setdefault(row["key"], []).append(row)
+        key = primary.get(row.get("key"), row.get("key"))
+        if key in resume.keyed:
+            rows.setdefault(key, []).append(row)
     candidates = []
     for key in resume.keyed:
         mine = rows.get(key, [])
@@ -850,7 +901,8 @@ def _retry_unstable(config: SweepConfig, resume: _Resume, ex: Any, db: Store,
             claim = db.claim(key, stored_rows + 1, config.stale_after_s, unstable=True)
             if claim is None:
                 continue
-            task = Task(resume.keyed[key], longer, config.memory_limit_bytes, key, claim)
+            task = Task(resume.keyed[key], longer, config.memory_limit_bytes, key, claim,
+                        resume.alternates.get(key, ()))
             claimed[claim] = task
             running[claim] = estimate_s
             yield task
@@ -886,7 +938,9 @@ def _retry_unstable(config: SweepConfig, resume: _Resume, ex: Any, db: Store,
 
     ex.watch(started=None, waiting=beat, every_s=progress_lines.EVERY_S)
     try:
-        _commit(ex.execute(tasks()), claimed, db, Progress(0, 0, None), stream, tally, as_asked)
+        # A lost retry leaves the config's first row: it is not missing, only not retried.
+        _commit(ex.execute(tasks()), claimed, db, Progress(0, 0, None), stream, tally, as_asked,
+                lost=tally.retry_lost)
     finally:
         tally.retry_s = time.perf_counter() - start
 
@@ -959,7 +1013,11 @@ def _summarize(stream: IO[str] | None, tally: _Tally) -> None:
                      "of them stable now"
                      + (f"; {left} not retried within the {tally.retry_bound_s:g} s of extra time "
                         "(--retry-unstable-s / run.retry_unstable_s: more time; `paradnn status` "
-                        "prints the --remeasure-unstable recipe)" if left else "") + "\n")
-    if tally.unrecorded and stream is not None:
-        stream.write(f"paradnn sweep: {tally.unrecorded} config(s) met infrastructure faults "
-                     "and were not recorded; run the sweep again to measure them\n")
+                        "prints the --remeasure-unstable recipe)" if left else "")
+                     + (f"; {len(tally.retry_lost)} retry(ies) lost to infrastructure faults"
+                        if tally.retry_lost else "") + "\n")
+    if tally.missing and stream is not None:
+        stream.write(f"paradnn sweep: {len(tally.missing)} config(s) missing: infrastructure "
+                     "faults left them unrecorded (never stored as results); run the sweep again "
+                     "to measure them:\n"
+                     + "".join(f"  {name} [key {key}]: {why}\n" for name, key, why in tally.missing))

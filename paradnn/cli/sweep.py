@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -71,6 +72,14 @@ def _sweep(args: argparse.Namespace) -> int:
              f"{RETRY_BUDGET_FACTOR}x time budget, {stable} stable now" if len(retries) else "")
           + ("; `paradnn status` groups the failures" if len(df) and (df["status"] != "ok").any()
              else ""))
+    missing = df.attrs.get("missing", [])
+    if missing:
+        # Never exit 0 with a config missing: a lost config is the environment's fault, not a
+        # result, and a script checking the status must see it (printed even with --quiet).
+        print(f"paradnn sweep: {len(missing)} config(s) missing (infrastructure faults; not "
+              f"stored; run the sweep again to measure them): "
+              + "; ".join(f"{name} [key {key}]" for name, key, _why in missing), file=sys.stderr)
+        return 1
     return 0
 
 

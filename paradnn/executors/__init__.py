@@ -14,9 +14,10 @@ Failure taxonomy. A config's own outcomes are records: ``oom``, ``error`` (an ex
 workload), ``timeout``, ``crashed`` (its process died; the record says whether by a signal or by
 exiting with a status). A fault of the environment is a :class:`Fault`, never a record: an
 ``OSError`` (an unwritable cache, a full disk, a permission), a framework's device platform that
-cannot start, a lost Ray worker. The sweep driver releases the config's claim and either stops with one line
-(``retry=False``: every config would meet the same fault) or goes on without it
-(``retry=True``); either way the next run of the sweep measures the config.
+cannot start, a Ray task lost on every attempt. The sweep driver releases the config's claim and either
+stops with one line (``retry=False``: every config would meet the same fault) or goes on without
+it (``retry=True``), naming it as missing at the end (``paradnn sweep`` exits 1); either way the
+next run of the sweep measures the config.
 """
 
 from __future__ import annotations
@@ -53,13 +54,17 @@ class Task:
     memory_limit_bytes: int | None
     key: str
     claim: int | None = None
+    #: Every key a record of this config may have (``key`` first): one per measuring platform
+    #: of a mixed cluster (:meth:`Executor.contexts`); empty means ``(key,)``.
+    keys: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
 class Fault:
     """An infrastructure fault met while running a task: not the workload's result, never stored.
 
-    ``retry`` True: leave the config unrecorded and go on (a lost worker); False: stop the sweep,
+    ``retry`` True: leave the config unrecorded, go on, and name it missing at the end (a Ray task
+    lost on every attempt); False: stop the sweep,
     since every config would meet it (an unwritable cache, a full disk, an absent platform).
     """
 
@@ -81,6 +86,12 @@ class Executor:
 
     def context(self, framework: str = backends.DEFAULT) -> tuple[dict[str, Any], dict[str, Any]]:
         raise NotImplementedError
+
+    def contexts(self, framework: str = backends.DEFAULT) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+        """Every distinct (platform, software) where configs of ``framework`` may run, the one
+        of :meth:`context` first: more than one on a mixed cluster, whose nodes' records carry
+        their own platform (and so their own keys, all of which resume counts)."""
+        return [self.context(framework)]
 
     def execute(self, tasks: Iterator[Task]) -> Iterator[tuple[Task, Outcome]]:
         raise NotImplementedError
