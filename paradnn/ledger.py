@@ -123,10 +123,12 @@ def parts(ops: pd.DataFrame, step_time_s: float, model_flops_per_step: float | N
         "ledger_time_scale": scale,
     })
     if peak_flops:
-        compute = _opaque_costs(work, "flops", flops_per_step, devices) / peak_flops
+        compute = _opaque_costs(work, "flops", flops_per_step, devices).fillna(0.0) / peak_flops
         if peak_bytes_per_sec:
             bound = _opaque_costs(work, "bytes", bytes_per_step, devices) / peak_bytes_per_sec
-            memory = (bound - compute).clip(lower=0.0).clip(upper=(t - compute).clip(lower=0.0))
+            # An operation without bytes (a profiler that gives none) has no bandwidth bound:
+            # its time beyond the compute bound stays below roof.
+            memory = (bound - compute).clip(lower=0.0).clip(upper=(t - compute).clip(lower=0.0)).fillna(0.0)
         else:
             memory = compute * 0.0
         useful = (model_flops_per_step or 0.0) / (devices * peak_flops)

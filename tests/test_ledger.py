@@ -251,3 +251,16 @@ def test_commands_take_show_and_report_the_ledger(tmp_path):
                 "--retry-unstable-s", "0").returncode == 0
     rows = paradnn.load(fresh)
     assert rows["ledger_source"].notna().all() and (rows["ledger"] == 1).all()
+
+
+@pytest.mark.slow
+def test_torch_takes_a_ledger_and_tensorflow_says_it_cannot():
+    pytest.importorskip("torch", reason="the torch backend needs PyTorch (pip install paradnn[torch])")
+    m = _run(FC(layers=2, nodes=64, input=32, output=10), 16, framework="torch")
+    _check_adds_up(m)
+    assert m["ledger_source"].startswith("torch.profiler") and "no bytes per operator" in m["ledger_note"]
+    pytest.importorskip("tensorflow", reason="the TensorFlow backend needs TensorFlow (pip install paradnn[tf])")
+    r = paradnn.run(FC(layers=1, nodes=16, input=16, output=10), batch=8, framework="tensorflow", ledger=True,
+                    time_budget_s=0.2)
+    assert r.status == "ok" and r.metrics["ledger_source"] is None
+    assert r.metrics["ledger_note"].startswith("no ledger:") and "tensorflow" in r.metrics["ledger_note"]

@@ -44,11 +44,12 @@ def ledger_frame(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def part_sensitivity(df: pd.DataFrame, features: Sequence[str], log2: bool = True,
-                     bootstrap: int = 100) -> pd.DataFrame:
+                     bootstrap: int = 100, include_unstable: bool = False) -> pd.DataFrame:
     """The regression sensitivity (ParaDnn Fig 7's method, :func:`paradnn.analysis.sensitivity`)
     of each ledger part's share to ``features``: ``DataFrame[part, feature, weight, ci_low,
     ci_high]`` (standardized weights: the change of the share, in its standard deviations, per
-    standard deviation of log2 of the feature). Parts that never vary are left out."""
+    standard deviation of log2 of the feature). Parts that never vary are left out; so are runs
+    whose timing missed its precision target, unless ``include_unstable``."""
     frame = ledger_frame(df)
     out = []
     for part in LEDGER_PARTS:
@@ -57,7 +58,8 @@ def part_sensitivity(df: pd.DataFrame, features: Sequence[str], log2: bool = Tru
         if len(values) < 2 or values.std() == 0:
             continue
         try:
-            sens = sensitivity(frame, col, list(features), log2=log2, bootstrap=bootstrap)
+            sens = sensitivity(frame, col, list(features), log2=log2, bootstrap=bootstrap,
+                               include_unstable=include_unstable)
         except ParadnnError:
             continue
         out.append(sens.assign(part=part))

@@ -10,7 +10,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
-from paradnn.analysis.columns import workload_label
+from paradnn.analysis.columns import unstable_mask, workload_label
 from paradnn.analysis.ledger import share_column
 from paradnn.errors import ParadnnError
 from paradnn.plots.style import MIN_FONT_PT, PAGE_WIDTH_IN, PlotFigure, new_figure, styled
@@ -55,12 +55,18 @@ def ledger_bars(frame: pd.DataFrame, title: str | None = None) -> Figure:
                     label=None if np.any(pos) else _label(part))
         left_pos += pos
         left_neg += neg
-    names = [f"{workload_label(r)}  ({r['step_time_s'] * 1e3:.3g} ms)" for _, r in rows.iterrows()]
+    # Runs whose timing missed its precision target are named so (their step time is noisy).
+    shaky = unstable_mask(rows)
+    names = [f"{workload_label(r)} batch {int(r['batch'])}  ({r['step_time_s'] * 1e3:.3g} ms"
+             + (", unstable)" if shaky.loc[i] else ")") for i, r in rows.iterrows()]
     ax.set_yticks(y, names, fontsize=MIN_FONT_PT)
+    for tick, bad in zip(ax.get_yticklabels(), shaky):
+        if bad:
+            tick.set_color("dimgray")
+            tick.set_fontstyle("italic")
     ax.axvline(0, color="black", lw=0.8)
     ax.set_xlabel("share of the measured step time (1 = the step; parts add up to it)")
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12 if height < 4 else -0.05), ncol=4,
-              frameon=False)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False, title="part")
     ax.set_title(title or "Where each config's step time goes (time ledger)")
     return fig
 
@@ -150,6 +156,6 @@ def ledger_sensitivity(sens: pd.DataFrame, title: str | None = None) -> Figure:
                 ax.text(j, i, f"{m[i, j]:+.2f}", ha="center", va="center", fontsize=MIN_FONT_PT)
     ax.set_xticks(range(len(feats)), [f"log2 {f}" for f in feats])
     ax.set_yticks(range(len(parts)), [_label(p) for p in parts])
-    fig.colorbar(im, ax=ax, label="standardized weight (share's SDs per SD of log2 feature)")
+    fig.colorbar(im, ax=ax, label="weight (share SDs per SD)")
     ax.set_title(title or "Sensitivity of each ledger part's share to the hyperparameters (Fig 7 method)")
     return fig

@@ -513,7 +513,8 @@ def ledger_section(df: pd.DataFrame) -> list[Section]:
         "useful work at the peak (analytic FLOPs / peak), extra work at the peak (executed "
         "beyond them), memory-bound time and kernels below their roof (per operation, from its "
         "profiled time against its roofline bound), communication, time outside operations; "
-        "where operations overlapped, the overlap is drawn left of 0. Source: the run's own "
+        "where operations overlapped, the overlap is drawn left of 0; runs whose timing missed "
+        "its precision target are named in grey italics with 'unstable'. Source: the run's own "
         f"profile after its timed calls ({', '.join(sources)}), the peak of each run "
         "(peak_source), the measured step time.",
         lambda: P.ledger_bars(frame), frame[[c for c in ("family", "batch", "step_time_s",

@@ -410,6 +410,14 @@ class TorchBackend:
 
         return isinstance(exc, (torch.OutOfMemoryError, MemoryError))
 
+    @staticmethod
+    def ledger_ops(program: Program, state: Any, batch: Any, steps: int, trace_dir: str) -> Any:
+        """The time ledger's operations: torch.profiler's per-operator self times
+        (:func:`paradnn.backends.torch.ledger.ledger_ops`; imported here, it reads with pandas)."""
+        from paradnn.backends.torch import ledger
+
+        return ledger.ledger_ops(program, state, batch, steps, trace_dir)
+
     def configure_cache(self, path: str | None) -> Callable[[], None]:
         """Point Inductor's cache (TORCHINDUCTOR_CACHE_DIR) at ``path``/torchinductor."""
         key = "TORCHINDUCTOR_CACHE_DIR"
