@@ -127,9 +127,11 @@ def _learn() -> types.SimpleNamespace:
 
 
 #: Most configs the Gaussian-process correction fits exactly (its cost grows as n^3 in time
-#: and n^2 in memory); bigger fits use :class:`InducingGP`. Every grid of the prediction study
-#: (docs/prediction.md: 40-180 configs) fits exactly.
-GP_EXACT_MAX = 300
+#: and n^2 in memory) and the interval's folds refit from scratch; bigger fits use
+#: :class:`InducingGP` and :class:`_FoldRefits`. Every grid of the prediction study
+#: (docs/prediction.md: 40-180 configs) fits exactly; up to ``GP_INDUCING`` configs every
+#: config is an inducing one (the exact GP's mean), only the folds are cheaper.
+GP_EXACT_MAX = 200
 #: Inducing configs of :class:`InducingGP` (chosen farthest-first over the scaled inputs).
 GP_INDUCING = 300
 
@@ -241,7 +243,7 @@ class Correction:
                 kernel = (like if isinstance(like, InducingGP) else like[-1]).kernel_
             if n > GP_EXACT_MAX:
                 # An exact GP costs n^3: beyond GP_EXACT_MAX configs, the same kernel on
-                # GP_INDUCING inducing configs (docs/prediction.md, "At scale").
+                # GP_INDUCING inducing configs (docs/prediction.md, "Many configs").
                 return InducingGP(kernel, GP_INDUCING, optimize=not fixed)
             # Zero mean (no normalize_y): far from the data the correction fades to 0, so the
             # prediction falls back to the roofline term instead of extrapolating a trend.
@@ -675,7 +677,7 @@ def _fit_roofline(flops: np.ndarray, nbytes: np.ndarray, t: np.ndarray, pf: np.n
     only where given (a fold of a fitted model starts from the model's optimum: its data are
     most of the model's, so its optimum is near). Up to ``GP_EXACT_MAX`` configs a fold keeps
     the 8 starts: from the model's optimum, the prediction study's intervals moved by one to
-    three configs (docs/prediction.md, "At scale")."""
+    three configs (docs/prediction.md, "Many configs")."""
     logt = np.log(t)
 
     def parts(theta: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
