@@ -485,8 +485,8 @@ def test_a_big_fit_uses_inducing_points_and_its_intervals_still_cover(monkeypatc
     rows["step_time_s"] = rows["step_time_s"] * (1024 / rows["nodes"]) ** 0.3
     table = P.config_table(P.measured(rows)[0])
     covered, total, gp_err, none_err = 0, 0, [], []
-    for seed in range(3):
-        test = np.random.default_rng(seed).random(len(table)) < 0.3
+    for seed in range(2):
+        test = np.random.default_rng(seed).random(len(table)) < 0.4
         m = P.fit(table[~test], seed=seed)
         assert isinstance(m._regressor, P.InducingGP)  # the scalable path ran
         assert len(m._regressor.z_) == 24
