@@ -472,3 +472,87 @@ def test_predict_is_in_the_lazy_public_api():
     assert paradnn.predict is predictor.predict
     with pytest.raises(ParadnnError, match="no target configs"):
         paradnn.predict([], store="never-written.db")
+
+
+# -- at scale (issue 39) ----------------------------------------------------------------------
+
+def test_a_big_fit_uses_inducing_points_and_its_intervals_still_cover(monkeypatch):
+    # The scalable path on a tiny grid: GP_EXACT_MAX lowered so that 96 configs count as many.
+    monkeypatch.setattr(P, "GP_EXACT_MAX", 30)
+    monkeypatch.setattr(P, "GP_INDUCING", 24)
+    rows = frame(fc_grid(layers=[1, 2, 4, 8], nodes=[32, 64, 128, 256, 512, 1024],
+                         batch=[8, 32, 128, 512]), noise=0.1)
+    rows["step_time_s"] = rows["step_time_s"] * (1024 / rows["nodes"]) ** 0.3
+    table = P.config_table(P.measured(rows)[0])
+    covered, total, gp_err, none_err = 0, 0, [], []
+    for seed in range(2):
+        test = np.random.default_rng(seed).random(len(table)) < 0.4
+        m = P.fit(table[~test], seed=seed)
+        assert isinstance(m._regressor, P.InducingGP)  # the scalable path ran
+        assert len(m._regressor.z_) == 24
+        pred = m.predict(table[test])
+        t = pred["step_time_s"]
+        covered += int(((t >= pred["predicted_step_time_low_s"])
+                        & (t <= pred["predicted_step_time_high_s"])).sum())
+        total += len(pred)
+        gp_err.extend(np.abs(t / pred["predicted_step_time_s"] - 1))
+        base = P.fit(table[~test], correction="none", seed=seed).predict(table[test])
+        none_err.extend(np.abs(t / base["predicted_step_time_s"] - 1))
+    # Nominal 90%: the split-conformal interval covers 90% on average over splits.
+    assert 0.8 <= covered / total <= 0.99, covered / total
+    # The sparse correction still learns what the roofline misses.
+    assert np.median(gp_err) < 0.6 * np.median(none_err)
+
+
+def test_inducing_gp_with_every_config_is_the_exact_gp():
+    L = P._learn()
+    rng = np.random.default_rng(0)
+    x = rng.random((40, 3))
+    y = np.sin(3 * x[:, 0]) + 0.1 * rng.standard_normal(40)
+    kernel = L.ConstantKernel(0.5) * L.RBF(0.7) + L.WhiteKernel(0.01)
+    exact = L.make_pipeline(L.StandardScaler(),
+                            L.GaussianProcessRegressor(kernel, optimizer=None)).fit(x, y)
+    sparse = P.InducingGP(kernel, m=40, optimize=False).fit(x, y)
+    xt = rng.random((10, 3))
+    np.testing.assert_allclose(sparse.predict(xt), exact.predict(xt), rtol=1e-5, atol=1e-6)
+
+
+def test_farthest_first_picks_what_the_quadratic_rule_picked():
+    def quadratic(x, k, chosen=()):
+        picked = list(chosen)
+        if not picked:
+            picked.append(int(np.argmin(((x - x.mean(axis=0)) ** 2).sum(axis=1))))
+        while len(picked) < min(k + len(chosen), len(x)):
+            d = np.sqrt(((x[:, None, :] - x[None, picked, :]) ** 2).sum(axis=2)).min(axis=1)
+            d[picked] = -1.0
+            picked.append(int(np.argmax(d)))
+        return picked[len(chosen):]
+
+    x = np.random.default_rng(1).random((300, 5))
+    grid_x = np.array(np.meshgrid(*[np.arange(4.0)] * 3)).reshape(3, -1).T  # ties everywhere
+    for data in (x, grid_x):
+        assert P.farthest_first(data, 25) == quadratic(data, 25)
+        assert P.farthest_first(data, 10, [3, 7]) == quadratic(data, 10, [3, 7])
+
+
+def test_nearest_configs_by_tree_match_the_whole_distance_matrix(monkeypatch):
+    rng = np.random.default_rng(2)
+    train, x = rng.random((200, 4)), rng.random((50, 4))
+    res = rng.random(200)
+    dense = P._difficulty(x, train, res, 0.1, 0.5)
+    dense_self = P._difficulty(train, train, res, 0.1, 0.5, exclude_self=True)
+    monkeypatch.setattr(P, "DENSE_DISTANCES", 0)  # the k-d tree
+    np.testing.assert_allclose(P._difficulty(x, train, res, 0.1, 0.5), dense)
+    np.testing.assert_allclose(P._difficulty(train, train, res, 0.1, 0.5, exclude_self=True),
+                               dense_self)
+
+
+def test_configs_measured_twice_count_once():
+    once = frame(fc_grid(layers=[1, 2], nodes=[32, 128, 512], batch=[8, 128]))
+    twice = pd.concat([once, once.assign(step_time_s=once["step_time_s"] * 1.02)],
+                      ignore_index=True)
+    table = P.score(twice, "none", axes=(), baseline=False)
+    assert set(table["configs"]) == {len(once)}
+    m = P.fit(twice, "none")
+    assert (m.n_configs, m.n_rows) == (len(once), 2 * len(once))
+    assert f"{len(once)} configs ({2 * len(once)} rows)" in m.describe()

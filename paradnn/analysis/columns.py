@@ -194,6 +194,17 @@ def workload_label(row: pd.Series | dict) -> str:
     return f"{name} {dtype}" if isinstance(dtype, str) and dtype != "float32" else name
 
 
+def label_columns(df: pd.DataFrame) -> list[str]:
+    """The columns of ``df`` that :func:`workload_label`, :func:`platform_label` and
+    :func:`software_label` read: a big frame's labels are made from records of these alone
+    (a record of all ~160 columns of a store row costs more than the label)."""
+    keep = {"family", "kind", "model", "dtype", "batch", "device_kind", "device_platform",
+            "devices", "device_count", "framework"}
+    for fields in FAMILY_FIELDS.values():
+        keep.update(fields)
+    return [c for c in df.columns if c in keep or c.endswith("_version")]
+
+
 def platform_label(row: pd.Series | dict) -> str:
     """``device_kind x count (backend)`` for one row."""
     kind = row.get("device_kind") or row.get("device_platform") or "unknown device"

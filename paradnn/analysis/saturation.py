@@ -4,11 +4,12 @@ achieves at any batch."""
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from paradnn.analysis.columns import (
-    group_columns, ok_rows, platform_label, require_columns, software_label, unstable_mask,
-    workload_label,
+    group_columns, label_columns, ok_rows, platform_label, require_columns, software_label,
+    unstable_mask, workload_label,
 )
 from paradnn.errors import ParadnnError
 
@@ -37,28 +38,43 @@ def saturation(
     rows = rows.assign(_v=pd.to_numeric(rows[metric], errors="coerce"), _u=unstable_mask(rows))
     rows = rows[rows["_v"].notna() & rows["batch"].notna()]
     keys = [c for c in group_columns(rows, exclude=("batch",)) if rows[c].notna().any()]
+    # The columns read below, not the ~160 of a store row: the per-model frames are copied
+    # several times each (98 s of a 10,000-row report, all of it in copies).
+    rows = rows[list(dict.fromkeys([*keys, *label_columns(rows), "batch", "_v", "_u",
+                                    *(c for c in ("family", "kind") if c in rows.columns)]))]
+    # Each model's rows as positions into plain arrays, models in sorted key order and rows in
+    # their order: a pandas frame per model cost 10 ms, thousands of models in a big store.
+    gid = rows.groupby(keys, dropna=False, sort=True).ngroup().to_numpy() if keys \
+        else np.zeros(len(rows), dtype=int)
+    order = np.argsort(gid, kind="stable")
+    cuts = np.flatnonzero(np.diff(gid[order])) + 1
+    batch_all, v_all = rows["batch"].to_numpy(), rows["_v"].to_numpy(float)
+    u_all = rows["_u"].to_numpy(bool)
     groups = []
-    for _, g in (rows.groupby(keys, dropna=False, sort=True) if keys else [((), rows)]):
+    for idx in np.split(order, cuts) if len(order) else []:
+        b, v, u = batch_all[idx], v_all[idx], u_all[idx]
         # Per batch: the stable runs where there are any, else the unstable ones (marked).
-        steady = g[~g["_u"]]
-        shaky = g[~g["batch"].isin(steady["batch"])]
-        curve = pd.concat([steady, shaky]).groupby("batch")["_v"].median().sort_index()
+        shaky_b = ~np.isin(b, b[~u])
+        keep = ~u | shaky_b
+        batches = np.unique(b[keep])
+        curve = pd.Series([float(np.median(v[keep & (b == x)])) for x in batches], index=batches)
         if len(curve) >= 2:
-            groups.append((g, curve, set(shaky["batch"])))
-    names = _unique_names([g.iloc[0].drop(labels=["batch"]) for g, _, _ in groups], keys)
+            groups.append((idx[0], curve, set(b[shaky_b].tolist())))
+    names = _unique_names([rows.iloc[first].drop(labels=["batch"]) for first, _, _ in groups], keys)
+    tags = [k for k in ("family", "kind") if k in rows.columns]
     out = []
-    for (g, curve, shaky), name in zip(groups, names):
+    for (first, curve, shaky), name in zip(groups, names):
         best_batch = curve.idxmax()
         best = curve.max()
         reached = curve[curve >= threshold * best]
         sat_batch = reached.index.min()
+        tag = {k: rows[k].iloc[first] for k in tags}
         for batch, v in curve.items():
             out.append({
                 "model": name, "batch": batch, "value": v, "fraction_of_best": v / best,
                 "best_batch": best_batch, "best_value": best,
                 "saturation_batch": sat_batch, "saturation_value": curve[sat_batch],
-                "unstable": batch in shaky,
-                **{k: g.iloc[0][k] for k in ("family", "kind") if k in g.columns},
+                "unstable": batch in shaky, **tag,
             })
     result = pd.DataFrame(out, columns=[
         "model", "batch", "value", "fraction_of_best", "best_batch", "best_value",

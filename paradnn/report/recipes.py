@@ -135,7 +135,9 @@ def precise_settings(rows: pd.DataFrame) -> tuple[dict[str, Any], str]:
     defaults = MeasureSettings()
     ok = ok_rows(rows) if len(rows) else rows
     need_s, need_calls, spreads = [], [], []
-    for r in ok.to_dict("records"):
+    # Records of the two columns read, not of the ~160 a store row has (5 s at 10,000 rows).
+    cols = [c for c in ("step_times_s", "steps_per_call_used") if c in ok.columns]
+    for r in ok[cols].to_dict("records"):
         times = _times(r.get("step_times_s"))
         k = r.get("steps_per_call_used")
         if len(times) < 2 or not isinstance(k, (int, float)) or not k == k or k < 1:
