@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from paradnn.outputs import path_type
 from paradnn.store import check_store
 from paradnn.units import parse_number
 
@@ -18,7 +19,6 @@ from paradnn.units import parse_number
 def _cmd_ledger(args: argparse.Namespace) -> int:
     from paradnn import ledger_store, runner, store
 
-    check_store(args.store)
     if args.plan:
         frame = store.load(args.store)
         framework = str(frame["framework"].mode().iloc[0]) if len(frame) else "jax"
@@ -42,7 +42,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("ledger", help="the time ledger of stored configs: measure configs spread across "
                        "the store's grid again with the ledger on, within a time budget (docs/ledger.md)")
-    p.add_argument("store", nargs="?", default=DEFAULT_STORE, help="the results store (SQLite)")
+    p.add_argument("store", nargs="?", default=DEFAULT_STORE, type=path_type("store", "ledger STORE", then=check_store),
+                   help="the results store (SQLite) whose configs are measured again, rows added to it")
     p.add_argument("--budget-s", type=typed(parse_number, "--budget-s", minimum=0.0), default=120.0,
                    metavar="S", help="seconds to spend, estimated from each config's stored wall time")
     p.add_argument("--plan", action="store_true", help="list the configs it would take, measure nothing")
