@@ -107,7 +107,7 @@ def parts(ops: pd.DataFrame, step_time_s: float, model_flops_per_step: float | N
     ops = ops.assign(time_s=ops["time_s"].astype(float) * scale)
     collective = ops["category"] == COLLECTIVE
     work = ops[~collective]
-    t = work["time_s"].astype(float)
+    t = work["time_s"]
     ops_s = float(ops["time_s"].sum())
     gap = step_time_s - ops_s
     out: dict[str, Any] = {name: None for name in map(ledger_metric, LEDGER_PARTS)}

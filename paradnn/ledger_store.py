@@ -17,6 +17,7 @@ from typing import IO, Any, Callable
 
 import pandas as pd
 
+from paradnn import backends
 from paradnn.analysis.columns import PLATFORM_KEY
 from paradnn.analysis.prediction import workload_of
 from paradnn.errors import SpecError
@@ -126,6 +127,17 @@ def plan(frame: pd.DataFrame, budget_s: float, platform: dict[str, Any]) -> Plan
     return Plan(chosen, total, left)
 
 
+def plan_store(store_path: str | Path, budget_s: float) -> Plan:
+    """:func:`plan` for the store at ``store_path`` on this host's platform (that of the
+    framework most of its rows ran with)."""
+    from paradnn import runner, store
+
+    frame = store.load(store_path)
+    framework = (str(frame["framework"].mode().iloc[0]) if "framework" in frame.columns and len(frame)
+                 else backends.DEFAULT)
+    return plan(frame, budget_s, runner.context(framework)[0])
+
+
 def take(store_path: str | Path, budget_s: float, *, stream: IO[str] | None = sys.stderr,
          run_fn: Callable[[Workload, MeasureSettings, int | None], Record] | None = None) -> list[Record]:
     """Measure again, with the ledger on, the configs of the store at ``store_path`` that
@@ -133,10 +145,7 @@ def take(store_path: str | Path, budget_s: float, *, stream: IO[str] | None = sy
     returns the records. ``run_fn`` replaces :func:`paradnn.runner.run_workload` (tests)."""
     from paradnn import progress, runner, store
 
-    frame = store.load(store_path)
-    framework = str(frame["framework"].mode().iloc[0]) if "framework" in frame.columns and len(frame) else "jax"
-    platform, _ = runner.context(framework)
-    chosen = plan(frame, budget_s, platform)
+    chosen = plan_store(store_path, budget_s)
     if stream is not None:
         lost = "; ".join(f"{n} {why}" for why, n in chosen.left_out.items())
         stream.write(f"paradnn ledger: {len(chosen.chosen)} config(s) to profile, about "

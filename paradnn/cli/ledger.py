@@ -17,14 +17,10 @@ from paradnn.units import parse_number
 
 
 def _cmd_ledger(args: argparse.Namespace) -> int:
-    from paradnn import ledger_store, runner, store
+    from paradnn import ledger_store, progress
 
     if args.plan:
-        frame = store.load(args.store)
-        framework = str(frame["framework"].mode().iloc[0]) if len(frame) else "jax"
-        plan = ledger_store.plan(frame, args.budget_s, runner.context(framework)[0])
-        from paradnn import progress
-
+        plan = ledger_store.plan_store(args.store, args.budget_s)
         for row in plan.chosen:
             print(f"{progress.config_name(row)}  (about {ledger_store.estimate_s(row):.0f} s)")
         lost = "; ".join(f"{n} {why}" for why, n in plan.left_out.items())
