@@ -1,10 +1,11 @@
 """The distribution functions of paradnn compare against scipy, on a fixed table of inputs.
 
-The Student t tail and quantile, the incomplete beta function behind them and the Mann-Whitney
-p-value were once written by hand in :mod:`paradnn.analysis.compare`; they now come from
-``scipy.stats``. The ``OLD_*`` tables below are the values the hand-written functions gave on
-these inputs (recorded before that code was removed): today's functions must give them to 1e-9
-(relative; absolute 1e-15 near zero), and so must scipy itself."""
+The Student t tail and quantile, the incomplete beta function behind them, the Mann-Whitney
+p-value and the Benjamini-Hochberg correction were once written by hand in
+:mod:`paradnn.analysis.compare`; they now come from ``scipy.stats``. The ``OLD_*`` tables below
+are the values the hand-written functions gave on these inputs (recorded before that code was
+removed, after a test had checked them against scipy to 1e-9): today's functions must give them
+to 1e-9 (relative; absolute 1e-15 near zero), and so must scipy itself."""
 
 from __future__ import annotations
 
@@ -53,6 +54,9 @@ MW = [
 #: (base run medians, new run medians) of the t test of the runs (:func:`AC.run_test`).
 RUNS = [([1.0, 1.1, 0.9], [1.5, 1.6, 1.4]), ([1.0], [1.2, 1.3]), ([1.0, 1.02], [1.01, 0.99, 1.03, 1.05]),
         ([2e-3, 2.1e-3, 1.9e-3, 2.05e-3], [2.2e-3, 2.3e-3, 2.25e-3]), ([2.0, 2.0], [2.0]), ([1.0], [2.0])]
+#: p-values of the Benjamini-Hochberg correction (:func:`AC.benjamini_hochberg`; NaN stays NaN).
+BH = [[0.001, 0.2, 0.03, 0.04, 0.5, 0.011, 0.9], [0.01, nan, 0.02], [0.04, 0.04, 0.04, 0.5], [1.0], [nan],
+      [0.3, 1e-12, 0.049, 0.051, 0.02, 0.9, 0.7, 0.0]]
 
 # -- the values the hand-written functions gave (recorded) ---------------------------------------
 
@@ -80,6 +84,12 @@ OLD_RUN_TEST = [
     (0.6532923029753933, 0.9553394668622004, 1.067170114774069),
     (0.009595664177435664, 1.042225420171823, 1.2005547920138406), (nan, nan, nan), (nan, nan, nan),
 ]
+OLD_BENJAMINI_HOCHBERG = [
+    [0.007, 0.28, 0.06999999999999999, 0.07, 0.5833333333333334, 0.0385, 0.9], [0.02, nan, 0.02],
+    [0.05333333333333334, 0.05333333333333334, 0.05333333333333334, 0.5], [1.0], [nan],
+    [0.39999999999999997, 4e-12, 0.08159999999999999, 0.08159999999999999, 0.05333333333333334, 0.9,
+     0.7999999999999999, 0.0],
+]
 
 # -- the checks ----------------------------------------------------------------------------------
 
@@ -98,27 +108,28 @@ def _scipy_mann_whitney(x, y) -> float:
     return float(stats.mannwhitneyu(x, y, alternative="two-sided", method=method).pvalue)
 
 
-def test_the_hand_written_functions_agree_with_scipy():
-    for (a, b, x) in BETA:
-        assert _same(AC._betainc(a, b, x), special.betainc(a, b, x)), (a, b, x)
-    for t, df in T_SF:
-        want = 2 * stats.t.sf(abs(t), df) if math.isfinite(t) else (0.0 if abs(t) == inf else nan)
-        assert _same(AC.t_two_sided(t, df), want), (t, df)
-    for level, df in T_Q:
-        assert _same(AC.t_quantile(level, df), stats.t.ppf(0.5 + level / 2, df)), (level, df)
-    for x, y in MW:
+def test_scipy_gives_the_recorded_values():
+    assert all(_same(special.betainc(*args), v) for args, v in zip(BETA, OLD_BETAINC, strict=True))
+    for (t, df), v in zip(T_SF, OLD_T_TWO_SIDED, strict=True):
+        if math.isfinite(t):
+            assert _same(2 * stats.t.sf(abs(t), df), v), (t, df)
+    for (level, df), v in zip(T_Q, OLD_T_QUANTILE, strict=True):
+        assert _same(stats.t.ppf(0.5 + level / 2, df), v), (level, df)
+    for (x, y), v in zip(MW, OLD_MANN_WHITNEY, strict=True):
         want = _scipy_mann_whitney(x, y)
-        if math.isnan(want):  # every value tied: no spread, no evidence of a shift
-            want = 1.0
-        assert _same(AC.mann_whitney(x, y), want), (x, y)
-        ranks, _ = AC._ranks(np.concatenate([x, y]))
-        assert ranks == pytest.approx(stats.rankdata(np.concatenate([x, y])), rel=REL, abs=ABS)
+        assert _same(1.0 if math.isnan(want) else want, v), (x, y)  # every value tied: 1
+    for p, v in zip(BH, OLD_BENJAMINI_HOCHBERG, strict=True):
+        finite = [x for x in p if math.isfinite(x)]
+        if finite:
+            assert all(map(_same, stats.false_discovery_control(finite), [x for x in v if math.isfinite(x)]))
 
 
-def test_the_recorded_values_are_those_of_the_hand_written_functions():
-    assert all(_same(AC._betainc(*args), v) for args, v in zip(BETA, OLD_BETAINC, strict=True))
+def test_the_functions_of_compare_give_the_recorded_values():
     assert all(_same(AC.t_two_sided(*args), v) for args, v in zip(T_SF, OLD_T_TWO_SIDED, strict=True))
     assert all(_same(AC.t_quantile(*args), v) for args, v in zip(T_Q, OLD_T_QUANTILE, strict=True))
     assert all(_same(AC.mann_whitney(*args), v) for args, v in zip(MW, OLD_MANN_WHITNEY, strict=True))
     for args, want in zip(RUNS, OLD_RUN_TEST, strict=True):
         assert all(_same(g, w) for g, w in zip(AC.run_test(*args), want, strict=True)), args
+    for p, want in zip(BH, OLD_BENJAMINI_HOCHBERG, strict=True):
+        assert all(_same(g, w) for g, w in zip(AC.benjamini_hochberg(p), want, strict=True)), p
+    assert math.isnan(AC.mann_whitney([], [1.0]))

@@ -41,6 +41,7 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 import pandas as pd
+from scipy import stats as scipy_stats
 
 from paradnn.analysis.columns import (
     FAMILY_FIELDS, PLATFORM_KEY, WORKLOAD_FIELDS, fmt, ok_rows, unstable_mask, workload_label,
@@ -311,63 +312,22 @@ def join_columns(base: pd.DataFrame, new: pd.DataFrame,
 
 # -- statistics of one config ---------------------------------------------------------------------
 
-def _ranks(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Average ranks (1-based) of ``x`` and the sizes of its tie groups."""
-    order = np.argsort(x, kind="mergesort")
-    xs = x[order]
-    _, start, counts = np.unique(xs, return_index=True, return_counts=True)
-    avg = start + (counts + 1) / 2.0
-    ranks = np.empty(len(x))
-    ranks[order] = np.repeat(avg, counts)
-    return ranks, counts
-
-
-def _exact_u_sf(u: int, n: int, m: int) -> float:
-    """P(U >= u) under the null for samples of sizes n and m without ties: the coefficients of
-    the Gaussian binomial coefficient [n+m choose n], built in integers."""
-    poly = _u_null(n, m)
-    return sum(poly[max(u, 0):]) / sum(poly)
-
-
-@functools.lru_cache(maxsize=256)
-def _u_null(n: int, m: int) -> tuple[int, ...]:
-    """The null distribution's counts of :func:`_exact_u_sf`, kept per sample sizes: a
-    compare of thousands of configs has a handful of sizes, and building the counts took 3 ms
-    a config (10,000 configs: 30 s)."""
-    poly = [1]
-    for i in range(1, n + 1):
-        # multiply by (1 - q^(m+i)), then divide by (1 - q^i): the product stays a polynomial.
-        shifted = [0] * (m + i) + poly
-        poly = [a - (shifted[k] if k < len(shifted) else 0)
-                for k, a in enumerate(poly + [0] * (len(shifted) - len(poly)))]
-        for k in range(i, len(poly)):
-            poly[k] += poly[k - i]
-        while poly and poly[-1] == 0:
-            poly.pop()
-    return tuple(poly)
-
-
 def mann_whitney(x: Sequence[float], y: Sequence[float]) -> float:
     """Two-sided Mann-Whitney U test p-value of samples ``x`` and ``y`` (1 = no evidence of a
-    shift). Exact null distribution without ties up to :data:`EXACT_MAX_PAIRS` pairs, else the
-    normal approximation with tie and continuity corrections (as ``scipy.stats.mannwhitneyu``
-    with ``method="exact"`` / ``"asymptotic"``). NaN when a sample is empty."""
+    shift), by ``scipy.stats.mannwhitneyu``: its exact null distribution without ties up to
+    :data:`EXACT_MAX_PAIRS` pairs, else its normal approximation with tie and continuity
+    corrections. 1 when every value is tied (no spread: scipy's NaN); NaN when a sample is
+    empty."""
     x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
     n, m = len(x), len(y)
     if n == 0 or m == 0:
         return math.nan
-    ranks, ties = _ranks(np.concatenate([x, y]))
-    u1 = float(ranks[:n].sum() - n * (n + 1) / 2)
-    u = max(u1, n * m - u1)
-    if (ties == 1).all() and n * m <= EXACT_MAX_PAIRS:
-        return min(1.0, 2.0 * _exact_u_sf(int(round(u)), min(n, m), max(n, m)))
-    total = n + m
-    tie_term = float((ties**3 - ties).sum()) / (total * (total - 1))
-    sigma = math.sqrt(n * m / 12.0 * ((total + 1) - tie_term))
-    if sigma == 0:
+    both = np.concatenate([x, y])
+    distinct = len(np.unique(both))
+    if distinct == 1:
         return 1.0
-    z = (u - n * m / 2.0 - 0.5) / sigma
-    return min(1.0, math.erfc(max(z, 0.0) / math.sqrt(2.0)))
+    method = "exact" if distinct == n + m and n * m <= EXACT_MAX_PAIRS else "asymptotic"
+    return float(scipy_stats.mannwhitneyu(x, y, alternative="two-sided", method=method).pvalue)
 
 
 def hodges_lehmann(x: Sequence[float], y: Sequence[float], level: float = LEVEL,
@@ -406,60 +366,20 @@ def relative_spread(samples: Sequence[float]) -> float:
     return float(math.expm1(_MAD_SCALE * np.median(np.abs(logs - np.median(logs)))))
 
 
-def _betacf(a: float, b: float, x: float) -> float:
-    """Continued fraction of the incomplete beta function (modified Lentz)."""
-    tiny = 1e-300
-    qab, qap, qam = a + b, a + 1.0, a - 1.0
-    c, d = 1.0, 1.0 - qab * x / qap
-    d = 1.0 / (d if abs(d) > tiny else tiny)
-    h = d
-    for m in range(1, 500):
-        m2 = 2 * m
-        for aa in (m * (b - m) * x / ((qam + m2) * (a + m2)),
-                   -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))):
-            d = 1.0 + aa * d
-            d = 1.0 / (d if abs(d) > tiny else tiny)
-            c = 1.0 + aa / c
-            c = c if abs(c) > tiny else tiny
-            h *= d * c
-        if abs(d * c - 1.0) < 1e-15:
-            break
-    return h
-
-
-def _betainc(a: float, b: float, x: float) -> float:
-    """Regularized incomplete beta function I_x(a, b)."""
-    if x <= 0.0:
-        return 0.0
-    if x >= 1.0:
-        return 1.0
-    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b)
-                     + a * math.log(x) + b * math.log1p(-x))
-    if x < (a + 1.0) / (a + b + 2.0):
-        return front * _betacf(a, b, x) / a
-    return 1.0 - front * _betacf(b, a, 1.0 - x) / b
-
-
 def t_two_sided(t: float, df: float) -> float:
-    """Two-sided p-value of Student's t statistic ``t`` with ``df`` degrees of freedom."""
+    """Two-sided p-value of Student's t statistic ``t`` with ``df`` degrees of freedom
+    (``scipy.stats.t``); 0 for an infinite ``t``, NaN for NaN."""
     if not np.isfinite(t):
         return 0.0 if abs(t) == math.inf else math.nan
-    return _betainc(df / 2.0, 0.5, df / (df + t * t))
+    return float(2.0 * scipy_stats.t.sf(abs(t), df))
 
 
 @functools.lru_cache(maxsize=256)
 def t_quantile(level: float, df: float) -> float:
     """The two-sided ``level`` critical value of Student's t with ``df`` degrees of freedom
-    (1.96 for a large df at 95%), by bisection of :func:`t_two_sided`. Kept per (level, df):
-    the configs of a compare share a few run counts, and each bisection took 7 ms."""
-    lo, hi = 0.0, 1e6
-    for _ in range(200):
-        mid = (lo + hi) / 2
-        if t_two_sided(mid, df) > 1 - level:
-            lo = mid
-        else:
-            hi = mid
-    return (lo + hi) / 2
+    (1.96 for a large df at 95%; ``scipy.stats.t``). Kept per (level, df): the configs of a
+    compare share a few run counts."""
+    return float(scipy_stats.t.ppf(0.5 + level / 2, df))
 
 
 def run_test(base_medians: np.ndarray, new_medians: np.ndarray,
@@ -624,18 +544,15 @@ def compare_samples(base: Side, new: Side, level: float = LEVEL) -> Estimate:
 
 
 def benjamini_hochberg(p: Sequence[float]) -> np.ndarray:
-    """Benjamini-Hochberg adjusted p-values (q): the false-discovery-rate correction over the
-    finite values of ``p``; NaN stays NaN. ``q < alpha`` keeps the expected share of false
-    discoveries among the significant configs at most ``alpha``."""
+    """Benjamini-Hochberg adjusted p-values (q): the false-discovery-rate correction
+    (``scipy.stats.false_discovery_control``) over the finite values of ``p``; NaN stays NaN.
+    ``q < alpha`` keeps the expected share of false discoveries among the significant configs
+    at most ``alpha``."""
     p = np.asarray(p, dtype=float)
     q = np.full(len(p), np.nan)
     idx = np.flatnonzero(np.isfinite(p))
-    if len(idx) == 0:
-        return q
-    order = idx[np.argsort(p[idx], kind="mergesort")]
-    m = len(order)
-    scaled = p[order] * m / np.arange(1, m + 1)
-    q[order] = np.minimum(1.0, np.minimum.accumulate(scaled[::-1])[::-1])
+    if len(idx):
+        q[idx] = scipy_stats.false_discovery_control(p[idx], method="bh")
     return q
 
 
