@@ -434,16 +434,16 @@ def test_the_probe_gemm_method_multiplies_queued_matmuls_on_the_device():
 
 
 def test_the_jax_probe_adds_torch_on_a_gpu_with_its_version_in_the_key():
-    from paradnn import hardware
+    from paradnn.hardware import probing
 
     jax_backend = backends.get("jax")
     gpu = jax_backend.gemm_methods("gpu")
     assert set(gpu) == {"xla-stock", "torch-cublas"}
     assert set(jax_backend.gemm_methods("tpu")) == {"xla-stock"}
     assert "torch-cublas" not in jax_backend.gemm_methods("cpu")
-    versions = hardware._probe_versions(jax_backend.probe_versions(), gpu)
+    versions = probing._probe_versions(jax_backend.probe_versions(), gpu)
     assert versions["method_versions"] == {"torch-cublas": importlib.metadata.version("torch")}
-    assert "method_versions" not in hardware._probe_versions(
+    assert "method_versions" not in probing._probe_versions(
         jax_backend.probe_versions(), jax_backend.gemm_methods("tpu"))
 
 

@@ -2,8 +2,7 @@
 
 import pytest
 
-from paradnn import hardware
-from paradnn.hardware import PEAKS, peaks, spec_peak
+from paradnn.hardware import PEAKS, peaks, spec_peak, vendor
 
 T = 1e12
 
@@ -64,7 +63,7 @@ def test_gpu_float32_peak_is_the_tf32_tensor_core_peak(name):
 
 
 def test_every_rule_names_an_entry_and_every_entry_is_reachable():
-    names = [name for name, _ in hardware._KIND_ORDER]
+    names = [name for name, _ in vendor._KIND_ORDER]
     assert set(names) == set(PEAKS)
 
 

@@ -19,6 +19,7 @@ import time
 import pytest
 
 from paradnn import backends, hardware
+from paradnn.hardware import host, probe_cache, probing, selection
 
 
 def _sleeper(seconds):
@@ -39,15 +40,15 @@ def _methods(monkeypatch, methods):
 @pytest.fixture
 def cache(tmp_path, monkeypatch):
     path = tmp_path / "probe.json"
-    monkeypatch.setattr(hardware, "CACHE_PATH", path)
-    monkeypatch.setattr(hardware, "_MEMO", {})
+    monkeypatch.setattr(probe_cache, "CACHE_PATH", path)
+    monkeypatch.setattr(probing, "_MEMO", {})
     monkeypatch.delenv("PARADNN_PROBE_MAX_CV", raising=False)
     # Other processes' load on a shared test host is not what these tests are about (one test
     # sets its own threshold and load).
     monkeypatch.setenv("PARADNN_PROBE_MAX_LOAD", "1000")
     # The sleeping GEMMs "reach" TFLOP/s, beyond this CPU's nominal peak: no nominal here (the
     # tests of that bound give their own).
-    monkeypatch.setattr(hardware, "nominal_cpu_flops", lambda: None)
+    monkeypatch.setattr(host, "nominal_cpu_flops", lambda: None)
     return path
 
 
@@ -84,7 +85,7 @@ def test_contended_result_is_stored_as_such_and_never_used(cache, monkeypatch):
     peak = hardware.peaks("cpu", "float32", "cpu")
     assert peak.flops is None and peak.source == "none" and result["id"] in peak.method
     # A busy host does not pay a probe on every run: within PROBE_RETRY_S the contended one answers.
-    monkeypatch.setattr(hardware, "_MEMO", {})
+    monkeypatch.setattr(probing, "_MEMO", {})
     assert hardware.probe(dtypes=("float32",))["id"] == result["id"]
     assert len(_measurements(cache)) == 1
     # A higher threshold (a shared CI host) accepts a new one, which then divides.
@@ -117,7 +118,7 @@ def test_a_contended_probe_does_not_change_the_utilization_of_a_config(cache, mo
     _methods(monkeypatch, {"lib": _sleeper(0.04)})
     lower = hardware.probe(refresh=True)
     assert lower["contended"] is False and lower["in_use"] is False
-    monkeypatch.setattr(hardware, "_MEMO", {})  # as a new process would: from the file
+    monkeypatch.setattr(probing, "_MEMO", {})  # as a new process would: from the file
     after = run(FC(2, 16, 12, 5), batch=4, settings=tiny_settings)
     assert len(_measurements(cache)) == 3
     for rec in (before, after):
@@ -194,7 +195,7 @@ def test_result_expires_when_versions_change(cache, monkeypatch):
     jax_backend = backends.get("jax")
     real = jax_backend.probe_versions
     monkeypatch.setattr(jax_backend, "probe_versions", lambda: {**real(), "jaxlib": "99.0"})
-    monkeypatch.setattr(hardware, "_MEMO", {})
+    monkeypatch.setattr(probing, "_MEMO", {})
     second = hardware.probe(dtypes=("float32",))
     assert second["versions"]["jaxlib"] == "99.0" and second["measured_utc"] != first["measured_utc"] or \
         second["id"] != first["id"]
@@ -203,7 +204,7 @@ def test_result_expires_when_versions_change(cache, monkeypatch):
     entries = json.loads(cache.read_text())
     assert len(entries) == 2
     monkeypatch.setattr(jax_backend, "probe_versions", real)
-    monkeypatch.setattr(hardware, "_MEMO", {})
+    monkeypatch.setattr(probing, "_MEMO", {})
     assert hardware.probe(dtypes=("float32",))["id"] == first["id"]  # a hit, nothing measured
 
 
@@ -212,7 +213,7 @@ def test_the_shared_cache_keeps_the_newest_software_keys_per_host():
     cache = {f"k{i}": {**info, "updated_epoch_s": float(i), "measurements": []}
              for i in range(hardware.KEEP_SOFTWARE_KEYS + 3)}
     cache["other"] = {"host": "elsewhere", "device_kind": "cpu", "updated_epoch_s": 0.0, "measurements": []}
-    kept = hardware._keep_recent(cache, info)
+    kept = probe_cache.keep_recent(cache, info)
     mine = sorted(k for k in kept if k != "other")
     assert "other" in kept and len(mine) == hardware.KEEP_SOFTWARE_KEYS
     assert "k0" not in kept and f"k{hardware.KEEP_SOFTWARE_KEYS + 2}" in kept
@@ -222,7 +223,8 @@ _CONCURRENT = textwrap.dedent("""
     import sys, time
     from pathlib import Path
     from paradnn import backends, hardware
-    hardware.CACHE_PATH = Path(sys.argv[1])
+    from paradnn.hardware import probe_cache
+    probe_cache.CACHE_PATH = Path(sys.argv[1])
     log = Path(sys.argv[2])
     def factory(dtype, n):
         def call():
@@ -246,7 +248,7 @@ def test_two_probes_at_once_measure_once(tmp_path):
     assert outs[0] == outs[1]  # the second one read the first one's result
     # One measurement: per dtype and size a warm call + the timed repetitions, then the winner's
     # spread.
-    calls = sum(len(hardware.probe_plan("cpu")["gemm_sizes"][d]) * (1 + hardware._PROBE_REPS) + hardware._SPREAD_REPS
+    calls = sum(len(hardware.probe_plan("cpu")["gemm_sizes"][d]) * (1 + probing._PROBE_REPS) + probing._SPREAD_REPS
                 for d in hardware.PROBE_DTYPES)
     assert len(log.read_text()) == calls
 
@@ -257,19 +259,19 @@ def test_an_entry_of_the_earlier_cache_format_keeps_one_id_and_is_never_the_deno
     host such an entry, measured while a neighbour kept the cores busy, read 42 GFLOP/s against
     about 150 quiet, and every utilization divided by it was above 1."""
     info = {"host": "h", "device_platform": "cpu", "device_kind": "cpu", "cpu_model": "x"}
-    key = hardware._probe_key(info, {"jax": "1"})
+    key = probing._probe_key(info, {"jax": "1"})
     old = {**info, "peak_flops": {"float32": 4.2e10}, "spread": {"float32": 0.02},
            "measured_utc": "2026-11-24T21:52:32Z"}
     cache.write_text(json.dumps({key: old}))
-    first = hardware._entries(hardware._read_cache(), key)
-    second = hardware._entries(hardware._read_cache(), key)
+    first = probe_cache.entries_of(probe_cache.read_cache(), key)
+    second = probe_cache.entries_of(probe_cache.read_cache(), key)
     assert [e["id"] for e in first] == [e["id"] for e in second]
     assert first[0]["contended"] is True and hardware.UNCHECKED_LOAD in first[0]["contended_reasons"]
     assert hardware.best_quiet(first, "float32") is None
     # Converted into the list format (an earlier version wrote it back so): still not used.
     cache.write_text(json.dumps({key: {"measurements": [{**old, "id": "abc", "contended": False,
                                                          "contended_reasons": []}]}}))
-    [converted] = hardware._entries(hardware._read_cache(), key)
+    [converted] = probe_cache.entries_of(probe_cache.read_cache(), key)
     assert converted["id"] == "abc" and converted["contended"] is True
 
 
@@ -392,7 +394,7 @@ def test_a_probe_above_the_nominal_clock_is_used_and_noted(cache, monkeypatch):
     _methods(monkeypatch, {"lib": _sleeper(0.02)})
     rate = 2 * n**3 / 0.02
     base_clock = {"float32": rate / 1.2, "bfloat16": rate / 1.2 * 2, "float16": rate / 1.2}
-    monkeypatch.setattr(hardware, "nominal_cpu_flops", lambda: (base_clock, "2 cores x 2.45 GHz ..."))
+    monkeypatch.setattr(host, "nominal_cpu_flops", lambda: (base_clock, "2 cores x 2.45 GHz ..."))
     result = hardware.probe()
     assert "float32" in result["above_nominal"] and "boost" in result["above_nominal"]["float32"]
     assert result["impossible"] == {} and result["contended"] is False and result["in_use"] is True
@@ -408,14 +410,14 @@ def test_a_probe_that_used_more_cpus_than_allowed_is_never_used(cache, monkeypat
     (no CPU time) are judged possible."""
     monkeypatch.setenv("PARADNN_PROBE_MAX_CV", "5")
     _methods(monkeypatch, {"lib": _sleeper(0.02)})
-    measured = hardware._measure
+    measured = probing._measure
 
     def pinned_wrong(*args, **kwargs):
         out = measured(*args, **kwargs)
         return {**out, "gemm_cores_used": 1.98, "gemm_cores_allowed": 1.0,
                 "impossible": hardware.impossible({"gemm_cores_used": 1.98, "gemm_cores_allowed": 1.0})}
 
-    monkeypatch.setattr(hardware, "_measure", pinned_wrong)
+    monkeypatch.setattr(probing, "_measure", pinned_wrong)
     result = hardware.probe()
     assert "cores" in result["impossible"] and "1.98" in result["impossible"]["cores"]
     assert result["contended"] is False and result["in_use"] is False
@@ -436,8 +438,8 @@ def test_a_host_without_a_quiet_probe_divides_by_its_nominal_peak(cache, monkeyp
     loaded probes as a lower-bound roof (peak_bytes_source says so), and no ceiling."""
     _methods(monkeypatch, {"lib": _sleeper(0.02)})
     monkeypatch.setenv("PARADNN_PROBE_MAX_LOAD", "0.0001")  # any neighbour at all is contention
-    monkeypatch.setattr(hardware, "_busy_cores_since", lambda start: ((0.0, 0, 0, 0.0), 1.0))
-    monkeypatch.setattr(hardware, "nominal_cpu_flops", lambda: ({"float32": 3e11, "bfloat16": 6e11,
+    monkeypatch.setattr(host, "busy_cores_since", lambda start: ((0.0, 0, 0, 0.0), 1.0))
+    monkeypatch.setattr(host, "nominal_cpu_flops", lambda: ({"float32": 3e11, "bfloat16": 6e11,
                                                                  "float16": 3e11}, "2 cores x 2.60 GHz ..."))
     result = hardware.probe()
     assert result["contended"] is True
@@ -464,7 +466,7 @@ def test_contention_is_judged_by_load_and_the_gemm_spread_not_the_bandwidth_loop
     key = "k"
     cached = {key: {"measurements": [{**quiet, "id": "a", "peak_flops": {"float32": 1e11},
                                       "contended": True, "contended_reasons": ["bandwidth spread cv 27% > 10%"]}]}}
-    [entry] = hardware._entries(cached, key)
+    [entry] = probe_cache.entries_of(cached, key)
     assert entry["contended"] is False and hardware.usable(entry, "float32")
 
 
@@ -493,12 +495,12 @@ def test_another_frameworks_ceiling_comes_from_a_child_probe(tmp_path, monkeypat
     monkeypatch.setenv("PARADNN_CACHE", str(tmp_path))
     monkeypatch.setenv("PARADNN_PROBE_BUDGET_S", "2")
     monkeypatch.setenv("PARADNN_PROBE_MAX_CV", "10")
-    monkeypatch.setattr(hardware, "_CHILD_CEILINGS", {})
-    ceiling = hardware._child_ceiling("float32", "cpu")
+    monkeypatch.setattr(selection, "_CHILD_CEILINGS", {})
+    ceiling = selection._child_ceiling("float32", "cpu")
     assert ceiling.source == "measured" and ceiling.flops > 0 and ceiling.bytes_per_sec > 0
     [entry] = _measurements(tmp_path / "probe.json")
     assert ceiling.id == entry["id"] and ceiling.flops == entry["peak_flops"]["float32"]
-    assert hardware._child_ceiling("bfloat16", "cpu").id == entry["id"]
+    assert selection._child_ceiling("bfloat16", "cpu").id == entry["id"]
     # The same answer for a run on a GPU: the child probed the CPU, so no ceiling, with why.
     spec = hardware.Peak(989e12, 3.35e12, "spec", "vendor table: NVIDIA H100 80GB HBM3", "spec:h100 sxm", None, 0.0)
     wrong = hardware.ceiling("gpu", "bfloat16", "torch", spec)
@@ -510,10 +512,10 @@ def test_another_frameworks_ceiling_comes_from_a_child_probe(tmp_path, monkeypat
     # A child that fails (a bad probe setting: it exits 2) is remembered, and no run fails.
     monkeypatch.setenv("PARADNN_PROBE_BUDGET_S", "-1")
     monkeypatch.setenv("PARADNN_CACHE", str(tmp_path / "empty"))  # nothing on record: it must measure
-    monkeypatch.setattr(hardware, "_CHILD_CEILINGS", {})
+    monkeypatch.setattr(selection, "_CHILD_CEILINGS", {})
     failed = hardware.ceiling("gpu", "bfloat16", "torch", spec)
     assert failed.source == "none" and "exited with status 2" in failed.method
-    assert "exited with status 2" in hardware._CHILD_CEILINGS["error"]
+    assert "exited with status 2" in selection._CHILD_CEILINGS["error"]
     assert "exited with status 2" in hardware.peaks("NVIDIA GeForce RTX 4090", "float32", "gpu",
                                                      framework="torch").method
 
