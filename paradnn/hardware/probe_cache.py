@@ -49,6 +49,8 @@ def cache_lock():
 
 
 def read_cache() -> dict[str, Any]:
+    """The probe cache file's contents (key -> entry); empty where the file is missing, corrupt
+    or not a JSON object."""
     try:
         cache = json.loads(CACHE_PATH.read_text())
     except (OSError, ValueError):

@@ -197,6 +197,9 @@ class Estimate:
 
 
 def side_noise(s: Side) -> float:
+    """A side's noise floor (relative, 1 = 100%): the largest of its runs' spreads
+    (:func:`relative_spread` of each run's per-call times, else their recorded CVs) and, with
+    repeats, the spread of the runs' medians; NaN where none is known."""
     parts = []
     if s.run_samples is not None:
         parts.extend(relative_spread(r) for r in s.run_samples if len(r) >= 2)
