@@ -133,3 +133,7 @@ def test_the_functions_of_compare_give_the_recorded_values():
     for p, want in zip(BH, OLD_BENJAMINI_HOCHBERG, strict=True):
         assert all(_same(g, w) for g, w in zip(AC.benjamini_hochberg(p), want, strict=True)), p
     assert math.isnan(AC.mann_whitney([], [1.0]))
+    # Many pairs at once (compare_frames tests every config in one scipy call per sample sizes):
+    # each pair's p-value as if alone, the table twice over so that each size has several rows.
+    many = AC.mann_whitney_many(MW + MW[::-1] + [([], [1.0])])
+    assert all(map(_same, many, OLD_MANN_WHITNEY + OLD_MANN_WHITNEY[::-1] + [nan]))

@@ -65,6 +65,7 @@ from paradnn.analysis.compare.stats import (
     compare_samples,
     hodges_lehmann,
     mann_whitney,
+    mann_whitney_many,
     relative_spread,
     run_test,
     side_of,
@@ -86,6 +87,6 @@ __all__ = [
     "CompareResult", "bound_of", "compare_frames", "shared_records",
     "MIN_SPLIT_GAIN", "TREE_DEPTH", "Localisation", "localise",
     "EXACT_MAX_PAIRS", "LEVEL", "MAX_PAIRS", "Estimate", "Side", "compare_samples", "hodges_lehmann",
-    "mann_whitney", "relative_spread", "run_test", "side_of", "t_quantile", "t_two_sided",
+    "mann_whitney", "mann_whitney_many", "relative_spread", "run_test", "side_of", "t_quantile", "t_two_sided",
     "DEFAULT_ALPHA", "DEFAULT_THRESHOLD", "VERDICTS", "benjamini_hochberg", "verdict",
 ]

@@ -34,16 +34,31 @@ def mann_whitney(x: Sequence[float], y: Sequence[float]) -> float:
     :data:`EXACT_MAX_PAIRS` pairs, else its normal approximation with tie and continuity
     corrections. 1 when every value is tied (no spread: scipy's NaN); NaN when a sample is
     empty."""
-    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
-    n, m = len(x), len(y)
-    if n == 0 or m == 0:
-        return math.nan
-    both = np.concatenate([x, y])
-    distinct = len(np.unique(both))
-    if distinct == 1:
-        return 1.0
-    method = "exact" if distinct == n + m and n * m <= EXACT_MAX_PAIRS else "asymptotic"
-    return float(scipy_stats.mannwhitneyu(x, y, alternative="two-sided", method=method).pvalue)
+    return float(mann_whitney_many([(x, y)])[0])
+
+
+def mann_whitney_many(pairs: Sequence[tuple[Sequence[float], Sequence[float]]]) -> np.ndarray:
+    """:func:`mann_whitney` of every ``(x, y)`` in ``pairs``, one p-value each. The pairs of
+    the same sample sizes and method are tested in one call of ``scipy.stats.mannwhitneyu``
+    (one row each): a call costs about 1 ms whatever its rows, and the configs of a compare
+    share a few sample sizes."""
+    out = np.full(len(pairs), np.nan)
+    groups: dict[tuple[int, int, str], list[int]] = {}
+    arrays = [(np.asarray(x, dtype=float), np.asarray(y, dtype=float)) for x, y in pairs]
+    for i, (x, y) in enumerate(arrays):
+        n, m = len(x), len(y)
+        if n == 0 or m == 0:
+            continue
+        distinct = len(np.unique(np.concatenate([x, y])))
+        if distinct == 1:
+            out[i] = 1.0
+            continue
+        method = "exact" if distinct == n + m and n * m <= EXACT_MAX_PAIRS else "asymptotic"
+        groups.setdefault((n, m, method), []).append(i)
+    for (_, _, method), idx in groups.items():
+        xs, ys = np.stack([arrays[i][0] for i in idx]), np.stack([arrays[i][1] for i in idx])
+        out[idx] = scipy_stats.mannwhitneyu(xs, ys, alternative="two-sided", method=method, axis=1).pvalue
+    return out
 
 
 def hodges_lehmann(x: Sequence[float], y: Sequence[float], level: float = LEVEL,
@@ -228,19 +243,21 @@ def _log_median_se(s: Side, z: float) -> tuple[float, float]:
     return float(np.mean(logs)), math.sqrt(var) if np.isfinite(var) else math.nan
 
 
-def compare_samples(base: Side, new: Side, level: float = LEVEL) -> Estimate:
+def compare_samples(base: Side, new: Side, level: float = LEVEL, p_calls: float | None = None) -> Estimate:
     """Compare one config: with per-call times on both sides, the Hodges-Lehmann ratio
     ``exp(shift of log time)`` with its interval and the Mann-Whitney p-value (method
-    ``samples``); else the ratio of the mean log medians with a normal interval and z-test from
-    the recorded intervals (method ``ci``). ``noise``: the larger of the two sides' spreads
-    (:func:`relative_spread` of the per-call times, else the recorded CV; with repeats, also
-    the spread of the runs' medians)."""
+    ``samples``; ``p_calls`` where the caller tested the log samples already, as
+    :func:`mann_whitney_many` does for many configs at once); else the ratio of the mean log
+    medians with a normal interval and z-test from the recorded intervals (method ``ci``).
+    ``noise``: the larger of the two sides' spreads (:func:`relative_spread` of the per-call
+    times, else the recorded CV; with repeats, also the spread of the runs' medians)."""
     noise = max((v for v in (side_noise(base), side_noise(new)) if np.isfinite(v)),
                 default=math.nan)
     if base.samples is not None and new.samples is not None:
         la, lb = np.log(base.samples), np.log(new.samples)
         shift, lo, hi = hodges_lehmann(la, lb, level)
-        ratio, lo, hi, p = math.exp(shift), math.exp(lo), math.exp(hi), mann_whitney(la, lb)
+        p = mann_whitney(la, lb) if p_calls is None else p_calls
+        ratio, lo, hi = math.exp(shift), math.exp(lo), math.exp(hi)
         if base.runs + new.runs >= 3:
             # Repeats: the change must also stand against how much whole runs disagree (an
             # intersection-union test: both p-values below alpha; the wider interval).
