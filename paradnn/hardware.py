@@ -32,7 +32,7 @@ from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
-from paradnn import backends, hostutil, precision
+from paradnn import frameworks, hostutil, precision
 from paradnn.envcheck import os_cause
 from paradnn.errors import InfrastructureError, ParadnnError
 from paradnn.units import positive_env, si
@@ -202,10 +202,10 @@ def software_info() -> dict[str, Any]:
     }
 
 
-def device_memory_bytes(framework: str = backends.DEFAULT) -> int | None:
+def device_memory_bytes(framework: str = frameworks.DEFAULT) -> int | None:
     """Memory of one device of ``framework`` in bytes (``Backend.device_memory_bytes``: the
     runtime's figure, else the spec table, else on a CPU the host's memory); None if unknown."""
-    return backends.get(framework).device_memory_bytes()
+    return frameworks.get(framework).device_memory_bytes()
 
 
 def check_writable(folder: Path, what: str, advice: str) -> None:
@@ -646,7 +646,7 @@ def above_spec(entry: dict[str, Any]) -> dict[str, str]:
     return out
 
 
-def on_record(framework: str = backends.DEFAULT) -> list[dict[str, Any]]:
+def on_record(framework: str = frameworks.DEFAULT) -> list[dict[str, Any]]:
     """Every probe measurement on record for this host, device and ``framework``'s software
     (quiet and contended), oldest first; reads the cache, measures nothing."""
     *_, key = _probe_context(framework)
@@ -654,8 +654,8 @@ def on_record(framework: str = backends.DEFAULT) -> list[dict[str, Any]]:
 
 
 def _probe_context(framework: str) -> tuple[Any, dict[str, Callable], dict[str, Any], dict[str, Any], str]:
-    backend = backends.get(framework)
-    gemm_methods = backends.capability(framework, "gemm_methods", "measure GEMM peaks")
+    backend = frameworks.get(framework)
+    gemm_methods = frameworks.capability(framework, "gemm_methods", "measure GEMM peaks")
     info = local_device_info(backend.device_info())
     methods = gemm_methods(info["device_platform"])
     versions = _probe_versions(backend.probe_versions(), methods)
@@ -682,7 +682,7 @@ def notify(message: str) -> None:
 
 
 def probe(refresh: bool = False, dtypes: tuple[str, ...] = PROBE_DTYPES,
-          framework: str = backends.DEFAULT) -> dict[str, Any]:
+          framework: str = frameworks.DEFAULT) -> dict[str, Any]:
     """The peak measurement of the current device for ``dtypes``, measured at most once per host
     and software: with ``framework``'s probe methods (``Backend.gemm_methods``,
     ``measure_bandwidth``, ``probe_versions``; the reference framework's by default, so that
@@ -893,7 +893,7 @@ def _spec_flops(entry: dict[str, Any], dtype: str, precision_used: str | None) -
 
 
 def peaks(device_kind: str, dtype: str, backend: str | None = None, precision_used: str | None = None,
-          framework: str = backends.DEFAULT) -> Peak:
+          framework: str = frameworks.DEFAULT) -> Peak:
     """The peak of one device (``backend``: its platform, cpu|gpu|tpu) for ``dtype``: the spec
     table for known accelerators (for float32, the rate of the measured ``precision_used``:
     :func:`_spec_flops`), else the best quiet probe of this host and software on record
@@ -1005,7 +1005,7 @@ CEILING_CHILD_TIMEOUT_S = 600.0
 _CHILD_CEILINGS: dict[str, Any] = {}
 
 
-def ceiling(device_platform: str, dtype: str, framework: str = backends.DEFAULT,
+def ceiling(device_platform: str, dtype: str, framework: str = frameworks.DEFAULT,
             peak: Peak | None = None, precision_used: str | None = None) -> Peak:
     """The measured ceiling of one device for ``dtype``: the best quiet probe of this host,
     device and software (:func:`measured_peak`), whatever the peak utilization divides by.
@@ -1038,7 +1038,7 @@ def _accelerator_probe(device_platform: str, dtype: str, framework: str) -> Peak
     reason (the run keeps its spec utilization; on a device without a vendor entry it has no
     utilization) instead of failing the run."""
     try:
-        if framework == backends.DEFAULT:
+        if framework == frameworks.DEFAULT:
             return measured_peak(dtype)
         return _child_ceiling(dtype, device_platform)
     except ParadnnError:
