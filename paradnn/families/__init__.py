@@ -163,6 +163,9 @@ def _check_entry(family: Family, replaces: bool, builtin: bool) -> None:
     if not dataclasses.is_dataclass(family.spec) or getattr(family.spec, "family", None) != name:
         raise SpecError("family", name, f"the family name of its spec class ({getattr(family.spec, '__name__', family.spec)!r}, "
                         "a dataclass whose attribute family is that name)")
+    if replaces and name not in BUILTIN:
+        raise SpecError("replaces", replaces, f"only with a built-in family's name ({', '.join(BUILTIN)}); "
+                        f"{name!r} is none: register it without replaces")
     if not isinstance(family.builders, Mapping):
         raise SpecError("builders", family.builders, f"a mapping framework -> 'module:function' for family {name}")
     # paradnn's own family modules declare no builders: the frameworks' entries do (a test
@@ -207,9 +210,6 @@ def register(family: Family, replaces: bool = False) -> Family:
         return family
     _load()  # the built-in entries first, so that a clash with one is seen
     original = _BUILTIN_ENTRIES.get(name)
-    if replaces and original is None:
-        raise SpecError("replaces", replaces, f"only with a built-in family's name ({', '.join(_BUILTIN_ENTRIES)}); "
-                        f"{name!r} is none: register it without replaces")
     replacing = original is not None and not _extends(family, original)
     if replacing and not replaces:
         raise ParadnnError(
