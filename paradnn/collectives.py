@@ -25,7 +25,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from paradnn import backends
+from paradnn import frameworks
 from paradnn.errors import SpecError
 from paradnn.measure import MeasureSettings, time_calls
 from paradnn.record import Record
@@ -86,10 +86,10 @@ def parse_sizes(text: str, parameter: str = "sizes", factor: int = 2) -> list[in
         [parse_bytes(text, parameter)]
 
 
-def simulated_devices(framework: str = backends.DEFAULT) -> bool:
+def simulated_devices(framework: str = frameworks.DEFAULT) -> bool:
     """Whether this process's devices of ``framework`` are simulated on one CPU host (JAX:
     forced host-platform devices); False for a framework that cannot simulate devices."""
-    simulated = getattr(backends.get(framework), "simulated_devices", None)
+    simulated = getattr(frameworks.get(framework), "simulated_devices", None)
     return bool(simulated()) if simulated is not None else False
 
 
@@ -115,7 +115,7 @@ def collective_elements(collective: str, devices: int, size_bytes: int, dtype: s
 
 
 def measure_collective(collective: str, devices: int, size_bytes: int, dtype: str = "float32",
-                       settings: MeasureSettings | None = None, framework: str = backends.DEFAULT) -> Record:
+                       settings: MeasureSettings | None = None, framework: str = frameworks.DEFAULT) -> Record:
     """Time one collective of ``size_bytes`` (NCCL-tests convention, see the module) over the
     first ``devices`` devices of ``framework``; return its row (``family = "collective"``). The
     size is rounded down to whole elements (divisible by ``devices`` where the collective splits
@@ -124,8 +124,8 @@ def measure_collective(collective: str, devices: int, size_bytes: int, dtype: st
 
     if collective not in BUS_FACTORS:
         raise SpecError("collective", collective, "one of " + ", ".join(COLLECTIVES))
-    backend = backends.get(framework)
-    program = backends.capability(framework, "collective_program", "run collectives")
+    backend = frameworks.get(framework)
+    program = frameworks.capability(framework, "collective_program", "run collectives")
     platform, software = context(framework)
     elements = collective_elements(collective, devices, size_bytes, dtype, platform["device_count"])
     settings = settings or MeasureSettings()
@@ -168,7 +168,7 @@ def measure_collective(collective: str, devices: int, size_bytes: int, dtype: st
 
 def check_collectives(devices: Sequence[int], sizes: Sequence[int],
                       collectives: Sequence[str] = COLLECTIVES, dtype: str = "float32",
-                      framework: str = backends.DEFAULT) -> list[tuple[str, int, int]]:
+                      framework: str = frameworks.DEFAULT) -> list[tuple[str, int, int]]:
     """The jobs (collective, device count, size in B) of :func:`run_collectives`, each checked by
     :func:`collective_elements` against the devices ``framework`` sees in this process, before
     any is measured: the first one that cannot run is its SpecError."""
@@ -183,7 +183,7 @@ def check_collectives(devices: Sequence[int], sizes: Sequence[int],
 
 def run_collectives(devices: Sequence[int], sizes: Sequence[int], collectives: Sequence[str] = COLLECTIVES,
                     dtype: str = "float32", settings: MeasureSettings | None = None,
-                    framework: str = backends.DEFAULT,
+                    framework: str = frameworks.DEFAULT,
                     progress: Callable[[int, int, Record], None] | None = None) -> list[Record]:
     """Every collective at every size over every device count, in this process; ``progress``
     is called after each with (done, total, its record). Every job is checked

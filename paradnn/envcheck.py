@@ -98,7 +98,7 @@ def _check_cpus(name: str) -> None:
 def check() -> None:
     """Parse every variable of :data:`VARIABLES` that is set, with the parser its reader uses;
     ParadnnError (one line: the variable, its value, what is allowed) for the first bad one."""
-    from paradnn import hardware, hostutil, plugins
+    from paradnn import frameworks, hardware, hostutil, plugins
 
     hardware.probe_max_cv()
     hardware.probe_budget_s()
@@ -114,10 +114,7 @@ def check() -> None:
     _check_cache()
     for name in ("PARADNN_CPUS_MEASURE", "PARADNN_CPUS_PREPARE"):
         _check_cpus(name)
-    from paradnn.backends.tensorflow.threads import THREAD_ENV, thread_setting
-
-    for kind in THREAD_ENV:  # the TensorFlow backend's own reader, which imports no TensorFlow
-        thread_setting(kind)
+    frameworks.check_environments()  # each framework's own reader, which imports no framework
 
 
 __all__ = ["VARIABLES", "check", "os_cause"]

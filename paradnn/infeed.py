@@ -54,7 +54,7 @@ from typing import Any, Callable, Iterator, Sequence
 import numpy as np
 import pandas as pd
 
-from paradnn import backends, sizes
+from paradnn import frameworks, sizes
 from paradnn.errors import ParadnnError, SpecError
 from paradnn.record import Record
 from paradnn.workload import Workload
@@ -284,10 +284,10 @@ def run_infeed(workload: Workload, workers: Sequence[int] = (1, 2, 4), steps: in
     from paradnn.runner import context
 
     framework = workload.framework
-    backend = backends.get(framework)
-    make_trainer = backends.capability(framework, "infeed_trainer", "train from a host infeed")
-    host_batches = backends.capability(PIPELINE_FRAMEWORK, "host_batches", "build a host input pipeline")
-    pipeline = backends.get(PIPELINE_FRAMEWORK)
+    backend = frameworks.get(framework)
+    make_trainer = frameworks.capability(framework, "infeed_trainer", "train from a host infeed")
+    host_batches = frameworks.capability(PIPELINE_FRAMEWORK, "host_batches", "build a host input pipeline")
+    pipeline = frameworks.get(PIPELINE_FRAMEWORK)
 
     workers = sorted(set(workers))
     for w in workers:

@@ -35,7 +35,7 @@ from typing import Any
 
 import pandas as pd
 
-from paradnn import backends
+from paradnn import frameworks
 from paradnn.analysis.oplevel import COLLECTIVE
 from paradnn.errors import ParadnnError
 from paradnn.profile import OPAQUE
@@ -65,7 +65,7 @@ def profile_ops(program: Any, state: Any, batch: Any, steps: int) -> pd.DataFram
     ``flops``, ``bytes``, ``time_s`` per step and per device, ``attrs`` ``wall_step_s`` (s,
     wall time of a step under the profiler), ``source`` and ``note``. ParadnnError where the
     framework has no such capability."""
-    ops_of = backends.capability(program.workload.framework, "ledger_ops", "profile its operations "
+    ops_of = frameworks.capability(program.workload.framework, "ledger_ops", "profile its operations "
                                  "for the time ledger")
     with tempfile.TemporaryDirectory(prefix="paradnn-ledger-") as tmp:
         return ops_of(program, state, batch, steps, tmp)

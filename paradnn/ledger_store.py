@@ -17,7 +17,7 @@ from typing import IO, Any, Callable
 
 import pandas as pd
 
-from paradnn import backends
+from paradnn import frameworks
 from paradnn.analysis.columns import PLATFORM_KEY
 from paradnn.analysis.prediction import workload_of
 from paradnn.errors import SpecError
@@ -134,7 +134,7 @@ def plan_store(store_path: str | Path, budget_s: float) -> Plan:
 
     frame = store.load(store_path)
     framework = (str(frame["framework"].mode().iloc[0]) if "framework" in frame.columns and len(frame)
-                 else backends.DEFAULT)
+                 else frameworks.DEFAULT)
     return plan(frame, budget_s, runner.context(framework)[0])
 
 

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from paradnn import backends, sizes
+from paradnn import frameworks, sizes
 from paradnn.errors import ParadnnError, SpecError
 from paradnn.measure import MIN_TIMED_CALLS, MeasureSettings
 from paradnn.workload import ModelSpec, Workload
@@ -52,7 +52,7 @@ def probe_batch(workload: Workload, memory_limit_bytes: int, settings: MeasureSe
         return {"batch": workload.batch, "fits": False,
                 "floor_bytes": sizes.floor_bytes(workload)["total_bytes"], "peak_bytes": None,
                 "compile_s": None, "reason": too_big["error"]}
-    backend = backends.get(workload.framework)
+    backend = frameworks.get(workload.framework)
     out: dict[str, Any] = {"batch": workload.batch, "fits": False, "floor_bytes": None,
                            "peak_bytes": None, "compile_s": None, "reason": ""}
     try:
@@ -88,7 +88,7 @@ def max_batch(
     limit: int = 65536,
     trial: bool = True,
     settings: MeasureSettings | None = None,
-    framework: str = backends.DEFAULT,
+    framework: str = frameworks.DEFAULT,
 ) -> dict[str, Any]:
     """The largest global batch ``start * 2**k <= limit`` whose training step fits in memory.
 
@@ -110,7 +110,7 @@ def max_batch(
     if start % _positive_int("devices", devices):
         raise SpecError("start", start, f"a multiple of devices={devices}")
     if memory_limit_bytes is None:
-        memory_limit_bytes = backends.get(framework).device_memory_bytes()
+        memory_limit_bytes = frameworks.get(framework).device_memory_bytes()
         source = "device"
         if memory_limit_bytes is None:
             raise ParadnnError(

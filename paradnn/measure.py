@@ -45,10 +45,10 @@ from typing import Any, Callable
 
 import numpy as np
 
-from paradnn import backends
-from paradnn.backends import setting as _setting
+from paradnn import frameworks
 from paradnn.errors import SpecError
 from paradnn.families import FieldsView
+from paradnn.settings import setting as _setting
 from paradnn.units import parse_bool, parse_int, parse_number
 
 #: The budget never cuts the timed phase below this many calls: 6 is the fewest samples whose
@@ -149,14 +149,14 @@ class MeasureSettings:
 
     def __getattr__(self, name: str) -> Any:
         # Only called for names that are not fields: a framework option, given or default.
-        if name.startswith("__") or name not in backends.option_fields():
+        if name.startswith("__") or name not in frameworks.option_fields():
             raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-        return dict(self.options).get(name, backends.option_default(name))
+        return dict(self.options).get(name, frameworks.option_default(name))
 
     def options_for(self, framework: str) -> Any:
         """The options of ``framework`` (its ``FrameworkInfo.options`` class): those given here,
         defaults for the rest."""
-        cls = backends.meta(framework).options
+        cls = frameworks.meta(framework).options
         given = dict(self.options)
         return cls(**{f.name: given[f.name] for f in dataclasses.fields(cls) if f.name in given})
 
@@ -164,7 +164,7 @@ class MeasureSettings:
         """The protocol fields and the options of ``framework`` (None: of every registered
         framework), defaults included: the record's settings columns."""
         out = {f.name: getattr(self, f.name) for f in _PROTOCOL}
-        for name in (backends.names() if framework is None else (framework,)):
+        for name in (frameworks.names() if framework is None else (framework,)):
             out.update(self.options_for(name).to_dict())
         return out
 
@@ -185,7 +185,7 @@ UNKEYED_SETTINGS: frozenset[str] = frozenset({"ledger"})
 
 
 def _settings_fields() -> tuple[str, ...]:
-    return (*PROTOCOL_FIELDS, *backends.option_names())
+    return (*PROTOCOL_FIELDS, *frameworks.option_names())
 
 
 #: Every setting name, the protocol's then the registered frameworks' options, read at each use
@@ -207,8 +207,8 @@ def parse_setting(value: Any, name: str) -> Any:
     if name in _FIELDS:
         meta = _FIELDS[name].metadata
         return meta["parse"](value, name, **meta["limits"])
-    if name in backends.option_fields():
-        return backends.parse_option(value, name)
+    if name in frameworks.option_fields():
+        return frameworks.parse_option(value, name)
     raise SpecError("setting", name, "one of " + ", ".join(_settings_fields()))
 
 
@@ -231,7 +231,7 @@ def nearest_valid(name: str, value: Any) -> Any:
                     except SpecError:
                         continue
         return _FIELDS[name].default
-    return backends.option_default(name) if name in backends.option_fields() else value
+    return frameworks.option_default(name) if name in frameworks.option_fields() else value
 
 
 #: Up to this many samples the median's interval sums the binomial terms exactly (2**n fits a

@@ -41,7 +41,7 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
-from paradnn import backends, hardware
+from paradnn import frameworks, hardware
 from paradnn.errors import ParadnnError, SpecError
 from paradnn.measure import MIN_TIMED_CALLS, MeasureSettings, time_calls
 from paradnn.record import Record, record_warnings
@@ -171,7 +171,7 @@ def parse_conv2d(text: str) -> OpShape:
 
 def measure_op(shape: OpShape, dtype: str = "float32", settings: MeasureSettings | None = None,
                extra: dict[str, Any] | None = None, peak: Any = None,
-               framework: str = backends.DEFAULT) -> Record:
+               framework: str = frameworks.DEFAULT) -> Record:
     """Compile and time one op on the default device of ``framework`` (its backend's
     ``op_program``: the compiled op and its compiler's cost analysis); return its op row.
 
@@ -189,8 +189,8 @@ def measure_op(shape: OpShape, dtype: str = "float32", settings: MeasureSettings
     if dtype not in OP_DTYPES:
         raise SpecError("dtype", dtype, "one of " + ", ".join(OP_DTYPES))
     settings = settings or MeasureSettings()
-    backend = backends.get(framework)
-    program = backends.capability(framework, "op_program", "run operator micro-benchmarks")
+    backend = frameworks.get(framework)
+    program = frameworks.capability(framework, "op_program", "run operator micro-benchmarks")
     platform, software = context(framework)
     workload = {"family": OP_FAMILY, **shape.fields(), "dtype": dtype, "devices": 1}
     context = {"platform": platform, "software": software, "settings": settings.to_dict(framework),
@@ -272,7 +272,7 @@ def _fastest_flops(peak: Any, dtype: str, platform: dict[str, Any]) -> tuple[flo
 
 
 def run_ops(shapes: Sequence[OpShape], dtypes: Sequence[str] = ("float32",),
-            settings: MeasureSettings | None = None, framework: str = backends.DEFAULT) -> list[Record]:
+            settings: MeasureSettings | None = None, framework: str = frameworks.DEFAULT) -> list[Record]:
     """Every shape at every dtype, in this process."""
     return [measure_op(s, d, settings, framework=framework) for s in shapes for d in dtypes]
 
@@ -286,7 +286,7 @@ def _child_main(payload: str) -> None:
 
     job = json.loads(payload)
     settings = MeasureSettings(**job["settings"])
-    framework = job.get("framework", backends.DEFAULT)
+    framework = job.get("framework", frameworks.DEFAULT)
     cpus = sorted(os.sched_getaffinity(0))
     out = []
     for shape_fields in job["shapes"]:
@@ -312,7 +312,7 @@ def _os_threads() -> int | None:
 
 def thread_scan(shapes: Sequence[OpShape], threads: Sequence[int], dtypes: Sequence[str] = ("float32",),
                 settings: MeasureSettings | None = None, timeout_s: float = 600.0,
-                framework: str = backends.DEFAULT) -> list[dict[str, Any]]:
+                framework: str = frameworks.DEFAULT) -> list[dict[str, Any]]:
     """Measure ``shapes`` once per thread count, each in a child process restricted to that
     many CPUs (``os.sched_setaffinity`` before the framework starts; XLA:CPU sizes its thread
     pools from the affinity at start). Returns the children's rows (dicts, as the store keeps them) with
@@ -329,7 +329,7 @@ def thread_scan(shapes: Sequence[OpShape], threads: Sequence[int], dtypes: Seque
     # restricted to fewer CPUs must never probe, or its lower peak would be cached for the host.
     from paradnn.runner import context
 
-    child_env = backends.capability(framework, "cpu_child_env", "scan CPU thread counts")
+    child_env = frameworks.capability(framework, "cpu_child_env", "scan CPU thread counts")
     platform, _ = context(framework)
     if platform["device_platform"] != "cpu":
         raise ParadnnError(f"ops --threads scans CPU threads: {framework} runs on "

@@ -41,12 +41,12 @@ from typing import Any, Iterable
 import numpy as np
 import pandas as pd
 
-from paradnn import backends, hardware, sizes
+from paradnn import frameworks, hardware, sizes
+from paradnn.analysis.columns import ok_rows
 from paradnn.analysis.cost import TimeModel, estimate, fit_time_model
 from paradnn.calibration import calibrate as calibration_run
 from paradnn.calibration import calibration_configs
 from paradnn.errors import ParadnnError
-from paradnn.analysis.columns import ok_rows
 from paradnn.grids.sweepfile import GridLike, parse_retry_unstable, resolve, resolve_settings
 from paradnn.measure import MeasureSettings
 from paradnn.record import record_key
@@ -86,7 +86,7 @@ def config_table(workloads: Iterable[Workload], known: pd.DataFrame | None = Non
 def compiled_memory(workload: Workload, xla_preset: str = "best", step_loop: str = "auto") -> tuple[int, float]:
     """(bytes per device, compile seconds) of ``workload``'s training program, compiled as the
     runner compiles it, from the compiled memory analysis (``Backend.compile``)."""
-    program = backends.get(workload.framework).compile(
+    program = frameworks.get(workload.framework).compile(
         workload, MeasureSettings(xla_preset=xla_preset, step_loop=step_loop))
     peak = program.metrics.get("memory_peak_bytes")
     if peak is None:
@@ -154,7 +154,7 @@ def plan(
     parsed = resolve(grid_or_file)
     measure = resolve_settings(parsed, settings)
     repeat = repeat if repeat is not None else parsed.run.get("repeat", 1)
-    platform, _ = context("jax")  # the JAX device platform: memory limit and calibration
+    platform, _ = context(frameworks.DEFAULT)  # the default framework's device platform: memory limit and calibration
     frame = pd.DataFrame()
     # A missing store is the one the sweep will create: nothing stored yet. Anything else is read
     # as every command reads a store (load: a zero-byte file is a store without rows, as a sweep
@@ -191,7 +191,7 @@ def plan(
     # stored; their key is unknown (None) and every one of them is to measure.
     settings_dict = measure.to_dict()
     stored_frameworks = set(frame["framework"].dropna()) if "framework" in frame.columns else set()
-    started = {"jax"} | stored_frameworks
+    started = {frameworks.DEFAULT} | stored_frameworks
     keys = [record_key(w.to_dict(), *context(w.framework), settings_dict)
             if w.framework in started else None for w in parsed.workloads]
     not_started = sorted({w.framework for w in parsed.workloads} - started)

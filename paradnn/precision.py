@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from paradnn.backends import choice, setting
+from paradnn.settings import choice, setting
 
 #: The values of the ``matmul_precision`` setting.
 SETTINGS = ("default", "highest", "tf32")

@@ -36,7 +36,7 @@ from typing import Any, Callable
 
 import pandas as pd
 
-from paradnn import backends, sizes
+from paradnn import frameworks, sizes
 from paradnn.analysis.oplevel import categorize
 from paradnn.errors import ParadnnError
 
@@ -401,7 +401,7 @@ def op_times(hlo: str, trace_dir: str, steps: int, devices: int = 1) -> pd.DataF
 
 def capture_step(
     step: Callable, state: Any, batch: Any, steps: int = 5, warmup: int = 2,
-    donated: bool = True, framework: str = backends.DEFAULT,
+    donated: bool = True, framework: str = frameworks.DEFAULT,
 ) -> pd.DataFrame:
     """Per-operation FLOPs, bytes and time of a ``framework`` step function ``step(state, batch)
     -> (state, loss)`` (for JAX a jitted function).
@@ -417,7 +417,7 @@ def capture_step(
     """
     if steps < 1 or warmup < 0:
         raise ParadnnError(f"profile: steps={steps}, warmup={warmup}; allowed: steps >= 1, warmup >= 0")
-    trace = backends.capability(framework, "trace_step", "profile a training step")
+    trace = frameworks.capability(framework, "trace_step", "profile a training step")
     with tempfile.TemporaryDirectory(prefix="paradnn-profile-") as tmp:
         run = trace(step, state, batch, steps, warmup, tmp)
         merged = op_times(run["hlo"], tmp, steps)
@@ -448,9 +448,9 @@ def capture(workload, steps: int = 5, warmup: int = 2,
     >>> analysis.op_roofline(ops, ops.attrs["peak_flops"], ops.attrs["peak_bytes_per_sec"])
     ... # doctest: +SKIP
     """
-    inputs = backends.capability(workload.framework, "profile_inputs", "profile a training step")
+    inputs = frameworks.capability(workload.framework, "profile_inputs", "profile a training step")
     limit = (memory_limit_bytes if memory_limit_bytes is not None
-             else backends.get(workload.framework).device_memory_bytes())
+             else frameworks.get(workload.framework).device_memory_bytes())
     sizes.refuse_oom(workload, limit, "profile")
     step, state, batch = inputs(workload)
     ops = capture_step(step, state, batch, steps=steps, warmup=warmup, framework=workload.framework)

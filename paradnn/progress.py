@@ -60,7 +60,7 @@ def config_name(workload: Any, frameworks: Collection[str] = ()) -> str:
     Workload or a row, then ``on <framework>`` where the framework is not the default one or
     ``frameworks`` (those of the whole sweep) holds several: the configs of a sweep with a
     ``framework`` axis differ only there, and identical lines would not say which ran."""
-    from paradnn.backends import DEFAULT
+    from paradnn.frameworks import DEFAULT
     from paradnn.workload import short_name
 
     name = short_name(workload)

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from paradnn import backends, families
+from paradnn import families, frameworks, sizes
 from paradnn.measure import PROTOCOL_FIELDS, UNKEYED_SETTINGS
 from paradnn.units import si
 from paradnn.workload import Workload, stable_hash
@@ -260,11 +260,8 @@ METRICS["phase_total_s"] = ("s", "measured: wall time of one config from the exe
                             "view: the sum of its phase_*_s (docs/metrics.md, Phases)")
 
 #: The memory breakdown's metrics (``METRICS``), in the order of a stacked bar (bottom to top):
-#: they sum to the compiled total where a backend reports the breakdown.
-MEMORY_PARTS: tuple[str, ...] = (
-    "memory_weights_bytes", "memory_gradients_bytes", "memory_optimizer_bytes",
-    "memory_activations_bytes", "memory_workspace_bytes",
-)
+#: they sum to the compiled total where a backend reports the breakdown (named in paradnn.sizes).
+MEMORY_PARTS: tuple[str, ...] = tuple(sizes.MEMORY_PARTS)
 
 #: The time ledger's parts (paradnn.ledger, docs/ledger.md), in the order of a stacked bar
 #: (bottom to top): part -> (label, what it is and where it comes from). Each is the metric
@@ -630,7 +627,7 @@ CORE_SOFTWARE_FIELDS = ("paradnn_version", "framework_version", "python_version"
 
 
 #: Software field of the records made where a plugin replaced a built-in framework or family
-#: (``backends.register(..., replaces=True)``, ``families.register(..., replaces=True)``): which
+#: (``frameworks.register(..., replaces=True)``, ``families.register(..., replaces=True)``): which
 #: ones, and the module that registered each (``framework jax: mylab.fastjax; family fc:
 #: mylab.fc``). Part of the key (another implementation is another config), and absent where
 #: nothing was replaced, so that rows of the built-ins keep the keys they always had and old
@@ -643,7 +640,7 @@ def replaced_by(framework: str) -> dict[str, str]:
     """``{REPLACED_BY: text}`` for the records of ``framework`` made in this process, or ``{}``
     where no plugin replaced ``framework`` or any built-in family."""
     parts = []
-    module = backends.replaced_by(framework)
+    module = frameworks.replaced_by(framework)
     if module is not None:
         parts.append(f"framework {framework}: {module}")
     parts += [f"family {name}: {module}" for name, module in families.replaced().items()]
@@ -651,7 +648,7 @@ def replaced_by(framework: str) -> dict[str, str]:
 
 
 def _software_columns() -> tuple[str, ...]:
-    versions = [f for name in backends.names() for f in backends.meta(name).version_fields]
+    versions = [f for name in frameworks.names() for f in frameworks.meta(name).version_fields]
     return tuple(dict.fromkeys(("paradnn_version", "framework_version", *versions, "python_version")))
 
 
@@ -678,8 +675,8 @@ def record_key(workload: dict[str, Any], platform: dict[str, Any], software: dic
     software = {k: v for k, v in software.items() if k != "paradnn_revision"}
     settings = {k: v for k, v in settings.items() if k not in UNKEYED_SETTINGS}
     framework = workload.get("framework")
-    if framework in backends.names():
-        others = set(backends.option_names()) - set(backends.option_names(framework))
+    if framework in frameworks.names():
+        others = set(frameworks.option_names()) - set(frameworks.option_names(framework))
         settings = {k: v for k, v in settings.items() if k not in others}
     return stable_hash([workload, platform, software, settings])
 
@@ -693,13 +690,13 @@ def row_key(row: Mapping[str, Any], settings: bool = True) -> str | None:
     ``{}`` for the settings). None for a row whose family or framework is not registered here,
     or that is not a model's (operator, collective and infeed rows have no framework)."""
     framework, family = row.get("framework"), row.get("family")
-    if framework not in backends.names() or family not in families.names():
+    if framework not in frameworks.names() or family not in families.names():
         return None
     fields = ("family", *families.get(family).fields(), "batch", "dtype", "optimizer", "devices", "framework")
     if any(f not in row for f in fields):
         return None
-    software_names = (*CORE_SOFTWARE_FIELDS, *backends.meta(framework).software_fields)
-    setting_names = (*PROTOCOL_FIELDS, *backends.option_names(framework))
+    software_names = (*CORE_SOFTWARE_FIELDS, *frameworks.meta(framework).software_fields)
+    setting_names = (*PROTOCOL_FIELDS, *frameworks.option_names(framework))
     software = {f: row[f] for f in software_names if f in row}
     # Keyed only where set: a table of rows (a store's frame) has the column as NaN or None on
     # the rows of built-ins, whose records never had the field.

@@ -48,7 +48,7 @@ import typing
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
-from paradnn import backends, families
+from paradnn import families, frameworks
 from paradnn.errors import SpecError
 from paradnn.measure import MeasureSettings
 from paradnn.record import CORE_SOFTWARE_FIELDS, METRICS, PLATFORM_FIELDS
@@ -139,7 +139,7 @@ def row_schema() -> RowSchema:
     """The schema of this process's registries (families, frameworks, settings, metrics): built
     once per set of registered families and frameworks."""
     family_specs = tuple((name, families.get(name).spec) for name in families.names())
-    options = tuple((name, backends.meta(name).options) for name in backends.names())
+    options = tuple((name, frameworks.meta(name).options) for name in frameworks.names())
     return _build(family_specs, options)
 
 
@@ -163,7 +163,7 @@ def _build(family_specs: tuple[tuple[str, type], ...],
     fields["device_count"] = "integer"
     fields.update({name: "text" for name in CORE_SOFTWARE_FIELDS})
     for framework, cls in options:
-        fields.update({name: "text" for name in backends.meta(framework).version_fields})
+        fields.update({name: "text" for name in frameworks.meta(framework).version_fields})
         for name, kind in _annotated(cls).items():
             fields[name] = kind if fields.get(name, kind) == kind else "scalar"
     protocol = {f.name for f in dataclasses.fields(MeasureSettings)

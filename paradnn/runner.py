@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from paradnn import backends, families, hardware, meters, progress, sizes
+from paradnn import families, frameworks, hardware, meters, progress, sizes
 from paradnn.envcheck import os_cause
 from paradnn.errors import InfrastructureError, ParadnnError, SpecError
 from paradnn.measure import MeasureSettings, time_calls
@@ -26,13 +26,13 @@ from paradnn.workload import ModelSpec, Workload, short_name
 
 
 @functools.lru_cache(maxsize=None)
-def context(framework: str = backends.DEFAULT) -> tuple[dict[str, Any], dict[str, Any]]:
+def context(framework: str = frameworks.DEFAULT) -> tuple[dict[str, Any], dict[str, Any]]:
     """(platform, software) of ``framework`` in this process: the device platform, kind and
     count it sees (``Backend.device_info``), and the versions that shape its numbers: paradnn's
     and Python's (:func:`paradnn.hardware.software_info`), ``framework_version`` and the
     framework's own fields (``Backend.software_info``), and ``replaced_by`` where a plugin
     replaced a built-in framework or family here (:func:`paradnn.record.replaced_by`)."""
-    backend = backends.get(framework)
+    backend = frameworks.get(framework)
     platform = hardware.local_device_info(backend.device_info())
     software = {**hardware.software_info(), **backend.software_info(), **replaced_by(framework)}
     return platform, software
@@ -41,15 +41,15 @@ def context(framework: str = backends.DEFAULT) -> tuple[dict[str, Any], dict[str
 def model_flops_per_step(workload: Workload) -> float:
     """Analytic FLOPs of one training step over the global batch (FLOP): the family's closed form
     or published count (:func:`paradnn.sizes.model_flops_per_step`), else counted from the
-    reference (JAX) model's jaxpr (:func:`paradnn.backends.jax.costs.model_flops_per_step`)."""
+    reference model, by the default backend (its ``model_flops_per_step`` capability)."""
     known = sizes.model_flops_per_step(workload)
     if known is not None:
         return known
-    # Imported here: only families with neither (some real models) need the JAX counter, so a
-    # run of another framework imports no JAX for FC, CNN, RNN or the zoo's published counts.
-    from paradnn.backends.jax import costs
-
-    return costs.model_flops_per_step(workload)
+    # A capability of the default (reference) backend, looked up only here: only families with
+    # neither (some real models) need it, so a run of another framework imports no JAX for FC,
+    # CNN, RNN or the zoo's published counts.
+    count = frameworks.capability(frameworks.DEFAULT, "model_flops_per_step", "count a model's FLOPs from its jaxpr")
+    return count(workload)
 
 
 def platform_problem(workload: Workload, platform: Mapping[str, Any]) -> SpecError | None:
@@ -73,7 +73,7 @@ def run(
     devices: int = 1,
     settings: MeasureSettings | None = None,
     memory_limit_bytes: int | None = None,
-    framework: str = backends.DEFAULT,
+    framework: str = frameworks.DEFAULT,
     **setting_overrides: Any,
 ) -> Record:
     """Build, compile and measure one training workload; return its record.
@@ -105,7 +105,7 @@ def run_workload(
     runtime failures: they become ``oom`` or ``error`` records."""
     t_start = time.perf_counter()
     settings = settings or MeasureSettings()
-    backend = backends.get(workload.framework)
+    backend = frameworks.get(workload.framework)
     platform, software = context(workload.framework)
     context_ = {"platform": platform, "software": software,
                 "settings": settings.to_dict(workload.framework)}
@@ -238,13 +238,13 @@ def prepare_workload(
     measurement refuses it before compiling)."""
     settings = settings or MeasureSettings()
     try:
-        prepare = backends.capability(workload.framework, "prepare", "compile ahead")
+        prepare = frameworks.capability(workload.framework, "prepare", "compile ahead")
     except ParadnnError:
         return "unsupported"
     platform, _software = context(workload.framework)
     if workload.devices > platform["device_count"]:
         return "nothing to prepare: more devices than this host has (the measurement says so)"
-    backend = backends.get(workload.framework)
+    backend = frameworks.get(workload.framework)
     limit = memory_limit_bytes if memory_limit_bytes is not None else backend.device_memory_bytes()
     if sizes.predicted_oom(workload, limit) is not None:
         return "nothing to prepare: predicted out of memory before compiling"

@@ -29,7 +29,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from paradnn import backends
+from paradnn import frameworks
 from paradnn.errors import SpecError
 from paradnn.measure import MeasureSettings
 from paradnn.record import Record
@@ -118,7 +118,7 @@ def summarize(points: pd.DataFrame) -> tuple[pd.DataFrame, float]:
 def run_scaling(spec: ModelSpec, devices: Sequence[int], per_device_batch: int | None = None,
                 global_batch: int | None = None, dtype: str = "float32", optimizer: str | None = None,
                 settings: MeasureSettings | None = None,
-                memory_limit_bytes: int | None = None, framework: str = backends.DEFAULT) -> ScalingResult:
+                memory_limit_bytes: int | None = None, framework: str = frameworks.DEFAULT) -> ScalingResult:
     """Weak scaling at ``per_device_batch`` and/or strong scaling at ``global_batch`` (examples)
     over ``devices`` (must include 1). Each distinct (batch, devices) workload is measured once;
     the compute-only variants are the one-device runs at the per-device batch. A point whose

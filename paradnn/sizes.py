@@ -7,8 +7,9 @@ Everything here is arithmetic on a workload's fields and its family's entry
 and the runner's first check cost microseconds per config, whatever the size of the model
 (``--layers 1000000000`` included).
 
-Two tables live here, one place each: :data:`DTYPE_BYTES` (the compute dtypes a workload may
-name) and :data:`OPTIMIZERS` (the optimizers a workload may name: how much state each keeps,
+Three tables live here, one place each: :data:`DTYPE_BYTES` (the compute dtypes a workload may
+name), :data:`MEMORY_PARTS` (the parts a step's memory splits into, as record metrics and
+figure labels) and :data:`OPTIMIZERS` (the optimizers a workload may name: how much state each keeps,
 as a lower bound and as an estimate, and the hyperparameters that every framework's
 implementation reads, so that JAX, TensorFlow and PyTorch train with the same settings).
 
@@ -28,6 +29,16 @@ from typing import Any, Mapping
 
 from paradnn import families
 from paradnn.errors import ParadnnError, SpecError
+
+#: The memory breakdown's parts (record metrics, B per device) -> the label figures give them,
+#: in the order of a stacked bar (bottom to top): they sum to the compiled total where a backend
+#: reports the breakdown (TBD's categories: weights, weight gradients, optimizer state, feature
+#: maps, workspace).
+MEMORY_PARTS: dict[str, str] = {
+    "memory_weights_bytes": "weights", "memory_gradients_bytes": "weight gradients",
+    "memory_optimizer_bytes": "optimizer state", "memory_activations_bytes": "feature maps",
+    "memory_workspace_bytes": "workspace / other",
+}
 
 #: Bytes per element of each compute dtype a workload may name.
 DTYPE_BYTES: dict[str, int] = {"float32": 4, "bfloat16": 2, "float16": 2}

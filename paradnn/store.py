@@ -50,11 +50,18 @@ from typing import Any, Union
 
 import pandas as pd
 
+from paradnn import families, frameworks
 from paradnn.errors import ParadnnError, ParadnnWarning, SpecError, StoreError, echo
 from paradnn.measure import PROTOCOL_FIELDS, SETTINGS_FIELDS
-from paradnn import backends, families
 from paradnn.record import (
-    METRICS, PLATFORM_FIELDS, SCHEMA_VERSION, SETTINGS_ADDED, SOFTWARE_FIELDS, Record, row_key, superseded,
+    METRICS,
+    PLATFORM_FIELDS,
+    SCHEMA_VERSION,
+    SETTINGS_ADDED,
+    SOFTWARE_FIELDS,
+    Record,
+    row_key,
+    superseded,
 )
 from paradnn.rowschema import RowSchema, read_row, row_schema
 
@@ -99,7 +106,7 @@ def migrate_row(row: dict[str, Any]) -> dict[str, Any]:
     version = row.get("schema_version")
     if isinstance(version, int) and version < SCHEMA_VERSION:
         framework = row["framework"]
-        declared = (*PROTOCOL_FIELDS, *(backends.option_names(framework) if framework in backends.names() else ()))
+        declared = (*PROTOCOL_FIELDS, *(frameworks.option_names(framework) if framework in frameworks.names() else ()))
         for added, defaults in SETTINGS_ADDED.items():
             if version < added:
                 for name, value in defaults.items():

@@ -31,20 +31,27 @@ from typing import IO, Any
 
 import pandas as pd
 
+from paradnn import frameworks
+from paradnn import progress as progress_lines
 from paradnn.analysis.cost import estimate
 from paradnn.errors import InfrastructureError, SpecError, StoreError
 from paradnn.executors import EXECUTORS, Fault, RunFn, Task, default_cache_dir, make_executor
-from paradnn import backends
-from paradnn import progress as progress_lines
-from paradnn.grids.sweepfile import (MAX_REPEAT, GridLike, parse_overlap, parse_retry_unstable,
-                                     resolve, resolve_settings)
+from paradnn.grids.sweepfile import MAX_REPEAT, GridLike, parse_overlap, parse_retry_unstable, resolve, resolve_settings
 from paradnn.measure import MeasureSettings
-from paradnn.units import duration, parse_bytes, parse_duration, parse_int
 from paradnn.record import (
-    STATUSES, FrozenDict, Record, format_phase_totals, is_retry, phase_totals, record_key, row_key, unstable_ok,
+    STATUSES,
+    FrozenDict,
+    Record,
+    format_phase_totals,
+    is_retry,
+    phase_totals,
+    record_key,
+    row_key,
+    unstable_ok,
 )
 from paradnn.runner import platform_problem
 from paradnn.store import Store, current_rows
+from paradnn.units import duration, parse_bytes, parse_duration, parse_int
 from paradnn.workload import Workload, short_name
 
 __all__ = ["sweep", "SweepConfig", "DEFAULT_TIMEOUT_S", "DEFAULT_CACHE",
@@ -623,7 +630,7 @@ def _key_configs(config: SweepConfig, ex: Any, db: Store) -> _Resume:
     count the store's records of each."""
     # The sweep's platform (its progress estimates) is that of its first config's framework: a
     # torch-only sweep starts no JAX worker.
-    first = config.workloads[0].framework if config.workloads else backends.DEFAULT
+    first = config.workloads[0].framework if config.workloads else frameworks.DEFAULT
     try:
         platform, _software = ex.context(first)
     except InfrastructureError as exc:

@@ -19,68 +19,16 @@ import hashlib
 import json
 import math
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
-from paradnn import families
+from paradnn import families, frameworks
 from paradnn.errors import SpecError
-from paradnn.units import INT_MAX
+from paradnn.families.spec import Spec, positive_int
+from paradnn.settings import choice
 from paradnn.sizes import DTYPE_BYTES, OPTIMIZERS
 
 #: Compute dtypes a workload may name (the keys of ``sizes.DTYPE_BYTES``).
 DTYPES: tuple[str, ...] = tuple(DTYPE_BYTES)
-
-
-def positive_int(name: str, value: Any) -> int:
-    """``value`` as a positive int of at most 64 bits (:data:`paradnn.units.INT_MAX`: array
-    dimensions and byte counts are int64 in XLA, and a batch of 1e308 examples overflowed the
-    size arithmetic); integral floats and strings from YAML or argparse ("4", 4.0) are
-    accepted, anything lossy (2.5, True) is a SpecError naming ``name``."""
-    allowed = f"a positive integer up to {INT_MAX}"
-    # bool is an int subclass; True as a layer count is a bug, not a 1.
-    if isinstance(value, bool) or not isinstance(value, int):
-        try:
-            as_float = float(value)
-        except (TypeError, ValueError, OverflowError):
-            raise SpecError(name, value, allowed) from None
-        if isinstance(value, bool) or not as_float.is_integer():
-            raise SpecError(name, value, allowed)
-        value = int(as_float)
-    if not 0 < value <= INT_MAX:
-        raise SpecError(name, value, allowed)
-    return value
-
-
-def choice(name: str, value: Any, allowed: tuple[str, ...] | list[str]) -> str:
-    """``value`` lower-cased if it is one of ``allowed``; SpecError naming ``name`` otherwise."""
-    if not isinstance(value, str) or value.lower() not in allowed:
-        raise SpecError(name, value, "one of " + ", ".join(allowed))
-    return value.lower()
-
-
-class Spec:
-    """Base of model specs (frozen dataclasses): integer coercion, validation, a canonical dict.
-
-    A subclass declares ``family`` (its registry name) and ``_ints`` (the fields coerced with
-    :func:`positive_int`), and may override ``_validate`` for its other checks.
-    """
-
-    family: ClassVar[str]
-    _ints: ClassVar[tuple[str, ...]] = ()
-
-    def __post_init__(self) -> None:
-        for name in self._ints:
-            object.__setattr__(self, name, positive_int(name, getattr(self, name)))
-        self._validate()
-
-    def _validate(self) -> None:  # per-family choices
-        pass
-
-    def to_dict(self) -> dict[str, Any]:
-        """The hyperparameters, plus ``family``."""
-        return {"family": self.family, **dataclasses.asdict(self)}
-
-    def replace(self, **changes: Any) -> "Spec":
-        return dataclasses.replace(self, **changes)
 
 
 #: The type of any registered family's spec (``FC``, ``CNN``, ``RNN``, ``Real``, ``Transformer``
@@ -118,24 +66,24 @@ class Workload:
     dtype: str = "float32"
     optimizer: str | None = None
     devices: int = 1
-    framework: str = "jax"
+    framework: str = frameworks.DEFAULT
 
     def __post_init__(self) -> None:
         if not isinstance(self.spec, Spec):
             raise SpecError("spec", self.spec, "a model spec of a family: " + ", ".join(families.names()))
         fam = families.of(self.spec)
-        object.__setattr__(self, "framework", choice("framework", self.framework, families.FRAMEWORKS))
+        object.__setattr__(self, "framework", choice(families.FRAMEWORKS, any_case=True)(self.framework, "framework"))
         if self.framework not in fam.frameworks_for(self.spec):
             what = f"model {self.spec.model}" if fam.kind == "real" else f"family {fam.name}"
             raise SpecError("framework", self.framework,
                             f"one of {', '.join(fam.frameworks_for(self.spec))} for {what}")
         object.__setattr__(self, "batch", positive_int("batch", self.batch))
         object.__setattr__(self, "devices", positive_int("devices", self.devices))
-        object.__setattr__(self, "dtype", choice("dtype", self.dtype, DTYPES))
+        object.__setattr__(self, "dtype", choice(DTYPES, any_case=True)(self.dtype, "dtype"))
         if self.optimizer is None:
             # Resolve the model's default here so that the key names what actually runs.
             object.__setattr__(self, "optimizer", fam.default_optimizer(self.spec))
-        object.__setattr__(self, "optimizer", choice("optimizer", self.optimizer, list(OPTIMIZERS)))
+        object.__setattr__(self, "optimizer", choice(OPTIMIZERS, any_case=True)(self.optimizer, "optimizer"))
         if self.batch % self.devices:
             raise SpecError("batch", self.batch, f"a multiple of devices={self.devices}")
 

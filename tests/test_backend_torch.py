@@ -37,7 +37,7 @@ def with_mode(settings, mode: str):
 def _tiny_cases():
     for name in families.generated():
         fam = families.get(name)
-        if "torch" not in fam.builders:
+        if "torch" not in fam.framework_builders():
             continue
         for t in fam.tiny:
             fields = {k: v for k, v in t.items() if k != "batch"}

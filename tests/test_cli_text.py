@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 import paradnn
-from paradnn import backends
+from paradnn import frameworks
 from paradnn.cli import main
 
 import test_compare as TC
@@ -22,12 +22,12 @@ def _help(capsys, *args) -> str:
 
 def test_run_help_says_each_framework_option_once(capsys):
     text = _help(capsys, "run", "fc")
-    for name, declared in backends.option_fields().items():
-        frameworks = [fw for fw, _ in declared]
+    for name, declared in frameworks.option_fields().items():
+        declaring = [fw for fw, _ in declared]
         # The option's flag is described once, naming every framework that declares it.
         entry = re.search(rf"--{name.replace('_', '-')} X framework option \(([^)]*)\)", text)
         assert entry, name
-        assert entry.group(1).split(", ") == frameworks
+        assert entry.group(1).split(", ") == declaring
     # jax, tensorflow and torch declare matmul_precision with one text: it is printed once.
     paragraph = "internal precision of float32 matmuls and convolutions"
     assert text.count(paragraph) == 1
@@ -51,8 +51,8 @@ def test_option_help_names_frameworks_together_where_their_texts_agree(monkeypat
 
     fields = {"knob": [("one", dataclasses.fields(A)[0]), ("two", dataclasses.fields(A)[0]),
                        ("three", dataclasses.fields(B)[0])]}
-    monkeypatch.setattr(backends, "option_fields", lambda: fields)
-    assert backends.option_help("knob") == \
+    monkeypatch.setattr(frameworks, "option_fields", lambda: fields)
+    assert frameworks.option_help("knob") == \
         "(one, two, three) what it does: one, two: a (fast) or b (slow); three: a (quick) or b"
 
 

@@ -46,7 +46,7 @@ def test_every_family_has_its_facts_in_one_entry():
     for name in families.names():
         fam = families.get(name)
         assert fam.spec.family == name
-        assert "jax" in fam.builders
+        assert "jax" in fam.framework_builders()
         assert set(a.name for a in fam.axes) <= set(fam.fields())
         for preset in fam.tiny:
             spec = fam.spec(**{k: v for k, v in preset.items() if k != "batch"})

@@ -188,7 +188,7 @@ def test_speedup_by_config_figure(stored):
 def test_memory_bars_keep_frameworks_apart(stored):
     from paradnn.backends.jax import memory as memory
 
-    assert P.MEMORY_PARTS == memory.MEMORY_PARTS  # the figure's copy of the order
+    assert P.MEMORY_PARTS == tuple(memory.MEMORY_PARTS)  # one order: paradnn.sizes's table
     fig = P.memory_breakdown(stored)
     names = [t.get_text() for t in fig.axes[0].get_xticklabels()]
     assert len(names) == 6  # 3 workloads x 2 frameworks, no bar averaged over both

@@ -392,7 +392,7 @@ BAD_PLUGINS = {
     "missing_import": "import paradnn_fuzz_no_such_package  # noqa",
     "missing_framework": "from paradnn import backends\nbackends.register('fuzzfw', 'paradnn_fuzz_no_such_package')",
     "empty_family": ("import dataclasses\nfrom paradnn import families\n"
-                     "families.register(dataclasses.replace(families.get('fc'), builders={{}}))"),
+                     "families.register(dataclasses.replace(families.get('fc'), builders={{}}), replaces=True)"),
     "shadows_jax": "from paradnn import backends\nbackends.register('jax', 'toy_numpy')",
 }
 

@@ -290,7 +290,8 @@ def test_a_family_no_framework_can_build_is_refused_and_no_message_lists_nothing
     assert families.get("fc") is fc and "lonely" not in families.names()
 
     # A family whose frameworks narrow a spec to none: the message says so, not "one of  for".
-    lonely = families.register(dataclasses.replace(fc, name="lonely", spec=Lonely, frameworks=lambda spec: ()))
+    lonely = families.register(dataclasses.replace(fc, name="lonely", spec=Lonely, builders=fc.framework_builders(),
+                                                     frameworks=lambda spec: ()))
     try:
         with pytest.raises(SpecError) as info:
             families.builder(Lonely(1, 8, 8, 4), "jax")

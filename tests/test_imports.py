@@ -112,7 +112,7 @@ def test_the_rules_see_the_whole_package():
 
 def test_analyses_never_reach_back_up_the_flow():
     """Stage order: analysis, plots and report read stored rows; they never import the runner,
-    the executors or a framework's package (the registry ``paradnn.backends`` is metadata that
+    the executors or a framework's package (the registry ``paradnn.frameworks`` is metadata that
     imports no framework, as the family registry is, and they may read it)."""
     later = ("paradnn.analysis", "paradnn.plots", "paradnn.report")
     # (paradnn.measure is allowed: the settings' names, SETTINGS_FIELDS, are the store's schema.)
@@ -123,3 +123,55 @@ def test_analyses_never_reach_back_up_the_flow():
                  for target in [module, *(f"{module}.{n}" for n in names)]
                  if target.startswith(earlier)]
     assert not offenders, repr(offenders)
+
+
+#: The ground floor: the framework registry and its interface, the settings helpers, errors,
+#: units and the plug-in loader. They import nothing of paradnn above them, so that every
+#: module (families, sizes, precision, hardware...) may read the registry without climbing.
+GROUND = ("paradnn.errors", "paradnn.units", "paradnn.plugins", "paradnn.settings", "paradnn.frameworks")
+FRAMEWORK_PACKAGES = ("jax", "tensorflow", "torch")
+
+
+def _paradnn_targets(name: str, path: Path):
+    """Every paradnn module ``name`` imports (module level or in a function), as dotted names:
+    ``from paradnn.a import b`` counts as paradnn.a.b where that is a module."""
+    for module, names, _ in _imports(name, path):
+        if not module.startswith("paradnn"):
+            continue
+        subs = [f"{module}.{n}" for n in names if f"{module}.{n}" in MODULES]
+        yield from subs or [module]
+
+
+def test_the_ground_floor_imports_only_the_ground_floor():
+    offenders = [(name, target) for name in GROUND for target in _paradnn_targets(name, MODULES[name])
+                 if target not in GROUND]
+    assert not offenders, repr(offenders)
+
+
+def test_no_framework_package_imports_another_and_no_one_else_imports_one():
+    """A framework is reached only through the registry: no module outside
+    ``paradnn.backends.<fw>`` imports that package (its names are strings in its own INFO), and
+    paradnn's own modules import the registry from paradnn.frameworks, not through the
+    ``paradnn.backends`` facade kept for plug-in authors."""
+    offenders = []
+    for name, path in MODULES.items():
+        own = next((fw for fw in FRAMEWORK_PACKAGES if name.startswith(f"paradnn.backends.{fw}")), None)
+        for target in _paradnn_targets(name, path):
+            fw = next((f for f in FRAMEWORK_PACKAGES if target == f"paradnn.backends.{f}"
+                       or target.startswith(f"paradnn.backends.{f}.")), None)
+            if fw is not None and fw != own:
+                offenders.append((name, target))
+            if target == "paradnn.backends" and name != "paradnn.backends":
+                offenders.append((name, target))
+    assert not offenders, repr(offenders)
+
+
+def test_families_and_sizes_do_not_reach_up_to_workloads():
+    """Families define their specs on ``paradnn.families.spec.Spec``; the workload (spec plus
+    training settings) is above them, sizes too: neither families nor sizes import it."""
+    lower = [n for n in MODULES if n.startswith("paradnn.families") or n == "paradnn.sizes"]
+    offenders = [(name, target) for name in lower for target in _paradnn_targets(name, MODULES[name])
+                 if not (target.startswith("paradnn.families") or target in GROUND or target == "paradnn.sizes")]
+    assert not offenders, repr(offenders)
+    # Vacuous if nothing is looked at: the families import the ground floor and each other.
+    assert any(t == "paradnn.frameworks" for t in _paradnn_targets("paradnn.families", MODULES["paradnn.families"]))

@@ -100,9 +100,12 @@ def test_toy_framework_on_the_command_line(paradnn_cmd, tmp_path):
 
 
 def test_toy_framework_is_one_package_plus_one_line():
-    """What the toy needs from paradnn: its package and the registry line (plus the FC entry
-    learning its builder, until the family registry reads FrameworkInfo.builders)."""
+    """What the toy needs from paradnn: its package and the registry line. The families it
+    builds are in its INFO: no family is registered again, and the FC family learns the
+    toy's builder from the framework registry alone."""
     files = sorted(p.name for p in (TESTS / "toy_numpy").glob("*.py"))
     assert files == ["__init__.py", "backend.py", "model.py", "plugin.py"]
     text = (TESTS / "toy_numpy" / "plugin.py").read_text()
     assert text.count("backends.register(") == 1
+    code = text.split('"""')[-1]  # after the module's docstring
+    assert "families" not in code

@@ -9,7 +9,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import pandas as pd
 
-from paradnn import families, record
+from paradnn import families, frameworks, record
 from paradnn.errors import ParadnnError
 from paradnn.record import METRICS, PREDICTED
 from paradnn.units import si
@@ -24,7 +24,7 @@ WORKLOAD_FIELDS: Sequence[str] = families.FieldsView(
 PLATFORM_KEY: tuple[str, ...] = ("device_platform", "device_kind", "device_count")
 FRAMEWORK = "framework"
 #: What a row without a framework means: stores from before frameworks ran JAX only.
-DEFAULT_FRAMEWORK = "jax"
+DEFAULT_FRAMEWORK = frameworks.DEFAULT
 #: Software columns of every store, whatever its frameworks: the version of the framework that
 #: ran the row, and the XLA flags in effect. Each framework's own version columns
 #: (``jax_version``, ``tf_version``, ...) are read from the data: see :func:`software_columns`.

@@ -144,9 +144,9 @@ def main(argv: list[str] | None = None) -> int:
         # Its measuring worker starts Python and imports the default framework while this
         # process imports the sweep's modules; the process executor adopts it, and it is killed
         # below if none does (bad input, another executor).
-        from paradnn import backends, spawn
+        from paradnn import frameworks, spawn
 
-        spawn.prestart(backends.DEFAULT)
+        spawn.prestart(frameworks.DEFAULT)
     try:
         return _main(line)
     finally:

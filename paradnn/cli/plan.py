@@ -11,13 +11,13 @@ import sys
 import textwrap
 from typing import Any
 
-from paradnn import backends, families
+from paradnn import families, frameworks
 from paradnn.cli.run import add_spec_subparsers, settings_from_args, workload_from_args
 from paradnn.grids import MAX_REPEAT
 from paradnn.outputs import check_output, path_type, write_output
 from paradnn.plan import Plan, plan
-from paradnn.units import duration, parse_int, si
 from paradnn.progress import config_name
+from paradnn.units import duration, parse_int, si
 
 _EXAMPLES = """examples:
   paradnn plan sweeps/fc.yaml                      the paper's FC grid: count, sizes, oom, time
@@ -45,7 +45,7 @@ def format_plan(result: Plan, rows: int = 10) -> str:
                    + (f"; {s['counts_unknown']:,} unknown (a zoo model at another input size "
                       "and no stored record of it)" if s["counts_unknown"] else ""))
     by_fw = s.get("by_framework") or {}
-    frameworks = set(by_fw)
+    fw_names = set(by_fw)
     lines = [
         f"plan of {where} on {s['platform']}",
         f"configs          {s['configs']:,} ({fams}); repeat {s['repeat']}",
@@ -62,7 +62,7 @@ def format_plan(result: Plan, rows: int = 10) -> str:
          f"{si(s['memory_floor_max_bytes'], 'B')} per device, decide oom"),
         f"memory limit     {si(s['memory_limit_bytes'], 'B')}: {s['memory_limit_source']}",
     ]
-    if len(by_fw) > 1 or set(by_fw) - {backends.DEFAULT}:
+    if len(by_fw) > 1 or set(by_fw) - {frameworks.DEFAULT}:
         skipped = s.get("frameworks_not_started") or []
         # After the configs' two lines: the frameworks, and those the plan did not start.
         lines.insert(3, f"frameworks       {', '.join(f'{f} {n:,}' for f, n in by_fw.items())}"
@@ -99,7 +99,7 @@ def format_plan(result: Plan, rows: int = 10) -> str:
     if len(oom):
         lines.append(f"\npredicted oom ({len(oom):,}; memory estimate > limit), e.g.:")
         for _, r in oom.sort_values("memory_bytes").head(min(rows, 3)).iterrows():
-            lines.append(f"  {config_name(r.to_dict(), frameworks)}: {si(r['memory_bytes'], 'B')}")
+            lines.append(f"  {config_name(r.to_dict(), fw_names)}: {si(r['memory_bytes'], 'B')}")
     todo = t[t["predicted"] == "run"]
     if len(todo) and rows > 0:
         order = "wall_s" if s["wall_s"] is not None else "model_flops_per_step"
@@ -108,7 +108,7 @@ def format_plan(result: Plan, rows: int = 10) -> str:
         for _, r in todo.sort_values(order, ascending=False).head(rows).iterrows():
             lines.append(f"  {si(r['params'], ''):>9} {si(r['model_flops_per_step'], 'FLOP'):>11} "
                          f"{si(r['memory_bytes'], 'B'):>9} {duration(r['wall_s']):>8}  "
-                         f"{config_name(r.to_dict(), frameworks)}")
+                         f"{config_name(r.to_dict(), fw_names)}")
     if s["oom"] and s["memory_limit_source"].startswith("host memory"):
         lines.append("\nnote: on a CPU the sweep predicts no oom by itself; run it with "
                      f"--memory-limit {si(s['memory_limit_bytes'], 'B').replace(' ', '')} to "

@@ -8,12 +8,12 @@ import json
 import sys
 from typing import Any, Callable
 
-from paradnn import backends, families, progress
+from paradnn import families, frameworks, progress
 from paradnn.errors import ParadnnError
 from paradnn.families.real import ZOO
 from paradnn.sizes import OPTIMIZERS
-from paradnn.workload import DTYPES, Workload
 from paradnn.units import precise_duration, si, significant
+from paradnn.workload import DTYPES, Workload
 
 #: Most data-parallel devices a workload may name (far above any single host).
 MAX_DEVICES = 65_536
@@ -42,7 +42,8 @@ def add_spec_subparsers(parser: argparse.ArgumentParser, handler: Callable, sett
     --batch --dtype --optimizer --devices (and the measurement settings when ``settings``,
     ``--no-cache`` when ``cache``: the command uses the compilation cache)."""
     from paradnn.cli import Parser, typed
-    from paradnn.units import parse_bytes as _bytes, parse_int
+    from paradnn.units import parse_bytes as _bytes
+    from paradnn.units import parse_int
 
     names = families.names()
     sub = parser.add_subparsers(dest="family", required=True, metavar="{" + ",".join(names) + "}",
@@ -67,11 +68,11 @@ def add_spec_subparsers(parser: argparse.ArgumentParser, handler: Callable, sett
         # Only the frameworks that can build this family (its builders): the help must not
         # offer one the family refuses.
         usable = family_frameworks(fam)
-        p.add_argument("--framework", default=backends.DEFAULT, choices=usable,
+        p.add_argument("--framework", default=frameworks.DEFAULT, choices=usable,
                        help="software that builds, compiles and runs the workload: "
-                       + ", ".join(backends.meta(n).description or n for n in usable)
+                       + ", ".join(frameworks.meta(n).description or n for n in usable)
                        + (" (per model: `paradnn list models`)" if fam.frameworks is not None else "")
-                       + f"; default {backends.DEFAULT}")
+                       + f"; default {frameworks.DEFAULT}")
         p.add_argument("--dtype", default="float32", choices=DTYPES, help="compute dtype")
         p.add_argument("--optimizer", default=None, choices=OPTIMIZERS,
                        help="optimizer (default: rmsprop, a real model's own)")
@@ -96,8 +97,8 @@ def add_spec_subparsers(parser: argparse.ArgumentParser, handler: Callable, sett
 def family_frameworks(fam: families.Family) -> list[str]:
     """The registered frameworks that can build some spec of ``fam`` (its builders), in the
     registry's order; all of them for a family that names none (its runs say what it refuses)."""
-    usable = [n for n in backends.names() if n in fam.builders]
-    return usable or list(backends.names())
+    usable = list(fam.framework_builders())
+    return usable or list(frameworks.names())
 
 
 def add_settings_flags(p: argparse.ArgumentParser) -> None:
@@ -121,11 +122,11 @@ def add_settings_flags(p: argparse.ArgumentParser) -> None:
                        help=escaped(f"measurement setting: {SETTING_HELP[name]} (default {default})"))
     # One paragraph per option however many frameworks declare it: option_help names them and
     # says what they share once, then only where they differ.
-    for name in backends.option_fields():
+    for name in frameworks.option_fields():
         p.add_argument(f"--{name.replace('_', '-')}", dest=name, default=None, metavar="X",
                        type=typed(parse_setting, name),
-                       help=escaped(f"framework option {backends.option_help(name)} "
-                                    f"(default {backends.option_default(name)})"))
+                       help=escaped(f"framework option {frameworks.option_help(name)} "
+                                    f"(default {frameworks.option_default(name)})"))
 
 
 def workload_from_args(args: argparse.Namespace) -> Workload:
@@ -143,7 +144,7 @@ def settings_from_args(args: argparse.Namespace):
     # The flags were parsed and range-checked by argparse (measure.parse_setting).
     values: dict[str, Any] = {name: getattr(args, name) for name in SETTINGS_FIELDS
                               if getattr(args, name, None) is not None}
-    check_options(values, getattr(args, "framework", None) or backends.DEFAULT)
+    check_options(values, getattr(args, "framework", None) or frameworks.DEFAULT)
     return MeasureSettings(**values)
 
 
@@ -152,8 +153,8 @@ def check_options(values: dict[str, Any], framework: str) -> None:
     one the command runs, does not declare: it would be accepted and have no effect. ParadnnError
     naming the option, its value, the framework(s) it belongs to and the options ``framework``
     takes. ``values``: setting name -> value, as given."""
-    declared = backends.option_fields()
-    own = backends.option_names(framework)
+    declared = frameworks.option_fields()
+    own = frameworks.option_names(framework)
     for name, value in values.items():
         if name in declared and name not in own:
             owners = ", ".join(fw for fw, _ in declared[name])
@@ -309,7 +310,7 @@ def outcome_line(record) -> str:
     return line if len(line) <= 400 else line[:397] + "..."
 
 
-def check_backend(framework: str = backends.DEFAULT) -> tuple[dict[str, Any], dict[str, Any]]:
+def check_backend(framework: str = frameworks.DEFAULT) -> tuple[dict[str, Any], dict[str, Any]]:
     """Start the framework's backend and return its (platform, software); one it cannot start
     (JAX_PLATFORMS naming an absent platform, a framework not installed) is one line and exit 2
     rather than a traceback."""
@@ -414,7 +415,7 @@ def _families_table() -> list[dict[str, Any]]:
         rows.append({"family": family, "description": fam.description, "parameters": params,
                      "paper_batch": _jsonable(fam.paper.get("batch")),
                      "default_batch": fam.default_batch(example) if example is not None else None,
-                     "frameworks": list(fam.builders)})
+                     "frameworks": list(fam.framework_builders())})
     return rows
 
 
@@ -432,7 +433,7 @@ def _cmd_list(args: argparse.Namespace) -> int:
         if args.json:
             # The reference framework's catalog: parameters recounted from its shapes and each
             # model's task (seconds: every model is traced).
-            rows = backends.capability(backends.DEFAULT, "model_catalog", "list the real models")()
+            rows = frameworks.capability(frameworks.DEFAULT, "model_catalog", "list the real models")()
             print(json.dumps(rows))
             return 0
         # The framework-neutral table (tests/test_families.py recounts its parameters with JAX):

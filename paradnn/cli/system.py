@@ -14,7 +14,7 @@ import json
 import sys
 from typing import Any, Callable
 
-from paradnn import backends
+from paradnn import frameworks
 from paradnn.errors import SpecError
 from paradnn.outputs import path_type
 from paradnn.store import check_store
@@ -33,7 +33,7 @@ def parse_int_list(text: str, parameter: str, minimum: int = 1, maximum: int = 6
     return sorted({parse_int(p.strip(), parameter, minimum, maximum) for p in parts})
 
 
-def _need_devices(count: int, simulate: bool, framework: str = backends.DEFAULT) -> bool:
+def _need_devices(count: int, simulate: bool, framework: str = frameworks.DEFAULT) -> bool:
     """Start ``framework``'s backend (simulating ``count`` CPU devices if asked) and check it has
     ``count`` devices; returns whether the devices are simulated."""
     from paradnn.collectives import MAX_SIMULATED_DEVICES
@@ -42,7 +42,7 @@ def _need_devices(count: int, simulate: bool, framework: str = backends.DEFAULT)
         raise SpecError("devices", count, f"at most {MAX_SIMULATED_DEVICES} simulated devices on one "
                         "CPU host (each is a thread sharing its cores and memory)")
     if simulate:
-        backends.capability(framework, "simulate_host_devices", "simulate devices on a CPU host")(count)
+        frameworks.capability(framework, "simulate_host_devices", "simulate devices on a CPU host")(count)
     from paradnn.cli.run import check_backend
     from paradnn.collectives import simulated_devices
 
@@ -54,7 +54,7 @@ def _need_devices(count: int, simulate: bool, framework: str = backends.DEFAULT)
     return simulated_devices(framework)
 
 
-def _platform_kind(framework: str = backends.DEFAULT) -> str:
+def _platform_kind(framework: str = frameworks.DEFAULT) -> str:
     """``"cpu"`` where ``framework`` runs on the host's CPU (devices simulated or one), else
     ``"accelerator"``: the key of the system experiments' platform-aware defaults."""
     from paradnn.runner import context

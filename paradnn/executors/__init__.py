@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Union
 
-from paradnn import backends, hardware, spawn
+from paradnn import frameworks, hardware, spawn
 from paradnn.errors import InfrastructureError, ParadnnError, SpecError
 from paradnn.record import PHASES, Record, phase_metric
 from paradnn.workload import Workload
@@ -84,10 +84,10 @@ class Executor:
 
     name = "executor"
 
-    def context(self, framework: str = backends.DEFAULT) -> tuple[dict[str, Any], dict[str, Any]]:
+    def context(self, framework: str = frameworks.DEFAULT) -> tuple[dict[str, Any], dict[str, Any]]:
         raise NotImplementedError
 
-    def contexts(self, framework: str = backends.DEFAULT) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    def contexts(self, framework: str = frameworks.DEFAULT) -> list[tuple[dict[str, Any], dict[str, Any]]]:
         """Every distinct (platform, software) where configs of ``framework`` may run, the one
         of :meth:`context` first: more than one on a mixed cluster, whose nodes' records carry
         their own platform (and so their own keys, all of which resume counts)."""
@@ -143,7 +143,7 @@ class Caches:
             if self.cache_dir is not None:
                 hardware.check_writable(Path(self.cache_dir), "the compilation cache folder",
                                         "pass --cache-dir DIR with a writable folder, or --no-cache")
-            self._restore[framework] = backends.get(framework).configure_cache(self.cache_dir)
+            self._restore[framework] = frameworks.get(framework).configure_cache(self.cache_dir)
 
     def restore(self) -> None:
         for framework in reversed(list(self._restore)):
@@ -161,7 +161,7 @@ def check_environment(platform: dict[str, Any]) -> None:
 def exclusive(framework: str, loaded: set[str]) -> bool:
     """Whether ``framework`` must not join a process that has run ``loaded`` frameworks (their
     native libraries clash: ``FrameworkInfo.exclusive_with``, declared by either side)."""
-    return any(other in backends.meta(framework).exclusive_with or framework in backends.meta(other).exclusive_with
+    return any(other in frameworks.meta(framework).exclusive_with or framework in frameworks.meta(other).exclusive_with
                for other in loaded if other != framework)
 
 
@@ -192,7 +192,7 @@ def resolve_run_fn(run_fn: RunFn | None) -> RunFn:
     return run_workload
 
 
-def local_context(framework: str = backends.DEFAULT) -> tuple[dict[str, Any], dict[str, Any]]:
+def local_context(framework: str = frameworks.DEFAULT) -> tuple[dict[str, Any], dict[str, Any]]:
     """(platform, software) of ``framework`` in this process, as the runner records them. A
     backend that cannot start (``JAX_PLATFORMS`` naming a platform this host lacks) is an
     InfrastructureError: it is the first use of the backend, so its RuntimeError is that. A

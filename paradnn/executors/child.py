@@ -82,7 +82,7 @@ def parse_cpus(text: str) -> set[int]:
 def _prepare(message: tuple, context) -> tuple:
     """Run a ``prepare`` message: its reply; any failure is only words (never a record)."""
     _, workload, settings, memory_limit_bytes = message
-    from paradnn import backends
+    from paradnn import frameworks
     from paradnn.errors import InfrastructureError
     from paradnn.runner import prepare_workload
 
@@ -96,8 +96,8 @@ def _prepare(message: tuple, context) -> tuple:
     except Exception as exc:  # noqa: BLE001 - compiling ahead only saves time; never fatal here
         return ("prepare-failed", f"{type(exc).__name__}: {exc}"[:500], False)
     finally:
-        if backends.available(workload.framework) is None:
-            clear = getattr(backends.get(workload.framework), "clear_caches", None)
+        if frameworks.available(workload.framework) is None:
+            clear = getattr(frameworks.get(workload.framework), "clear_caches", None)
             if clear is not None:
                 clear()
 
@@ -126,7 +126,7 @@ def main(argv: list[str]) -> int:
         pin_process(parse_cpus(cpus))  # before any framework starts its threads
     threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
 
-    from paradnn import backends, progress
+    from paradnn import frameworks, progress
     from paradnn.errors import InfrastructureError, ParadnnError
     from paradnn.executors import Caches, Fault, check_environment, local_context, run_config
     from paradnn.plugins import PluginError, load_plugins
@@ -147,7 +147,7 @@ def main(argv: list[str]) -> int:
         # Import only, while the parent is busy: its caches are configured and its devices
         # started on the parent's "context" request, after "init" names the cache folder.
         try:
-            backends.get(preload)
+            frameworks.get(preload)
         except Exception:  # noqa: BLE001 - the "context" request meets it again and reports it
             pass
     try:
@@ -227,7 +227,7 @@ def main(argv: list[str]) -> int:
         conn_out.send(("fault" if isinstance(outcome, Fault) else "record", outcome))
         # Each config compiles new programs: drop what the framework keeps of them, so a
         # long-lived child does not grow with the sweep.
-        clear = getattr(backends.get(workload.framework), "clear_caches", None)
+        clear = getattr(frameworks.get(workload.framework), "clear_caches", None)
         if clear is not None:
             clear()
 

@@ -12,10 +12,20 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from paradnn import backends
+from paradnn import frameworks
 from paradnn.errors import ParadnnError
-from paradnn.executors import (Caches, Executor, Outcome, RunFn, Task, charge, check_environment,
-                               exclusive, local_context, run_config)
+from paradnn.executors import (
+    Caches,
+    Executor,
+    Outcome,
+    RunFn,
+    Task,
+    charge,
+    check_environment,
+    exclusive,
+    local_context,
+    run_config,
+)
 from paradnn.record import Record
 
 
@@ -31,7 +41,7 @@ class InProcessExecutor(Executor):
         #: framework -> seconds its start took that no record has been charged yet.
         self._unbilled: dict[str, float] = {}
 
-    def context(self, framework: str = backends.DEFAULT) -> tuple[dict[str, Any], dict[str, Any]]:
+    def context(self, framework: str = frameworks.DEFAULT) -> tuple[dict[str, Any], dict[str, Any]]:
         if framework not in self._contexts:
             if exclusive(framework, set(self._contexts)):
                 # Their native libraries abort the process (TensorFlow and PyTorch): say so

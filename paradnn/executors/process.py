@@ -30,7 +30,7 @@ from multiprocessing import connection as mp_connection
 from pathlib import Path
 from typing import Any
 
-from paradnn import backends, progress, spawn
+from paradnn import frameworks, progress, spawn
 from paradnn.errors import InfrastructureError, ParadnnError
 from paradnn.executors import Executor, Fault, Outcome, RunFn, Task, charge
 from paradnn.record import Record
@@ -306,7 +306,7 @@ class ProcessExecutor(Executor):
         if child is not None and how == "stop":
             child.stop()
 
-    def context(self, framework: str = backends.DEFAULT) -> tuple[dict[str, Any], dict[str, Any]]:
+    def context(self, framework: str = frameworks.DEFAULT) -> tuple[dict[str, Any], dict[str, Any]]:
         if framework not in self._contexts:
             self._contexts[framework] = self._child_for(framework).context(framework)
         return self._contexts[framework]

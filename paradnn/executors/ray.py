@@ -36,7 +36,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from paradnn import backends
+from paradnn import frameworks
 from paradnn.errors import ParadnnError, SpecError
 from paradnn.executors import Executor, Fault, Outcome, RunFn, Task
 from paradnn.record import Record
@@ -285,12 +285,12 @@ class RayExecutor(Executor):
                                "while its platform was probed")
         return found
 
-    def context(self, framework: str = backends.DEFAULT) -> tuple[dict[str, Any], dict[str, Any]]:
+    def context(self, framework: str = frameworks.DEFAULT) -> tuple[dict[str, Any], dict[str, Any]]:
         """Platform and software of ``framework`` on the first node probed that takes these
         tasks (:meth:`contexts` lists every distinct one of a mixed cluster)."""
         return self.contexts(framework)[0]
 
-    def contexts(self, framework: str = backends.DEFAULT) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    def contexts(self, framework: str = frameworks.DEFAULT) -> list[tuple[dict[str, Any], dict[str, Any]]]:
         """The distinct (platform, software) of ``framework`` over the cluster's nodes that can
         take these tasks (one probe task per node): each gives its own record keys, so resume
         counts a config's records under every one of them."""

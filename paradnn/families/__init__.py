@@ -25,9 +25,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
-from paradnn import backends
+from paradnn import frameworks
 from paradnn.errors import ParadnnError, SpecError
 from paradnn.plugins import load_plugins, loading
+from paradnn.settings import one_of
 
 #: Built-in family modules under paradnn.families, imported on first lookup.
 BUILTIN: tuple[str, ...] = ("fc", "cnn", "rnn", "transformer", "real")
@@ -50,9 +51,12 @@ class Axis:
 class Family:
     """Everything paradnn knows about one model family.
 
-    ``builders`` maps a framework to ``"module:function"``; ``function(spec, dtype)`` returns
-    that backend's model description (a :class:`paradnn.backends.jax.models.ModelDef` for
-    jax). ``frameworks`` (spec -> names) narrows them per spec (a zoo model Keras lacks).
+    Which frameworks build it, and how, each framework says in its own registry entry
+    (``FrameworkInfo.builders``: family -> ``"module:function"``; ``function(spec, dtype)``
+    returns that backend's model description), so adding a framework edits no family.
+    ``builders`` holds the family's own additions (a user family's builders, a framework
+    plug-in teaching a built-in family); :meth:`framework_builders` merges both.
+    ``frameworks`` (spec -> names) narrows them per spec (a zoo model Keras lacks).
 
     Counts, all plain arithmetic (no framework): ``param_count`` (trainable parameters: a
     closed form, or a table) and ``train_flops_per_example`` (matmul and convolution FLOPs of
@@ -83,7 +87,7 @@ class Family:
     spec: type
     description: str
     axes: tuple[Axis, ...]
-    builders: dict[str, str]
+    builders: dict[str, str] = field(default_factory=dict)
     param_count: Callable[[Any], int] | None = None
     train_flops_per_example: Callable[[Any], float] | None = None
     reference_flops_per_example: Callable[[Any], float | None] | None = None
@@ -111,11 +115,22 @@ class Family:
         """The spec's hyperparameter names, in declaration order."""
         return tuple(f.name for f in dataclasses.fields(self.spec))
 
+    def framework_builders(self) -> dict[str, str]:
+        """framework -> ``"module:function"`` building this family, in the registry's order:
+        what each registered framework declares for the family's name (its
+        ``FrameworkInfo.builders``), then the family's own ``builders`` (which win). A family
+        that replaced a built-in one (``register(..., replaces=True)``) has only its own: the
+        frameworks' builders were written for the built-in spec."""
+        original = _BUILTIN_ENTRIES.get(self.name)
+        replacement = original is not None and not _extends(self, original)
+        merged = {**({} if replacement else frameworks.builders(self.name)), **self.builders}
+        return {fw: merged[fw] for fw in FRAMEWORKS if fw in merged}
+
     def frameworks_for(self, spec: Any) -> tuple[str, ...]:
         """Frameworks that can build ``spec``."""
         if self.frameworks is not None:
             return self.frameworks(spec)
-        return tuple(f for f in FRAMEWORKS if f in self.builders)
+        return tuple(self.framework_builders())
 
     def unit(self, axis: str) -> str:
         for a in self.axes:
@@ -136,7 +151,7 @@ _loaded = False  # the built-in modules imported and every plugin loaded
 _importing = False  # the built-in modules are being imported
 
 
-def _check_entry(family: Family) -> None:
+def _check_entry(family: Family, replaces: bool, builtin: bool) -> None:
     """Refuse an entry that cannot work: a name that is no identifier, a spec class that is no
     dataclass of this family, no builders (no framework could build it) or a builder that is
     not ``"module:function"``, an unknown kind."""
@@ -148,7 +163,15 @@ def _check_entry(family: Family) -> None:
     if not dataclasses.is_dataclass(family.spec) or getattr(family.spec, "family", None) != name:
         raise SpecError("family", name, f"the family name of its spec class ({getattr(family.spec, '__name__', family.spec)!r}, "
                         "a dataclass whose attribute family is that name)")
-    if not isinstance(family.builders, Mapping) or not family.builders:
+    if replaces and name not in BUILTIN:
+        raise SpecError("replaces", replaces, f"only with a built-in family's name ({', '.join(BUILTIN)}); "
+                        f"{name!r} is none: register it without replaces")
+    if not isinstance(family.builders, Mapping):
+        raise SpecError("builders", family.builders, f"a mapping framework -> 'module:function' for family {name}")
+    # paradnn's own family modules declare no builders: the frameworks' entries do (a test
+    # checks that each built-in family has one). Any other entry must be buildable: its own
+    # builders, or (a new family, not a replacement) a registered framework's.
+    if not builtin and not family.builders and (replaces or not frameworks.builders(name)):
         raise SpecError("builders", family.builders, f"at least one framework -> 'module:function' for family {name}: "
                         "a family no framework can build cannot run")
     for framework, path in family.builders.items():
@@ -179,16 +202,14 @@ def register(family: Family, replaces: bool = False) -> Family:
     not built in is refused. Registering a name that is not built in again replaces the earlier
     entry."""
     caller = sys._getframe(1).f_globals.get("__name__", "?")  # the module calling register
-    _check_entry(family)
+    builtin = caller.startswith(__name__ + ".")  # paradnn's own family modules register theirs
+    _check_entry(family, replaces, builtin)
     name = family.name
-    if caller.startswith(__name__ + "."):  # paradnn's own family modules register theirs
+    if builtin:
         _BUILTIN_ENTRIES[name] = _REGISTRY[name] = family
         return family
     _load()  # the built-in entries first, so that a clash with one is seen
     original = _BUILTIN_ENTRIES.get(name)
-    if replaces and original is None:
-        raise SpecError("replaces", replaces, f"only with a built-in family's name ({', '.join(_BUILTIN_ENTRIES)}); "
-                        f"{name!r} is none: register it without replaces")
     replacing = original is not None and not _extends(family, original)
     if replacing and not replaces:
         raise ParadnnError(
@@ -254,7 +275,7 @@ def get(name: str) -> Family:
     """The family called ``name``; SpecError naming the registered ones otherwise."""
     _load()
     if name not in _REGISTRY:
-        raise SpecError("family", name, backends.one_of(names(), "a registered family (none is)"))
+        raise SpecError("family", name, one_of(names(), "a registered family (none is)"))
     return _REGISTRY[name]
 
 
@@ -297,14 +318,14 @@ def builder(spec: Any, framework: str) -> Callable[[Any, str], Any]:
     """The function that builds ``spec`` in ``framework``; SpecError if it cannot."""
     fam = of(spec)
     if framework not in FRAMEWORKS:
-        raise SpecError("framework", framework, backends.one_of(FRAMEWORKS, "a registered framework (none is)"))
+        raise SpecError("framework", framework, one_of(FRAMEWORKS, "a registered framework (none is)"))
     able = fam.frameworks_for(spec)
     if framework not in able:
         what = f"model {spec.model}" if hasattr(spec, "model") else f"family {fam.name}"
         # A spec whose family narrows it to no framework: say so, never "one of" nothing.
         allowed = f"one of {', '.join(able)} for {what}" if able else f"none: no registered framework can build {what}"
         raise SpecError("framework", framework, allowed)
-    module, _, fn = fam.builders[framework].partition(":")
+    module, _, fn = fam.framework_builders()[framework].partition(":")
     return getattr(importlib.import_module(module), fn)
 
 
@@ -352,8 +373,8 @@ class FieldsView(Sequence):
 
 
 #: The frameworks a family may be built in (``Workload.framework``): a view of the framework
-#: registry (:func:`paradnn.backends.names`), the one place that lists them.
-FRAMEWORKS = FieldsView(backends.names)
+#: registry (:func:`paradnn.frameworks.names`), the one place that lists them.
+FRAMEWORKS = FieldsView(frameworks.names)
 
 
 __all__ = ["BUILTIN", "DEFAULT_MARKER", "FieldsView", "RegistryView", "Axis", "FRAMEWORKS", "Family",

@@ -14,7 +14,8 @@ from typing import ClassVar, Iterator
 from paradnn.errors import SpecError
 from paradnn.families import Axis, Family, register
 from paradnn.families.ranges import geometric, linear
-from paradnn.workload import Spec, choice
+from paradnn.families.spec import Spec
+from paradnn.settings import choice
 
 CNN_BLOCKS = ("residual", "bottleneck")
 GROUP_WIDTH = (1, 2, 4, 8)
@@ -38,7 +39,7 @@ class CNN(Spec):
     _ints: ClassVar[tuple[str, ...]] = ("blocks", "filters", "image", "output")
 
     def _validate(self) -> None:
-        object.__setattr__(self, "block", choice("block", self.block, CNN_BLOCKS))
+        object.__setattr__(self, "block", choice(CNN_BLOCKS, any_case=True)(self.block, "block"))
         # Stem stride 2, max-pool stride 2 and three stride-2 groups: 32x downsampling.
         if self.image < 32:
             raise SpecError("image", self.image, "an integer >= 32 (the network downsamples 32x)")
@@ -164,8 +165,6 @@ FAMILY = register(Family(
         Axis("image", "pixels", "side of the square input image in pixels"),
         Axis("output", "classes", "classes of the output layer, a count"),
     ),
-    builders={"jax": "paradnn.backends.jax.models.cnn:build", "tensorflow": "paradnn.backends.tensorflow.models.generated:build_cnn",
-              "torch": "paradnn.backends.torch.models.generated:build_cnn"},
     param_count=param_count,
     train_flops_per_example=train_flops_per_example,
     activation_elements=activation_elements,

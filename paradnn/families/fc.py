@@ -8,7 +8,7 @@ from typing import ClassVar
 
 from paradnn.families import Axis, Family, register
 from paradnn.families.ranges import geometric, linear
-from paradnn.workload import Spec
+from paradnn.families.spec import Spec
 
 
 @dataclass(frozen=True)
@@ -71,8 +71,6 @@ FAMILY = register(Family(
         Axis("input", "features", "input features per example, a count"),
         Axis("output", "classes", "classes of the output layer, a count"),
     ),
-    builders={"jax": "paradnn.backends.jax.models.fc:build", "tensorflow": "paradnn.backends.tensorflow.models.generated:build_fc",
-              "torch": "paradnn.backends.torch.models.generated:build_fc"},
     param_count=param_count,
     train_flops_per_example=train_flops_per_example,
     activation_elements=activation_elements,

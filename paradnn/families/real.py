@@ -23,7 +23,7 @@ from typing import ClassVar
 
 from paradnn.errors import SpecError
 from paradnn.families import Axis, Family, register
-from paradnn.workload import Spec, positive_int
+from paradnn.families.spec import Spec, positive_int
 
 
 @dataclass(frozen=True)
@@ -139,8 +139,6 @@ FAMILY = register(Family(
         Axis("image", "pixels", "side of the square input image in pixels (0: the model's own)"),
         Axis("length", "tokens", "sequence length in tokens or frames (0: the model's own)"),
     ),
-    builders={"jax": "paradnn.backends.jax.models:build_real", "tensorflow": "paradnn.backends.tensorflow.models.zoo:build",
-              "torch": "paradnn.backends.torch.models.zoo:build"},
     # The reference backend's counts, tabulated (see the module notes); no closed form of the
     # FLOPs, so at an overridden input size the JAX jaxpr counts them.
     param_count=param_count,

@@ -12,7 +12,8 @@ from typing import ClassVar
 
 from paradnn.families import Axis, Family, register
 from paradnn.families.ranges import geometric, linear
-from paradnn.workload import Spec, choice
+from paradnn.families.spec import Spec
+from paradnn.settings import choice
 
 #: Gates (weight blocks of the fused kernel) per cell type, in the order the CLI lists them.
 GATES = {"rnn": 1, "lstm": 4, "gru": 3}
@@ -37,7 +38,7 @@ class RNN(Spec):
     _ints: ClassVar[tuple[str, ...]] = ("layers", "embed", "length", "vocab")
 
     def _validate(self) -> None:
-        object.__setattr__(self, "cell", choice("cell", self.cell, RNN_CELLS))
+        object.__setattr__(self, "cell", choice(RNN_CELLS, any_case=True)(self.cell, "cell"))
 
 
 def param_count(spec: RNN) -> int:
@@ -81,8 +82,6 @@ FAMILY = register(Family(
         Axis("length", "tokens", "sequence length in tokens"),
         Axis("vocab", "tokens", "vocabulary size in tokens"),
     ),
-    builders={"jax": "paradnn.backends.jax.models.rnn:build", "tensorflow": "paradnn.backends.tensorflow.models.generated:build_rnn",
-              "torch": "paradnn.backends.torch.models.generated:build_rnn"},
     param_count=param_count,
     train_flops_per_example=train_flops_per_example,
     activation_elements=activation_elements,

@@ -26,7 +26,8 @@ import numpy as np
 from paradnn.errors import SpecError
 from paradnn.families import Axis, Family, register
 from paradnn.families.ranges import geometric
-from paradnn.workload import Spec, choice, positive_int
+from paradnn.families.spec import Spec, positive_int
+from paradnn.settings import choice
 
 POSITIONS = ("learned", "sinusoidal")
 ATTENTION = ("fused", "einsum")
@@ -111,11 +112,11 @@ class Transformer(Spec):
         if self.d_model % self.heads:
             raise SpecError("heads", self.heads, f"a divisor of d_model={self.d_model} "
                             f"(heads of d_model/heads dimensions; auto gives d_model/{HEAD_DIM})")
-        object.__setattr__(self, "stack", choice("stack", self.stack, STACKS))
-        object.__setattr__(self, "positions", choice("positions", self.positions, POSITIONS))
-        object.__setattr__(self, "attention", choice("attention", self.attention, ATTENTION))
+        object.__setattr__(self, "stack", choice(STACKS, any_case=True)(self.stack, "stack"))
+        object.__setattr__(self, "positions", choice(POSITIONS, any_case=True)(self.positions, "positions"))
+        object.__setattr__(self, "attention", choice(ATTENTION, any_case=True)(self.attention, "attention"))
         object.__setattr__(self, "attention_flops",
-                           choice("attention_flops", self.attention_flops, ATTENTION_FLOPS))
+                           choice(ATTENTION_FLOPS, any_case=True)(self.attention_flops, "attention_flops"))
         if self.positions == "sinusoidal" and self.d_model % 2:
             raise SpecError("d_model", self.d_model, "an even number with positions=sinusoidal "
                             "(a sine and a cosine per frequency)")
@@ -225,8 +226,6 @@ FAMILY = register(Family(
         Axis("attention_flops", "", "analytic count of the attention products: full, or half "
              "(causal triangle only)", choices=ATTENTION_FLOPS),
     ),
-    builders={"jax": "paradnn.backends.jax.models.transformer_lm:build",
-              "torch": "paradnn.backends.torch.models.transformer:build"},
     param_count=param_count,
     train_flops_per_example=train_flops_per_example,
     activation_elements=activation_elements,

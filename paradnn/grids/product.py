@@ -14,7 +14,7 @@ import math
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from paradnn import families, sizes
+from paradnn import families, frameworks, sizes
 from paradnn.errors import ParadnnError, SpecError
 from paradnn.families.ranges import MAX_CONFIGS
 from paradnn.workload import Workload
@@ -121,7 +121,7 @@ def grid(family: str, *zips: Zipped, max_configs: int | None = None, **axes: Any
             batch = families.get(family).default_batch(spec)
         w = Workload(spec, batch=batch, dtype=point.get("dtype", "float32"),
                      optimizer=point.get("optimizer"), devices=point.get("devices", 1),
-                     framework=point.get("framework", "jax"))
+                     framework=point.get("framework", frameworks.DEFAULT))
         if w.key not in keys:
             keys.add(w.key)
             out.append(w)

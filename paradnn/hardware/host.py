@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from paradnn import backends
+from paradnn import frameworks
 from paradnn.envcheck import os_cause
 from paradnn.errors import InfrastructureError
 
@@ -103,10 +103,10 @@ def software_info() -> dict[str, Any]:
     }
 
 
-def device_memory_bytes(framework: str = backends.DEFAULT) -> int | None:
+def device_memory_bytes(framework: str = frameworks.DEFAULT) -> int | None:
     """Memory of one device of ``framework`` in bytes (``Backend.device_memory_bytes``: the
     runtime's figure, else the spec table, else on a CPU the host's memory); None if unknown."""
-    return backends.get(framework).device_memory_bytes()
+    return frameworks.get(framework).device_memory_bytes()
 
 
 def check_writable(folder: Path, what: str, advice: str) -> None:

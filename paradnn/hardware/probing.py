@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from paradnn import backends
+from paradnn import frameworks
 from paradnn.hardware import host, probe_cache
 from paradnn.hardware.host import local_device_info
 from paradnn.hardware.quality import (
@@ -169,7 +169,7 @@ def _probe_key(info: dict[str, Any], versions: dict[str, Any]) -> str:
                                      info["cpu_model"], json.dumps(versions, sort_keys=True)))
 
 
-def on_record(framework: str = backends.DEFAULT) -> list[dict[str, Any]]:
+def on_record(framework: str = frameworks.DEFAULT) -> list[dict[str, Any]]:
     """Every probe measurement on record for this host, device and ``framework``'s software
     (quiet and contended), oldest first; reads the cache, measures nothing."""
     *_, key = _probe_context(framework)
@@ -177,8 +177,8 @@ def on_record(framework: str = backends.DEFAULT) -> list[dict[str, Any]]:
 
 
 def _probe_context(framework: str) -> tuple[Any, dict[str, Callable], dict[str, Any], dict[str, Any], str]:
-    backend = backends.get(framework)
-    gemm_methods = backends.capability(framework, "gemm_methods", "measure GEMM peaks")
+    backend = frameworks.get(framework)
+    gemm_methods = frameworks.capability(framework, "gemm_methods", "measure GEMM peaks")
     info = local_device_info(backend.device_info())
     methods = gemm_methods(info["device_platform"])
     versions = _probe_versions(backend.probe_versions(), methods)
@@ -205,7 +205,7 @@ def notify(message: str) -> None:
 
 
 def probe(refresh: bool = False, dtypes: tuple[str, ...] = PROBE_DTYPES,
-          framework: str = backends.DEFAULT) -> dict[str, Any]:
+          framework: str = frameworks.DEFAULT) -> dict[str, Any]:
     """The peak measurement of the current device for ``dtypes``, measured at most once per host
     and software: with ``framework``'s probe methods (``Backend.gemm_methods``,
     ``measure_bandwidth``, ``probe_versions``; the reference framework's by default, so that

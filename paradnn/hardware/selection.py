@@ -10,7 +10,7 @@ import subprocess
 import sys
 from typing import Any, NamedTuple
 
-from paradnn import backends, precision
+from paradnn import frameworks, precision
 from paradnn.errors import ParadnnError
 from paradnn.hardware import host, probing
 from paradnn.hardware.probe_cache import digest
@@ -41,7 +41,7 @@ class Peak(NamedTuple):
 
 
 def peaks(device_kind: str, dtype: str, backend: str | None = None, precision_used: str | None = None,
-          framework: str = backends.DEFAULT) -> Peak:
+          framework: str = frameworks.DEFAULT) -> Peak:
     """The peak of one device (``backend``: its platform, cpu|gpu|tpu) for ``dtype``: the spec
     table for known accelerators (for float32, the rate of the measured ``precision_used``:
     :func:`spec_flops`), else the best quiet probe of this host and software on record
@@ -154,7 +154,7 @@ CEILING_CHILD_TIMEOUT_S = 600.0
 _CHILD_CEILINGS: dict[str, Any] = {}
 
 
-def ceiling(device_platform: str, dtype: str, framework: str = backends.DEFAULT,
+def ceiling(device_platform: str, dtype: str, framework: str = frameworks.DEFAULT,
             peak: Peak | None = None, precision_used: str | None = None) -> Peak:
     """The measured ceiling of one device for ``dtype``: the best quiet probe of this host,
     device and software (:func:`measured_peak`), whatever the peak utilization divides by.
@@ -187,7 +187,7 @@ def _accelerator_probe(device_platform: str, dtype: str, framework: str) -> Peak
     reason (the run keeps its spec utilization; on a device without a vendor entry it has no
     utilization) instead of failing the run."""
     try:
-        if framework == backends.DEFAULT:
+        if framework == frameworks.DEFAULT:
             return measured_peak(dtype)
         return _child_ceiling(dtype, device_platform)
     except ParadnnError:

@@ -36,7 +36,7 @@ from paradnn.plots.saturations import saturation
 from paradnn.plots.sensitivities import sensitivity
 from paradnn.plots.speedups import speedup, speedup_by_config
 from paradnn.plots.style import (
-    CELL_FONT_PT, DPI_1X, DPI_2X, DTYPE_COLORS, FRAMEWORK_MARKS,
+    CELL_FONT_PT, DPI_1X, DPI_2X, DTYPE_COLORS, framework_mark,
     MIN_FONT_PT, PAGE_WIDTH_IN, STYLE, WARNING_COLOR, PlotFigure,
 )
 from paradnn.plots.system import bandwidth, ops_roofline, scaling
@@ -51,5 +51,5 @@ __all__ = [
     "ops_roofline", "ledger_bars", "ledger_maps", "ledger_sensitivity", "compare_heatmap", "predicted_vs_measured", "completed_heatmap", "compact", "si",
     "MEMORY_PARTS", "ENERGY_METRICS", "UTILIZATION_METRICS", "MAX_BARS", "memory_unit",
     "PAGE_WIDTH_IN", "DPI_1X", "DPI_2X", "MIN_FONT_PT", "CELL_FONT_PT", "STYLE", "PlotFigure",
-    "DTYPE_COLORS", "FRAMEWORK_MARKS", "WARNING_COLOR",
+    "DTYPE_COLORS", "framework_mark", "WARNING_COLOR",
 ]

@@ -21,7 +21,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import NullLocator
 from matplotlib.transforms import offset_copy
 
-from paradnn import families
+from paradnn import families, sizes
 from paradnn.analysis.columns import (
     label_columns, ok_rows, platform_label, require_columns, workload_label,
 )
@@ -34,13 +34,8 @@ from paradnn.units import byte_unit, compact, precise_duration
 __all__ = ["memory_breakdown", "energy", "utilization", "utilization_left_out", "MEMORY_PARTS",
            "ENERGY_METRICS", "UTILIZATION_METRICS"]
 
-# The breakdown's metrics bottom to top, as paradnn.backends.jax.memory.MEMORY_PARTS orders them (a test
-# holds the two equal; named here so that drawing a store's figures does not import JAX).
-_PART_NAMES = {
-    "memory_weights_bytes": "weights", "memory_gradients_bytes": "weight gradients",
-    "memory_optimizer_bytes": "optimizer state", "memory_activations_bytes": "feature maps",
-    "memory_workspace_bytes": "workspace / other",
-}
+# The breakdown's metrics bottom to top and their labels (paradnn.sizes, which imports no framework).
+_PART_NAMES = sizes.MEMORY_PARTS
 MEMORY_PARTS: tuple[str, ...] = tuple(_PART_NAMES)
 _PART_COLORS = dict(zip(MEMORY_PARTS, ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:gray")))
 ENERGY_METRICS = ("power_w", "energy_per_example_j")

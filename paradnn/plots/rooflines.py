@@ -77,7 +77,7 @@ def roofline(rf: pd.DataFrame, color_by: str = "dtype", title: str | None = None
     numeric column ``color_by``, with a colour bar); hollow = unstable timing; red ring =
     physics warning; real models (``kind == "real"``) as labelled stars, only when present.
     Rows of several frameworks are points of their own, told apart by a mark inside the
-    marker (``FRAMEWORK_MARKS``: none for JAX, + TensorFlow, x PyTorch) named in the legend."""
+    marker (``framework_mark``: none for JAX, + TensorFlow, x PyTorch) named in the legend."""
     rows = rf.dropna(subset=["flops_per_sec", "arithmetic_intensity"])
     rows = rows[(rows["flops_per_sec"] > 0) & (rows["arithmetic_intensity"] > 0)]
     if rows.empty:

@@ -27,6 +27,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
 
+from paradnn import frameworks as registry
 from paradnn.analysis.framework import framework_of, frameworks
 from paradnn.units import compact
 
@@ -42,9 +43,14 @@ STYLE = {
     "figure.titlesize": 11.5, "figure.labelsize": 10,
 }
 DTYPE_COLORS = {"float32": "tab:blue", "bfloat16": "tab:orange", "float16": "tab:green"}
-# A mark inside the marker per framework, drawn only when a figure holds several frameworks
-# (a framework not named here gets a tri-down mark).
-FRAMEWORK_MARKS = {"jax": "", "tensorflow": "+", "torch": "x"}
+
+
+def framework_mark(name: str) -> str:
+    """The mark drawn inside a point of framework ``name`` when a figure holds several
+    frameworks: its registry entry's ``FrameworkInfo.mark`` (none for JAX, + TensorFlow,
+    x PyTorch); a tri-down mark for a framework not registered in this process."""
+    return registry.meta(name).mark if name in registry.names() else "1"
+
 WARNING_COLOR = "red"
 
 
@@ -182,8 +188,8 @@ def scatter_marked(ax, x, y, *, marker: str, color, size: float, unstable: pd.Se
 
 
 def framework_marks(ax, rows: pd.DataFrame, x: str, y: str) -> list:
-    """Where ``rows`` hold more than one framework, a black mark inside each point (none for
-    JAX, + TensorFlow, x PyTorch, a tri-down mark for others) and their legend entries; no
+    """Where ``rows`` hold more than one framework, a black mark inside each point
+    (:func:`framework_mark`) and their legend entries; no
     marks and no entries for a single framework."""
     names = frameworks(rows)
     if len(names) < 2:
@@ -191,7 +197,7 @@ def framework_marks(ax, rows: pd.DataFrame, x: str, y: str) -> list:
     fw = framework_of(rows)
     handles = []
     for name in names:
-        mark = FRAMEWORK_MARKS.get(name, "1")
+        mark = framework_mark(name)
         sel = rows[fw == name]
         if mark:
             ax.scatter(sel[x], sel[y], marker=mark, s=22, color="black", linewidths=1.0, zorder=6)

@@ -15,21 +15,21 @@ line give it) for the sweep file's configs and settings.
 
 from __future__ import annotations
 
-from typing import Any
-
 import json
 import math
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from paradnn import backends, families
+from paradnn import families, frameworks
 from paradnn.analysis.columns import FAMILY_FIELDS, SPEC_FIELDS, fmt, ok_rows, unstable_mask, workload_label
 from paradnn.analysis.compare import relative_spread
 from paradnn.analysis.cost import estimate, estimate_seconds
+from paradnn.analysis.framework import DEFAULT_FRAMEWORK, framework_of
+from paradnn.analysis.framework import frameworks as stored_frameworks
 from paradnn.errors import ParadnnError
 from paradnn.grids.sweepfile import load_sweep_file
-from paradnn.analysis.framework import DEFAULT_FRAMEWORK, framework_of, frameworks
 from paradnn.measure import KEYED_SETTINGS, MIN_TIMED_CALLS, MeasureSettings, nearest_valid
 from paradnn.report.parts import Unsupported
 from paradnn.report.rows import GENERATED, common_dtype, most_common_platform
@@ -441,16 +441,16 @@ def _framework_recipe(df: pd.DataFrame, ok: pd.DataFrame, m: Unsupported, store:
     framework: TensorFlow beside JAX, else the other framework the store names."""
     fw = framework_of(ok)
     base_fw = str(fw.value_counts().index[0])
-    others = [f for f in frameworks(ok) if f != base_fw]
+    others = [f for f in stored_frameworks(ok) if f != base_fw]
     # The next registered framework (the registry's order: JAX, TensorFlow, PyTorch, plugins).
-    other = others[0] if others else next((f for f in backends.names() if f != base_fw),
+    other = others[0] if others else next((f for f in frameworks.names() if f != base_fw),
                                           DEFAULT_FRAMEWORK)
     base = ok[fw == base_fw]
     dtype = common_dtype(base)
     base = base[base["dtype"] == dtype] if "dtype" in base.columns else base
     base = most_common_platform(base)
     replay = _replay_yaml(base, dtype, _store_settings(ok), framework=other)
-    extra = backends.meta(other).extra
+    extra = frameworks.meta(other).extra
     install = f" (needs {other}: pip install 'paradnn[{extra}]')" if extra else ""
     if replay is not None:
         path = _with_file(df, m, "speedup-framework.yaml", replay[0], folder)

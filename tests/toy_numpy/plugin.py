@@ -1,13 +1,7 @@
 """Registers the toy numpy framework: the one registry line (``PARADNN_PLUGINS=toy_numpy.plugin``
-makes the CLI and executor children run it too)."""
+makes the CLI and executor children run it too). The families it builds are in its ``INFO``
+(``builders``): no family is registered again."""
 
-import dataclasses
-
-from paradnn import backends, families
+from paradnn import backends
 
 backends.register("numpy", "toy_numpy")
-
-# Until the family registry reads ``FrameworkInfo.builders`` (Family.frameworks_for names only
-# the frameworks in a family's own ``builders``), the FC entry learns the toy's builder here.
-_fc = families.get("fc")
-families.register(dataclasses.replace(_fc, builders={**_fc.builders, "numpy": backends.meta("numpy").builders["fc"]}))

@@ -5,8 +5,8 @@ backend, training step, models, cost and memory analysis and the JAX side of the
 experiments live in the modules beside it and import JAX.
 """
 
-from paradnn.backends import FrameworkInfo
 from paradnn.backends.jax.options import JaxOptions
+from paradnn.frameworks import FrameworkInfo
 
 INFO = FrameworkInfo(
     extra="",  # JAX, Flax and optax are paradnn's own dependencies
@@ -14,5 +14,14 @@ INFO = FrameworkInfo(
     software_fields=("jax_version", "jaxlib_version", "flax_version", "optax_version", "xla_flags",
                      "xla_compile_options"),
     version_fields=("jax_version", "jaxlib_version", "flax_version", "optax_version", "xla_flags"),
+    mark="",  # inside a figure's points where several frameworks are drawn
+    # The families this framework builds: family -> "module:function" (spec, dtype) -> model.
+    builders={
+        "fc": "paradnn.backends.jax.models.fc:build",
+        "cnn": "paradnn.backends.jax.models.cnn:build",
+        "rnn": "paradnn.backends.jax.models.rnn:build",
+        "transformer": "paradnn.backends.jax.models.transformer_lm:build",
+        "real": "paradnn.backends.jax.models:build_real",
+    },
     options=JaxOptions,
 )

@@ -27,12 +27,12 @@ import optax
 from jax.experimental import serialize_executable
 
 from paradnn import hardware, precision
-from paradnn.backends import Program
-from paradnn.backends.jax import analyses
+from paradnn.backends.jax import analyses, infeed, memory, profile, system, xla_stack
 from paradnn.backends.jax import costs as costs
-from paradnn.backends.jax import infeed, memory, profile, system, xla_stack
 from paradnn.backends.jax import step as wl
 from paradnn.backends.jax.models import ModelDef, build
+from paradnn import frameworks
+from paradnn.frameworks import Program
 
 
 def check() -> None:
@@ -277,6 +277,18 @@ class JaxBackend:
     def loss_value(self, loss: Any) -> float:
         return float(loss)
 
+    def model_flops_per_step(self, workload: Any) -> float:
+        """FLOPs of one training step of ``workload`` over its global batch (FLOP), counted from
+        the reference model's jaxpr: the analytic count of models without a closed form or a
+        published count (:func:`paradnn.runner.model_flops_per_step` asks the default backend)."""
+        return costs.model_flops_per_step(workload)
+
+    def hlo_cost_analysis(self, serialized_hlo: bytes) -> dict[str, float]:
+        """XLA's HloCostAnalysis (``flops``, ``bytes accessed``...) of a serialized HloModuleProto
+        as XLA:CPU compiles it: how another XLA framework (TensorFlow) has its HLO counted as
+        JAX's programs are."""
+        return costs.hlo_cost_analysis(serialized_hlo)
+
     def costs(self, program: Program) -> dict[str, Any]:
         h: _Compiled = program.handle
         out: dict[str, Any] = costs.xla_step_costs(program.workload, h.model, h.optimizer, h.compiled)
@@ -337,11 +349,10 @@ class JaxBackend:
         ceiling is the best of the frameworks present."""
         if device_platform != "cpu":
             methods = {"xla-stock": system.xla_gemm(None, queue=system.ACCELERATOR_GEMM_QUEUE)}
-            if device_platform == "gpu" and importlib.util.find_spec("torch") is not None:
-                # Imports no framework: torch is imported only when the probe measures.
-                from paradnn.backends.torch import gemm as torch_gemm
-
-                method = torch_gemm.gemm_method(system.ACCELERATOR_GEMM_QUEUE)
+            if device_platform == "gpu" and "torch" in frameworks.names() and frameworks.available("torch") is None:
+                # Through the registry: no framework package imports another's.
+                torch_gemm = frameworks.capability("torch", "accelerator_gemm", "multiply matrices for the probe")
+                method = torch_gemm(system.ACCELERATOR_GEMM_QUEUE)
                 method.version = importlib.metadata.version("torch")  # type: ignore[attr-defined]
                 methods["torch-cublas"] = method
             return methods

@@ -116,3 +116,18 @@ def model_flops_per_step(workload: Workload) -> float:
     single = Workload(workload.spec, workload.batch, workload.dtype, workload.optimizer, devices=1)
     state, batch = wl.abstract_inputs(single, model, workload.optimizer)
     return count_matmul_flops(wl.step_fn(model, workload.optimizer), state, batch)
+
+
+def hlo_cost_analysis(serialized_hlo: bytes) -> dict[str, float]:
+    """XLA's HloCostAnalysis of a serialized HloModuleProto as XLA:CPU compiles it, through
+    jax's public extension API (``jax.extend``: HLO to StableHLO, then a compile by the CPU
+    client, whose executable reports its cost analysis)."""
+    import jax.extend as jex
+
+    client = jex.backend.get_backend("cpu")
+    executable = client.compile_and_load(jex.mlir.hlo_to_stablehlo(serialized_hlo), client.local_devices()[:1],
+                                         jex.backend.get_compile_options(1, 1))
+    cost = executable.cost_analysis()
+    if isinstance(cost, (list, tuple)):  # one dict per program in some jaxlibs
+        cost = cost[0] if cost else {}
+    return cost or {}

@@ -37,7 +37,7 @@ import numpy as np
 
 from paradnn.backends.jax import analyses
 from paradnn.backends.jax.models import ModelDef
-from paradnn.record import MEMORY_PARTS
+from paradnn.sizes import MEMORY_PARTS
 from paradnn.workload import Workload
 
 
@@ -113,7 +113,7 @@ class Breakdown:
     def metrics(self) -> dict[str, int | None]:
         """The record's metrics, named as in :data:`MEMORY_PARTS`."""
         values = (self.weights, self.gradients, self.optimizer, self.activations, self.workspace)
-        return dict(zip(MEMORY_PARTS, values))
+        return dict(zip(MEMORY_PARTS, values))  # dict order: the parts bottom to top
 
 
 def memory_breakdown(

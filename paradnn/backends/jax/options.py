@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from paradnn.backends import Options, choice, setting
+from paradnn.backends.jax import xla_stack
 from paradnn.backends.steploop import STEP_LOOPS
 from paradnn.precision import matmul_precision_setting
-from paradnn.backends.jax import xla_stack
+from paradnn.settings import Options, choice, setting
 
 
 @dataclass(frozen=True)

@@ -32,12 +32,12 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from paradnn import hardware, precision
-from paradnn.backends import Program
+from paradnn import frameworks, hardware, precision
 from paradnn.backends.steploop import auto_rule, auto_step_loop
 from paradnn.backends.tensorflow import pipeline, startup
 from paradnn.backends.tensorflow.threads import thread_setting
 from paradnn.errors import ParadnnError, SpecError
+from paradnn.frameworks import Program
 from paradnn.sizes import optimizer as optimizer_entry
 
 #: Seed of the model's initial values and of the synthetic batch.
@@ -549,18 +549,10 @@ class TensorFlowBackend:
 
 
 def _cost_analysis(serialized_hlo: bytes) -> dict[str, float]:
-    """XLA's HloCostAnalysis of a serialized HloModuleProto as XLA:CPU compiles it, through
-    jax's public extension API (``jax.extend``: HLO to StableHLO, then a compile by the CPU
-    client, whose executable reports its cost analysis)."""
-    import jax.extend as jex
-
-    client = jex.backend.get_backend("cpu")
-    executable = client.compile_and_load(jex.mlir.hlo_to_stablehlo(serialized_hlo), client.local_devices()[:1],
-                                         jex.backend.get_compile_options(1, 1))
-    cost = executable.cost_analysis()
-    if isinstance(cost, (list, tuple)):  # one dict per program in some jaxlibs
-        cost = cost[0] if cost else {}
-    return cost or {}
+    """XLA's HloCostAnalysis of a serialized HloModuleProto as XLA:CPU compiles it: a capability
+    of the JAX backend (jax's public ``jax.extend`` API), asked through the registry, since no
+    framework package imports another's."""
+    return frameworks.capability("jax", "hlo_cost_analysis", "count the FLOPs of TensorFlow's HLO")(serialized_hlo)
 
 
 def hlo_costs(compiler_ir: Callable[..., Any]) -> dict[str, Any]:

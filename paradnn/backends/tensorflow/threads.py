@@ -29,3 +29,10 @@ def thread_setting(kind: str) -> int:
     if not text.isdigit() or int(text) < 1:
         raise SpecError(THREAD_ENV[kind], text, "a positive integer (threads)")
     return int(text)
+
+
+def check_environment() -> None:
+    """Each pool's variable checked (SpecError naming the first bad one): the framework's
+    ``FrameworkInfo.check_environment``, run at every command's start without TensorFlow."""
+    for kind in THREAD_ENV:
+        thread_setting(kind)

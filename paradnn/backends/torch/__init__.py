@@ -8,14 +8,23 @@ message of those loggers, and of torch, passes.
 
 import logging
 
-from paradnn.backends import FrameworkInfo
 from paradnn.backends.torch.options import TorchOptions
+from paradnn.frameworks import FrameworkInfo
 
 INFO = FrameworkInfo(
     extra="torch",
     description="torch (torch.compile)",
     software_fields=("torch_version", "torch_cuda_version", "torch_threads"),
     version_fields=("torch_version",),
+    mark="x",  # inside a figure's points where several frameworks are drawn
+    # The families this framework builds: family -> "module:function" (spec, dtype) -> model.
+    builders={
+        "fc": "paradnn.backends.torch.models.generated:build_fc",
+        "cnn": "paradnn.backends.torch.models.generated:build_cnn",
+        "rnn": "paradnn.backends.torch.models.generated:build_rnn",
+        "transformer": "paradnn.backends.torch.models.transformer:build",
+        "real": "paradnn.backends.torch.models.zoo:build",
+    },
     options=TorchOptions,
     # torchvision and TensorFlow bundle LLVMs that clash in one process.
     exclusive_with=("tensorflow",),

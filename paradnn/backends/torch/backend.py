@@ -34,9 +34,10 @@ import time
 from typing import Any, Callable
 
 from paradnn import hardware, precision
-from paradnn.backends import Program
+from paradnn.backends.torch import gemm
 from paradnn.backends.torch.options import COMPILE_MODES
 from paradnn.errors import SpecError
+from paradnn.frameworks import Program
 from paradnn.sizes import optimizer as optimizer_entry
 
 WARM_STEPS = 2  # see the module doc: compile, then the recompile after optimizer state appears
@@ -240,6 +241,11 @@ class TorchBackend:
     """:class:`paradnn.backends.Backend` for PyTorch: one device (the first CUDA GPU, else the CPU)."""
 
     name = "torch"
+
+    #: The probe's GEMM on an accelerator (paradnn.backends.torch.gemm): the JAX backend's probe
+    #: asks for it through the registry, so that the measured ceiling is the best of the
+    #: frameworks present.
+    accelerator_gemm = staticmethod(gemm.gemm_method)
 
     def _device(self) -> Any:
         import torch

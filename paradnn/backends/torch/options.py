@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from paradnn.backends import Options, choice, setting
 from paradnn.precision import matmul_precision_setting
+from paradnn.settings import Options, choice, setting
 
 #: Values of ``torch_compile``: eager execution, or a ``torch.compile`` mode.
 COMPILE_MODES = ("default", "eager", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
