@@ -284,7 +284,7 @@ step sweep_fc_grid20 150 "$PY" -m paradnn sweep "$RES/fc_grid20.yaml" --store "$
 step maxbatch 150 --stdout "$RES/maxbatch.json" "$PY" - "$MODE" <<'EOF'
 import json, sys
 from paradnn import FC, Real
-from paradnn.maxbatch import max_batch
+from paradnn.experiments.maxbatch import max_batch
 if sys.argv[1] == "gpu":
     result = max_batch(Real("resnet50"), dtype="bfloat16", start=512, limit=8192, trial=False)
 else:

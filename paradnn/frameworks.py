@@ -376,7 +376,7 @@ class Backend(Protocol):
     ``ledger_ops`` (the time ledger's operations);
     ``infeed_trainer`` (``paradnn infeed``'s training side) and ``input_pipeline`` (its host
     pipeline). Their contracts are in the modules that call them (paradnn.hardware,
-    paradnn.ops, paradnn.collectives, paradnn.profile, paradnn.meters, paradnn.infeed,
+    paradnn.experiments.ops, paradnn.experiments.collectives, paradnn.experiments.profile, paradnn.meters, paradnn.experiments.infeed,
     paradnn.ledger).
     """
 

@@ -38,7 +38,7 @@ import pandas as pd
 from paradnn import frameworks
 from paradnn.analysis.oplevel import COLLECTIVE
 from paradnn.errors import ParadnnError
-from paradnn.profile import OPAQUE
+from paradnn.experiments.profile import OPAQUE
 from paradnn.record import LEDGER_PARTS, ledger_metric
 
 #: Seconds of steps the ledger's profile covers (at least one step, at most
@@ -73,7 +73,7 @@ def profile_ops(program: Any, state: Any, batch: Any, steps: int) -> pd.DataFram
 
 def _opaque_costs(work: pd.DataFrame, column: str, per_step: float | None, devices: int) -> pd.Series:
     """``work[column]`` (FLOP or B per step and device) with the NaN of the operations compiled as
-    one call (:data:`paradnn.profile.OPAQUE`: XLA:CPU runs a small region as one function,
+    one call (:data:`paradnn.experiments.profile.OPAQUE`: XLA:CPU runs a small region as one function,
     whose operations have no events) filled with what the step executes beyond the listed
     operations (``per_step``, all devices, from the cost analysis), split by their times."""
     values = work[column].astype(float).copy()

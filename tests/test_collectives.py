@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 import paradnn
-from paradnn.collectives import BUS_FACTORS, bus_bandwidth, parse_sizes
+from paradnn.experiments.collectives import BUS_FACTORS, bus_bandwidth, parse_sizes
 from paradnn.errors import SpecError
 
 

@@ -9,7 +9,8 @@ import jax
 import pytest
 
 import paradnn
-from paradnn import FC, Workload, hardware, profile
+from paradnn import FC, Workload, hardware
+from paradnn.experiments import profile
 
 pytestmark = pytest.mark.gpu
 

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from paradnn.errors import ParadnnError, SpecError
-from paradnn.infeed import (
+from paradnn.experiments.infeed import (
     DeviceFeeder, PipelineConfig, image_batch_layout, infeed_fraction, stored_side, stream_metrics,
     summarize, time_stream,
 )
@@ -202,7 +202,7 @@ def test_fast_pipeline_keeps_up(paradnn_cmd, tmp_path):
 def test_importing_the_infeed_modules_imports_no_tensorflow():
     # TensorFlow must load only when a pipeline is built: a process that also imports
     # torchvision (other tests) must be able to use the bookkeeping and the figure.
-    code = ("import sys, paradnn.infeed, paradnn.plots.infeeds, paradnn.cli.infeed; "
+    code = ("import sys, paradnn.experiments.infeed, paradnn.plots.infeeds, paradnn.cli.infeed; "
             "print('tensorflow' in sys.modules)")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr

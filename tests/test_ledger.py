@@ -14,7 +14,7 @@ import paradnn
 from paradnn import CNN, FC, RNN, ledger, ledger_store
 from paradnn.errors import SpecError
 from paradnn.measure import KEYED_SETTINGS, SETTINGS_FIELDS, MeasureSettings, parse_setting
-from paradnn.profile import OPAQUE
+from paradnn.experiments.profile import OPAQUE
 from paradnn.record import LEDGER_PARTS, ledger_metric, record_key
 from paradnn.units import parse_bool
 

@@ -1,10 +1,10 @@
-"""paradnn.maxbatch: the largest power-of-two batch under a memory limit, on real compiled XLA."""
+"""paradnn.experiments.maxbatch: the largest power-of-two batch under a memory limit, on real compiled XLA."""
 
 import pytest
 
 from paradnn import FC, ParadnnError, Real, SpecError, Workload
 from paradnn import hardware
-from paradnn.maxbatch import max_batch, probe_batch
+from paradnn.experiments.maxbatch import max_batch, probe_batch
 
 # Activations dominate at the batches probed: 256 inputs and two 64-wide layers per example
 # (~1.6 KiB in float32), against ~0.3 MiB of weights, gradients and optimizer state.

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 import paradnn
-from paradnn import ops
+from paradnn.experiments import ops
 from paradnn.errors import SpecError
 from paradnn.store import Store
 

@@ -12,7 +12,7 @@ import optax
 import pytest
 
 from paradnn import analysis as A
-from paradnn import profile
+from paradnn.experiments import profile
 from paradnn.errors import ParadnnError
 
 ROOT = Path(__file__).resolve().parents[1]

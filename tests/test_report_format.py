@@ -26,7 +26,7 @@ SMOKE = Path(__file__).resolve().parent / "data" / "smoke_cpu.db"
 
 
 def _ops(peaks: bool = True) -> pd.DataFrame:
-    """A small per-operation profile (paradnn.profile.capture's columns), with or without the
+    """A small per-operation profile (paradnn.experiments.profile.capture's columns), with or without the
     device's peaks in its attrs."""
     ops = pd.DataFrame({
         "name": ["fusion.1", "fusion.2", "dot.3", "copy"], "opcode": ["fusion", "fusion", "dot", "copy"],

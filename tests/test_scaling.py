@@ -11,7 +11,7 @@ import pytest
 
 import paradnn
 from paradnn.errors import SpecError
-from paradnn.scaling import amdahl_fit, amdahl_speedup, efficiency, summarize
+from paradnn.experiments.scaling import amdahl_fit, amdahl_speedup, efficiency, summarize
 
 
 def test_efficiency_on_planted_throughputs():

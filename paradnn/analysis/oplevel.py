@@ -1,6 +1,6 @@
 """Operation-level roofline and breakdown (ParaDnn Fig 3b, 3d).
 
-Works on the per-operation table of :func:`paradnn.profile.capture`: one row per optimized-HLO
+Works on the per-operation table of :func:`paradnn.experiments.profile.capture`: one row per optimized-HLO
 instruction that ran, with ``name``, ``opcode``, ``category``, ``flops`` (FLOP per step),
 ``bytes`` (B per step), ``time_s`` (s per step), ``time_fraction``, ``flops_per_sec`` and
 ``arithmetic_intensity``. As in the paper, only operations above 1% of the time and with FLOPs

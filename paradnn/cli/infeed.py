@@ -1,5 +1,5 @@
 """`paradnn infeed`: one image model fed from synthetic device batches and from a host JPEG
-pipeline at several worker counts (:mod:`paradnn.infeed`; the paper's Figure 5).
+pipeline at several worker counts (:mod:`paradnn.experiments.infeed`; the paper's Figure 5).
 
 Prints a table with units (or ``--json``); ``--store`` keeps the rows (``family = "infeed"``),
 ``--plot`` saves the figure. On a CPU-only host the device is the host itself: the rows say
@@ -25,7 +25,7 @@ def _records(table) -> list[dict]:
 
 
 def _cmd_infeed(args: argparse.Namespace) -> int:
-    from paradnn import infeed
+    from paradnn.experiments import infeed
     from paradnn.cli.run import check_backend, workload_from_args
     from paradnn.cli.system import sig_digits, percent, print_table, save_records
 

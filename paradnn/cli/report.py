@@ -1,5 +1,5 @@
 """``paradnn report``, ``paradnn plot`` and ``paradnn profile``: thin wrappers over
-:mod:`paradnn.report`, :mod:`paradnn.analysis` / :mod:`paradnn.plots` and :mod:`paradnn.profile`.
+:mod:`paradnn.report`, :mod:`paradnn.analysis` / :mod:`paradnn.plots` and :mod:`paradnn.experiments.profile`.
 
     paradnn report results.db [more.db ...] -o report/
     paradnn plot heatmap results.db -o fc.png --where family=fc --x batch --y nodes   # --help: kinds
@@ -290,7 +290,7 @@ def _figure(A, P, args: argparse.Namespace, kind: str, frames: list[pd.DataFrame
 
 def _profile(args: argparse.Namespace) -> int:
     from paradnn import analysis as A  # see the note on imports above
-    from paradnn.profile import capture, with_peaks
+    from paradnn.experiments.profile import capture, with_peaks
 
     names = ("ops.csv", "ops.json", "op_roofline.png", "op_breakdown.png")
     if args.out_dir:

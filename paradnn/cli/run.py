@@ -465,7 +465,7 @@ def _cmd_list(args: argparse.Namespace) -> int:
 
 
 def _cmd_maxbatch(args: argparse.Namespace) -> int:
-    from paradnn.maxbatch import max_batch
+    from paradnn.experiments.maxbatch import max_batch
 
     workload = workload_from_args(args)
     check_backend(workload.framework)

@@ -1,6 +1,6 @@
 """`paradnn ops`, `paradnn collectives`, `paradnn scaling`: the system experiments.
 
-Thin commands over :mod:`paradnn.ops`, :mod:`paradnn.collectives` and :mod:`paradnn.scaling`:
+Thin commands over :mod:`paradnn.experiments.ops`, :mod:`paradnn.experiments.collectives` and :mod:`paradnn.experiments.scaling`:
 parse, call the library, print a table with units (or ``--json``), ``--store`` to keep rows.
 ``--simulate-devices`` makes a CPU host show N devices (the framework's ``simulate_host_devices``:
 JAX's ``--xla_force_host_platform_device_count``, set before JAX starts its backend); every row
@@ -36,7 +36,7 @@ def parse_int_list(text: str, parameter: str, minimum: int = 1, maximum: int = 6
 def _need_devices(count: int, simulate: bool, framework: str = frameworks.DEFAULT) -> bool:
     """Start ``framework``'s backend (simulating ``count`` CPU devices if asked) and check it has
     ``count`` devices; returns whether the devices are simulated."""
-    from paradnn.collectives import MAX_SIMULATED_DEVICES
+    from paradnn.experiments.collectives import MAX_SIMULATED_DEVICES
 
     if simulate and count > MAX_SIMULATED_DEVICES:
         raise SpecError("devices", count, f"at most {MAX_SIMULATED_DEVICES} simulated devices on one "
@@ -44,7 +44,7 @@ def _need_devices(count: int, simulate: bool, framework: str = frameworks.DEFAUL
     if simulate:
         frameworks.capability(framework, "simulate_host_devices", "simulate devices on a CPU host")(count)
     from paradnn.cli.run import check_backend
-    from paradnn.collectives import simulated_devices
+    from paradnn.experiments.collectives import simulated_devices
 
     platform, _ = check_backend(framework)
     if platform["device_count"] < count:
@@ -123,7 +123,7 @@ def percent(v: Any) -> str:
 # --------------------------------------------------------------------------------------------- ops
 
 def _cmd_ops(args: argparse.Namespace) -> int:
-    from paradnn import ops
+    from paradnn.experiments import ops
     from paradnn.cli.run import settings_from_args
 
     shapes = [*args.matmul, *args.conv2d]
@@ -179,7 +179,7 @@ def _cmd_ops(args: argparse.Namespace) -> int:
 # ------------------------------------------------------------------------------------- collectives
 
 def _cmd_collectives(args: argparse.Namespace) -> int:
-    from paradnn import collectives
+    from paradnn.experiments import collectives
 
     devices = args.devices
     if devices[0] < 2:
@@ -238,7 +238,7 @@ def _cmd_collectives(args: argparse.Namespace) -> int:
 
 def _cmd_scaling(args: argparse.Namespace) -> int:
     from paradnn.cli.run import workload_from_args
-    from paradnn.scaling import DEFAULT_SETTINGS, run_scaling
+    from paradnn.experiments.scaling import DEFAULT_SETTINGS, run_scaling
 
     devices = args.devices
     if devices[0] != 1:
@@ -278,7 +278,7 @@ def _cmd_scaling(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from paradnn import collectives, ops
+    from paradnn.experiments import collectives, ops
     from paradnn.cli import typed
     from paradnn.cli.run import add_spec_subparsers
 

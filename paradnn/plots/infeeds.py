@@ -1,7 +1,7 @@
 """The infeed figure (like ParaDnn's Figure 5): throughput and infeed-bound fraction against the
 number of host workers, synthetic device batches against the real host pipeline.
 
-Takes the table of :func:`paradnn.infeed.summarize` (or infeed rows of a store) and returns a
+Takes the table of :func:`paradnn.experiments.infeed.summarize` (or infeed rows of a store) and returns a
 matplotlib Figure on an Agg canvas (no pyplot state); every axis label carries its unit. Rows
 measured with the host's CPU as the device say so in the title.
 """

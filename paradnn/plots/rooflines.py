@@ -157,7 +157,7 @@ def _roofline_axes(ax, achieved: str) -> None:
 
 
 def no_roof_reason(attrs: dict) -> str:
-    """Why a table of operations (its ``attrs``, :func:`paradnn.profile.capture`'s) has no roof:
+    """Why a table of operations (its ``attrs``, :func:`paradnn.experiments.profile.capture`'s) has no roof:
     its device's peak FLOP/s or bandwidth is unknown, with how the peak was sought."""
     how = attrs.get("peak_method") or attrs.get("peak_source")
     return "the device's peak FLOP/s and bandwidth are unknown" + (f" ({how})" if how else "")
@@ -177,7 +177,7 @@ def op_roofline(ops: pd.DataFrame, title: str | None = None) -> Figure:
     """Operation-level roofline (Fig 3b/3d) of :func:`paradnn.analysis.op_roofline`: one point
     per operation, coloured by category, sized by its share of time; the roof of the device.
     Operations without a known roof (no peaks: their table straight from
-    :func:`paradnn.profile.capture`, or peaks that are not positive numbers) are drawn on the
+    :func:`paradnn.experiments.profile.capture`, or peaks that are not positive numbers) are drawn on the
     same axes with no roof, and the title says what the figure is then ("operations:
     arithmetic intensity and achieved FLOP/s") and why it has no roof
     (:func:`no_roof_reason`)."""

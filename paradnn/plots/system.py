@@ -13,7 +13,7 @@ from matplotlib.figure import Figure
 
 from paradnn.errors import ParadnnError
 from paradnn.plots.style import new_figure
-from paradnn.scaling import amdahl_speedup
+from paradnn.experiments.scaling import amdahl_speedup
 
 _SIMULATED = " [simulated devices: not a multi-device measurement]"
 
@@ -31,7 +31,7 @@ def _simulated(df: pd.DataFrame) -> bool:
 
 def scaling(table: pd.DataFrame, serial_fraction: float | None = None, title: str | None = None) -> Figure:
     """Speedup against devices on log-log axes, one line per mode (the table of
-    :func:`paradnn.scaling.summarize`), with the linear reference (speedup = devices) and, when
+    :func:`paradnn.experiments.scaling.summarize`), with the linear reference (speedup = devices) and, when
     given, the Amdahl curve of the fitted serial fraction (like ParaDnn Fig 4)."""
     _need(table, ("mode", "devices", "speedup"), "scaling plot")
     fig, ax = new_figure(6.0)
@@ -55,7 +55,7 @@ def scaling(table: pd.DataFrame, serial_fraction: float | None = None, title: st
 
 def bandwidth(rows: pd.DataFrame, which: str = "busbw_bytes_per_sec", title: str | None = None) -> Figure:
     """Bandwidth (B/s) against message size (B), one line per collective and device count
-    (collective rows of :mod:`paradnn.collectives`); ``which`` is ``busbw_bytes_per_sec`` (NCCL-tests
+    (collective rows of :mod:`paradnn.experiments.collectives`); ``which`` is ``busbw_bytes_per_sec`` (NCCL-tests
     bus bandwidth) or ``algbw_bytes_per_sec``."""
     if which not in ("busbw_bytes_per_sec", "algbw_bytes_per_sec"):
         raise ParadnnError(f"bandwidth plot: which={which!r}; allowed: busbw_bytes_per_sec, algbw_bytes_per_sec")
@@ -75,7 +75,7 @@ def bandwidth(rows: pd.DataFrame, which: str = "busbw_bytes_per_sec", title: str
 
 
 def ops_roofline(points: pd.DataFrame, title: str | None = None) -> Figure:
-    """Op and model points on the roofline (the frame of :func:`paradnn.ops.roofline_points`):
+    """Op and model points on the roofline (the frame of :func:`paradnn.experiments.ops.roofline_points`):
     achieved FLOP/s against arithmetic intensity, the roof of each device and dtype drawn from
     the rows' peaks. Rows whose peaks are unknown (not positive numbers: a host with no usable
     probe) have no roof: the title says how many, and with no roof at all the figure is titled

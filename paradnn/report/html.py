@@ -288,7 +288,7 @@ def write_report(df: pd.DataFrame, out_dir: str | Path, ops: pd.DataFrame | None
     captions, the tables behind them), the physics warnings, and the analyses it cannot
     support with the data they need, the command that supplies it (naming ``store``, the
     first one if several) and its estimated time. ``ops`` (from
-    :func:`paradnn.profile.capture`) adds the operation-level roofline. The recipes' sweep
+    :func:`paradnn.experiments.profile.capture`) adds the operation-level roofline. The recipes' sweep
     files are written to ``out_dir/recipes/``; their commands name them under ``named_dir``
     (default ``out_dir``: the folder the page ends up in, where a caller builds it elsewhere
     first). Returns the path of the page."""

@@ -435,7 +435,7 @@ def ledger_section(df: pd.DataFrame) -> list[Section]:
 def oplevel_section(ops: pd.DataFrame | None) -> list[Section]:
     if ops is None or ops.empty:
         raise Missing("a per-operation profile of one configuration (`paradnn profile ...`, "
-                      "paradnn.profile.capture); a store holds whole-step records only",
+                      "paradnn.experiments.profile.capture); a store holds whole-step records only",
                       {"profile": True})
     pf, pb = ops.attrs.get("peak_flops"), ops.attrs.get("peak_bytes_per_sec")
     items = []

@@ -381,7 +381,7 @@ class JaxBackend:
             versions["default_matmul_precision"] = str(default_precision)
         return versions
 
-    # -- the system experiments (paradnn.ops, collectives, scaling, profile, meters, infeed) ---
+    # -- the system experiments (paradnn.experiments.ops, collectives, scaling, profile, meters, infeed) ---
 
     op_program = staticmethod(system.op_program)
     cpu_child_env = staticmethod(system.cpu_child_env)

@@ -16,7 +16,7 @@ XLA's cost analysis gives a custom call no FLOPs. On a GPU the matmuls and convo
 optimized module are custom calls to cuBLAS and cuDNN, so the cost analysis of an FC step there
 holds its element-wise work alone (an H100, jax 0.11.2: 2.7e11 of 1.25e13 FLOPs, a utilization
 of 1.3% for 58%). Those calls' FLOPs are counted from their shapes in the HLO text
-(:func:`paradnn.profile.custom_call_flops`) and added, unless the cost analysis already
+(:func:`paradnn.experiments.profile.custom_call_flops`) and added, unless the cost analysis already
 exceeds them (a version that costs them itself).
 """
 
@@ -42,7 +42,7 @@ def _cost_dict(compiled: jax.stages.Compiled) -> dict[str, float]:
     if "custom-call" in text:
         # Imported here: the HLO walk builds a pandas table, which most runs (no custom calls,
         # every CPU run here) never need before their first line is out.
-        from paradnn import profile
+        from paradnn.experiments import profile
 
         custom = profile.custom_call_flops(text)
     # A cost analysis below the custom calls' own FLOPs cannot have counted them.

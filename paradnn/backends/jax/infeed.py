@@ -1,4 +1,4 @@
-"""JAX's training side of ``paradnn infeed`` (:mod:`paradnn.infeed`): the jitted training step
+"""JAX's training side of ``paradnn infeed`` (:mod:`paradnn.experiments.infeed`): the jitted training step
 with the state donated, the resident synthetic batch, and the transfer of host batches to the
 device. The host pipeline (tf.data) is the TensorFlow package's; the timing loop, the feeder
 thread and the rows are framework-free."""

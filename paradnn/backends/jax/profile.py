@@ -1,7 +1,7 @@
-"""JAX's side of operation-level profiles (:mod:`paradnn.profile`) and of the device busy
+"""JAX's side of operation-level profiles (:mod:`paradnn.experiments.profile`) and of the device busy
 fraction (:mod:`paradnn.meters`): the compiled step's optimized HLO and a ``jax.profiler``
 trace of it. Parsing the HLO and the trace, and joining them, is framework-free
-(:mod:`paradnn.profile`)."""
+(:mod:`paradnn.experiments.profile`)."""
 
 from __future__ import annotations
 
@@ -76,10 +76,10 @@ def ledger_ops(program: Any, state: Any, batch: Any, steps: int, trace_dir: str)
     """The time ledger's operations (:func:`paradnn.ledger.profile_ops`): ``steps`` steps of the
     measured program itself (``program.call``: the executable that was timed, nothing compiled
     again) run from ``state`` under ``jax.profiler`` into ``trace_dir``, joined to the
-    operations of its optimized HLO (:func:`paradnn.profile.op_times`: per step and device).
+    operations of its optimized HLO (:func:`paradnn.experiments.profile.op_times`: per step and device).
     ``attrs`` adds ``steps``, ``wall_step_s`` (s per step under the profiler), ``source`` and
     ``note``."""
-    from paradnn import profile
+    from paradnn.experiments import profile
 
     with jax.profiler.trace(trace_dir):
         start = time.perf_counter()

@@ -1,7 +1,7 @@
 """JAX's side of the system experiments: the probe's GEMMs and bandwidth loop, one operator's
 program (``paradnn ops``), one collective's program (``paradnn collectives``, ``scaling``) and
 the XLA:CPU device simulation. The drivers (timing, rows, tables) are framework-free:
-:mod:`paradnn.hardware`, :mod:`paradnn.ops`, :mod:`paradnn.collectives`."""
+:mod:`paradnn.hardware`, :mod:`paradnn.experiments.ops`, :mod:`paradnn.experiments.collectives`."""
 
 from __future__ import annotations
 
@@ -84,10 +84,10 @@ def measure_bandwidth(megabytes: int, calls: int = 1, reps: int = BANDWIDTH_REPS
                        + (f"{calls} calls queued per repetition, " if calls > 1 else "") + f"best of {reps}")}
 
 
-# -- one operator (paradnn.ops) ----------------------------------------------------------------
+# -- one operator (paradnn.experiments.ops) ----------------------------------------------------------------
 
 def op_program(shape: Any, dtype: str, precision_setting: str = "default") -> dict[str, Any]:
-    """The compiled program of one operator ``shape`` (a :class:`paradnn.ops.OpShape`) in
+    """The compiled program of one operator ``shape`` (a :class:`paradnn.experiments.ops.OpShape`) in
     ``dtype`` on the default device, traced under the ``matmul_precision`` setting
     ``precision_setting``: ``call(state, operands, k)`` runs it ``k`` times (queued
     asynchronously; the timing protocol waits for the last), ``state`` and ``operands`` to
@@ -145,7 +145,7 @@ def cpu_child_env(env: dict[str, str]) -> dict[str, str]:
     return env
 
 
-# -- one collective (paradnn.collectives) -------------------------------------------------------
+# -- one collective (paradnn.experiments.collectives) -------------------------------------------------------
 
 def simulated_devices() -> bool:
     """Whether this process's devices are forced host-platform devices on one CPU host."""

@@ -1,4 +1,4 @@
-"""The tf.data host input pipeline of ``paradnn infeed`` (:mod:`paradnn.infeed`) and the JPEG
+"""The tf.data host input pipeline of ``paradnn infeed`` (:mod:`paradnn.experiments.infeed`) and the JPEG
 files it reads: TensorFlow on the CPU only (its GPUs hidden: it must not take an accelerator from
 the framework that trains).
 
@@ -104,7 +104,7 @@ def make_jpegs(data_dir: str | os.PathLike, side: int, count: int, classes: int,
 
 
 def build_pipeline(files: Sequence[str], labels: Sequence[int], config: Any, seed: int = 0):
-    """The tf.data pipeline of ``config`` (a :class:`paradnn.infeed.PipelineConfig`) over ``files``: endless, shuffled every epoch; yields
+    """The tf.data pipeline of ``config`` (a :class:`paradnn.experiments.infeed.PipelineConfig`) over ``files``: endless, shuffled every epoch; yields
     ``(images, labels)`` batches, images NHWC in ``config.dtype``, labels int32."""
     tf = _tf()
     image, workers = config.image, config.workers

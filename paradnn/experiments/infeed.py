@@ -280,7 +280,7 @@ def run_infeed(workload: Workload, workers: Sequence[int] = (1, 2, 4), steps: in
     (default :func:`default_data_dir`) once. ``delay_ms`` adds host time per image on purpose.
     The training side is the workload framework's ``infeed_trainer``; the host pipeline
     ``PIPELINE_FRAMEWORK``'s ``host_batches`` (tf.data)."""
-    from paradnn.collectives import simulated_devices
+    from paradnn.experiments.collectives import simulated_devices
     from paradnn.runner import context
 
     framework = workload.framework

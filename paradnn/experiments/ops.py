@@ -349,7 +349,7 @@ def thread_scan(shapes: Sequence[OpShape], threads: Sequence[int], dtypes: Seque
         # The child restricts itself before anything imports the framework (no preexec_fn:
         # forking a process whose framework threads run may deadlock).
         code = ("import os, sys; os.sched_setaffinity(0, {cpus!r}); "
-                "from paradnn.ops import _child_main; _child_main(sys.argv[1])").format(cpus=sorted(cpus))
+                "from paradnn.experiments.ops import _child_main; _child_main(sys.argv[1])").format(cpus=sorted(cpus))
         proc = subprocess.run([sys.executable, "-c", code, payload], env=env, capture_output=True,
                               text=True, timeout=timeout_s)
         if proc.returncode != 0:

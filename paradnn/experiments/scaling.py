@@ -125,7 +125,7 @@ def run_scaling(spec: ModelSpec, devices: Sequence[int], per_device_batch: int |
     run (or compute-only variant) fails is left out of the table and listed in ``failed``; its
     record is kept. ``memory_limit_bytes`` as for :func:`paradnn.runner.run_workload`;
     ``framework`` runs the workloads (one that runs data parallelism: JAX)."""
-    from paradnn.collectives import simulated_devices
+    from paradnn.experiments.collectives import simulated_devices
     from paradnn.runner import run_workload
 
     devices = sorted(set(devices))
