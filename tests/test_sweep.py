@@ -483,10 +483,10 @@ def test_no_retry_while_the_host_stays_busy(tmp_path, monkeypatch):
     """Before retrying, the sweep waits a bounded time for the host to be quiet; a host kept
     busy by another process (here: a spinning child, against a threshold of 0.05 cores) gets no
     retry, and the summary names the load and the recipe."""
-    from paradnn import sweeper
+    from paradnn.sweeper import retry
 
     monkeypatch.setenv("PARADNN_PROBE_MAX_LOAD", "0.05")
-    monkeypatch.setattr(sweeper, "QUIET_WAIT_S", 2.0)
+    monkeypatch.setattr(retry, "QUIET_WAIT_S", 2.0)
     spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     try:
         stream = io.StringIO()
