@@ -28,27 +28,9 @@ from __future__ import annotations
 
 from paradnn.families.ranges import MAX_CONFIGS, geometric, linear
 from paradnn.grids.presets import PAPER, PAPER_FIXED, PRESETS, preset
-from paradnn.grids.product import (
-                                   WORKLOAD_AXES,
-                                   Zipped,
-                                   axes_of,
-                                   check_size,
-                                   concat,
-                                   filter_grid,
-                                   grid,
-                                   max_params,
-                                   param_count,
-                                   zipped,
-)
-from paradnn.grids.sweepfile import (
-                                   MAX_REPEAT,
-                                   RUN_KEYS,
-                                   GridLike,
-                                   SweepPlan,
-                                   load_sweep_file,
-                                   resolve,
-                                   resolve_settings,
-)
+from paradnn.grids.product import (WORKLOAD_AXES, Zipped, axes_of, check_size, concat, filter_grid,
+                                   grid, max_params, param_count, zipped)
+from paradnn.grids.sweepfile import MAX_REPEAT, RUN_KEYS, GridLike, SweepPlan, load_sweep_file, resolve, resolve_settings
 
 __all__ = [
     "MAX_CONFIGS", "MAX_REPEAT", "PAPER", "PAPER_FIXED", "PRESETS", "RUN_KEYS", "WORKLOAD_AXES", "GridLike", "SweepPlan",

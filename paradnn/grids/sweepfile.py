@@ -16,13 +16,7 @@ from paradnn import families
 from paradnn.errors import ParadnnError, SpecError, echo
 from paradnn.families.ranges import MAX_CONFIGS, geometric, linear_range
 from paradnn.grids.product import Zipped, axes_of, check_size, concat, grid, max_params
-from paradnn.grids.runsettings import (
-    MAX_REPEAT,
-    RUN_KEYS,
-    check_run_value,
-    parse_overlap,
-    parse_retry_unstable,
-)
+from paradnn.grids.runsettings import MAX_REPEAT, RUN_KEYS, check_run_value, parse_overlap, parse_retry_unstable
 from paradnn.grids.yamlsafe import read_yaml
 from paradnn.measure import SETTINGS_FIELDS, MeasureSettings, parse_setting
 from paradnn.units import parse_int

@@ -9,6 +9,7 @@ import yaml
 
 from paradnn.errors import ParadnnError, echo
 
+
 #: Limits on a sweep file, so that no file can exhaust memory or the stack before it is checked.
 MAX_FILE_BYTES = 16 * 2**20
 MAX_YAML_DEPTH = 32
