@@ -23,9 +23,9 @@ class Progress:
     ETA and the config running now.
 
     A line is written at once when the sweep starts (configs to measure, configs already in
-    the store, and the estimated time). On a terminal the line is redrawn in place; otherwise
-    one line is written per started and per finished config, so logs of long sweeps show the
-    history.
+    the store, and the estimated time). The bar is :class:`paradnn.progress.Bar` (tqdm): on a
+    terminal redrawn in place, in Jupyter a widget; otherwise one line is written per started
+    and per finished config, so logs of long sweeps show the history.
 
     ETA: with ``estimates`` (workload key -> estimated seconds of one measurement, from
     :func:`paradnn.analysis.cost.estimate`, the estimator ``paradnn plan`` uses) and ``planned`` (the
@@ -37,12 +37,13 @@ class Progress:
     most the bound: ``ETA 3m (+ retries ~40s)``.
     """
 
-    def __init__(self, total: int, skipped: int, stream: IO[str] | None, width: int = 20,
+    def __init__(self, total: int, skipped: int, stream: IO[str] | None,
                  estimates: dict[str, float] | None = None,
                  planned: dict[str, int] | list[str] | None = None,
                  calibration: str | None = None, retry_bound_s: float = 0.0,
                  retry_budget_s: float = 0.0, frameworks: Collection[str] = ()):
-        self.total, self.skipped, self.stream, self.width = total, skipped, stream, width
+        self.total, self.skipped, self.stream = total, skipped, stream
+        self.bar = progress_lines.Bar(stream)  # the one progress display (tqdm)
         # The sweep's frameworks: a config is named with its framework where that tells configs
         # apart (progress_lines.config_name).
         self.frameworks = frozenset(frameworks)
@@ -52,7 +53,6 @@ class Progress:
         self.done = 0
         self.missing = 0  # configs left unrecorded by infrastructure faults (Progress.miss)
         self.start = time.monotonic()
-        self.tty = bool(stream is not None and getattr(stream, "isatty", lambda: False)())
         self.estimates = dict(estimates or {})
         self.pending: dict[str, int] = {}
         if isinstance(planned, dict):
@@ -62,7 +62,6 @@ class Progress:
                 self.pending[key] = self.pending.get(key, 0) + 1
         self.estimated_done = 0.0  # estimated seconds of the finished measurements
         self.running: str | None = None
-        self._drawn = 0  # length of the line on the terminal
         if stream is not None:
             total_s = self._remaining_estimate()
             estimate = ("" if not total else
@@ -110,10 +109,9 @@ class Progress:
             return 0.0
         return min(self.retry_bound_s, self.retry_called_s * max(self.total, self.done) / self.done)
 
-    def line(self) -> str:
+    def text(self) -> str:
+        """What the bar says beside the count: statuses, elapsed time, ETA, the config running."""
         elapsed = time.monotonic() - self.start
-        frac = self.done / self.total if self.total else 1.0
-        filled = int(round(frac * self.width))
         eta = self.eta()
         counts = " ".join(f"{s} {n}" for s, n in self.counts.items() if n or s in ("ok", "oom",
                                                                                  "error"))
@@ -121,10 +119,13 @@ class Progress:
             counts += f" missing {self.missing}"
         running = f" | running {self.running}" if self.running else ""
         retries = self.retries_s()
-        return (f"[{'#' * filled}{'.' * (self.width - filled)}] {self.done}/{self.total} "
-                f"| {counts} | elapsed {duration(elapsed)} ETA "
+        return (f"{counts} | elapsed {duration(elapsed)} ETA "
                 f"{'?' if eta is None else duration(eta)}"
                 f"{f' (+ retries ~{duration(retries)})' if retries > 0 else ''}{running}")
+
+    def line(self) -> str:
+        """The progress line as a log shows it: ``[###...] done/total | counts | ... ``."""
+        return progress_lines.render(self.done, self.total, self.text())
 
     def begin(self, workload: Workload) -> None:
         """A config is handed to the executor: name it on the line."""
@@ -168,34 +169,15 @@ class Progress:
         self._draw()
 
     def _draw(self) -> None:
-        if self.stream is None:
-            return
-        if self.tty:
-            line = self.line()
-            # Pad so that a shorter line fully covers the previous one.
-            self.stream.write("\r" + line.ljust(self._drawn))
-            self._drawn = len(line)
-        else:
-            self.stream.write(self.line() + "\n")
-        self.stream.flush()
+        self.bar.show(self.done, self.total, self.text())
 
     def note(self, text: str) -> None:
         """Write ``text`` as a line of its own (a heartbeat); on a terminal the progress line
         is drawn again below it."""
-        if self.stream is None:
-            return
-        if self.tty:
-            self.stream.write("\r" + text.ljust(self._drawn) + "\n")
-            self._drawn = 0
-            self._draw()
-        else:
-            self.stream.write(text + "\n")
-            self.stream.flush()
+        self.bar.note(text)
 
     def close(self) -> None:
-        if self.stream is not None and self.tty:
-            self.stream.write("\n")
-            self.stream.flush()
+        self.bar.close()
 
 
 def progress_estimates(workloads: list[Workload], frame: pd.DataFrame, platform: dict[str, Any],
