@@ -64,10 +64,11 @@ class RunSetting:
     name: str
     default: Any
     parse: Callable[[Any, str], Any]
-    #: What the setting accepts, in words: sweep-file errors and :data:`RUN_KEYS` say it.
-    allowed: str
+    #: What the setting accepts, in words: sweep-file errors and :data:`RUN_KEYS` say it (a
+    #: function giving the text, where it names what a registry holds when asked).
+    allowed: str | Callable[[], str]
     #: The flag's help text (``%(default)s`` is not used: the defaults come from the file).
-    help: str
+    help: str | Callable[[], str]
     #: The annotation of the ``SweepConfig`` field.
     annotation: str = "Any"
     #: The sweep file's ``run:`` key; None: not a file key.
@@ -118,11 +119,15 @@ def unregister(name: str) -> None:
     RUN_SETTINGS.pop(name)
 
 
+def _text(value: str | Callable[[], str]) -> str:
+    return value() if callable(value) else value
+
+
 class _RunKeys(Mapping[str, str]):
     """A live view: the sweep file's ``run:`` key -> what it accepts."""
 
     def _items(self) -> dict[str, str]:
-        return {s.key: s.allowed for s in RUN_SETTINGS.values() if s.key is not None}
+        return {s.key: _text(s.allowed) for s in RUN_SETTINGS.values() if s.key is not None}
 
     def __getitem__(self, key: str) -> str:
         return self._items()[key]
@@ -307,7 +312,7 @@ def add_flags(parser: argparse.ArgumentParser, *, plan: bool = False, default: A
     for s in RUN_SETTINGS.values():
         if s.flag is None or (plan and not s.plan):
             continue
-        kwargs: dict[str, Any] = {"help": s.help}
+        kwargs: dict[str, Any] = {"help": _text(s.help)}
         if s.switch:
             kwargs.update(action="store_true", default=default if default is not None else False)
         else:
@@ -334,9 +339,9 @@ def from_flags(args: argparse.Namespace) -> dict[str, Any]:
 # -- the settings -------------------------------------------------------------------------------
 
 register(RunSetting(
-    "executor", "process", parse_executor, "process, inprocess or ray",
-    "where configs run: process, inprocess or ray (default: the file's, else process)",
-    annotation="str", key="executor", flag="--executor"))
+    "executor", "process", parse_executor, lambda: _one_of(executor_names()),
+    lambda: f"where configs run: {_one_of(executor_names())} (default: the file's, else process)",
+    annotation="str", key="executor", flag="--executor", metavar="NAME"))
 register(RunSetting(
     "repeat", 1, parse_repeat, f"an integer from 1 to {MAX_REPEAT:,} (records wanted per config)",
     "records wanted per config, a count (default: the file's, else 1)", annotation="int",
