@@ -95,11 +95,14 @@ def render(done: int, total: int, text: str) -> str:
 
 
 def _notebook() -> Any:
-    """tqdm's notebook class when running in a Jupyter kernel with widgets, else None."""
-    try:
-        from tqdm.auto import tqdm as auto_tqdm
-    except ImportError:  # pragma: no cover - tqdm is a dependency
+    """tqdm's notebook class when running in a Jupyter kernel with widgets (``tqdm.auto``'s
+    choice), else None: plain lines (without ipywidgets, tqdm.auto would only warn)."""
+    import importlib.util
+
+    if "ipykernel" not in sys.modules or importlib.util.find_spec("ipywidgets") is None:
         return None
+    from tqdm.auto import tqdm as auto_tqdm
+
     return auto_tqdm if auto_tqdm.__module__.startswith("tqdm.notebook") else None
 
 
