@@ -60,7 +60,7 @@ def trace_steps(step_time_s: float, steps_per_call: int) -> int:
 
 
 def profile_ops(program: Any, state: Any, batch: Any, steps: int) -> pd.DataFrame:
-    """The operations of ``steps`` steps of ``program`` (a :class:`paradnn.backends.Program`)
+    """The operations of ``steps`` steps of ``program`` (a :class:`paradnn.frameworks.Program`)
     run from ``state`` under its framework's profiler (``Backend.ledger_ops``): ``category``,
     ``flops``, ``bytes``, ``time_s`` per step and per device, ``attrs`` ``wall_step_s`` (s,
     wall time of a step under the profiler), ``source`` and ``note``. ParadnnError where the

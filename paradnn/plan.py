@@ -46,14 +46,13 @@ from paradnn.analysis.columns import ok_rows
 from paradnn.analysis.cost import TimeModel, estimate, fit_time_model
 from paradnn.calibration import calibrate as calibration_run
 from paradnn.calibration import calibration_configs
-from paradnn.errors import ParadnnError
-from paradnn.grids.sweepfile import GridLike, parse_retry_unstable, resolve, resolve_settings
+from paradnn.errors import ParadnnError, SpecError
+from paradnn.grids.sweepfile import GridLike
 from paradnn.measure import MeasureSettings
 from paradnn.record import record_key
 from paradnn.runner import context
 from paradnn.store import load
-from paradnn.sweeper import RETRY_BUDGET_FACTOR, default_retry_unstable_s, retry_would_help
-from paradnn.units import parse_bytes
+from paradnn.sweeper import SweepConfig, expected_retries
 from paradnn.workload import Workload, short_name
 
 __all__ = ["Plan", "TimeModel", "plan", "config_table", "compiled_memory", "fit_time_model",
@@ -105,15 +104,14 @@ class Plan:
     summary: dict[str, Any]
 
 
-def memory_limit(argument: int | str | None, run: dict[str, Any],
-                 platform: dict[str, Any]) -> tuple[int, str]:
+def memory_limit(config: SweepConfig, platform: dict[str, Any]) -> tuple[int, str]:
     """(bytes per device, where that number comes from) of the limit a plan predicts ``oom``
-    against: ``argument``, else the sweep file's ``run.memory_limit``, else the runner's default
-    (one device's memory; the host's on a CPU)."""
-    if argument is not None:
-        return parse_bytes(argument), "argument"
-    if run.get("memory_limit") is not None:
-        return parse_bytes(run["memory_limit"]), "sweep file run.memory_limit"
+    against: the sweep's ``memory_limit_bytes`` (an argument, or the sweep file's
+    ``run.memory_limit``), else the runner's default (one device's memory; the host's on a
+    CPU)."""
+    if config.memory_limit_bytes is not None:
+        origin = config.origins.get("memory_limit_bytes", "argument")
+        return config.memory_limit_bytes, ("argument" if origin == "argument" else origin)
     device = hardware.device_memory_bytes()
     if device is not None and platform["device_platform"] != "cpu":
         return device, f"memory of one {platform['device_kind']} device"
@@ -124,21 +122,24 @@ def memory_limit(argument: int | str | None, run: dict[str, Any],
 
 
 def plan(
-    grid_or_file: GridLike,
+    config: SweepConfig | GridLike,
     store: str | os.PathLike | None = "results.db",
-    memory_limit_bytes: int | str | None = None,
-    settings: Any = None,
-    repeat: int | None = None,
+    *,
     compile: bool = False,
     calibrate: bool = False,
     calibrate_configs: int = 2,
+    **overrides: Any,
 ) -> Plan:
-    """Plan a sweep (a sweep file path or a list of Workloads) on this host without timing it.
+    """Plan a sweep on this host without timing it.
 
-    ``store``: results store whose records say which configs are done (resume) and calibrate
-    the time model (None or a missing file: none). ``memory_limit_bytes``: bytes (or "16GB")
-    per device for the ``oom`` prediction (default: the sweep file's, the device's, or on a CPU
-    the host's memory). ``settings`` and ``repeat`` as in :func:`paradnn.sweep`. ``compile``:
+    ``config``: a resolved :class:`~paradnn.sweeper.SweepConfig` (its ``store``, settings and
+    run settings are the plan's), or what :meth:`SweepConfig.resolve` takes (a sweep file path
+    or a list of Workloads), resolved here with the keyword ``overrides`` (``settings``,
+    ``repeat``, ``memory_limit_bytes`` bytes or text such as "16GB" per device for the ``oom``
+    prediction, ``retry_unstable_s``, ...: as in :func:`paradnn.sweep`). ``store``: results
+    store whose records say which configs are done (resume) and calibrate the time model (None
+    or a missing file: none); with a SweepConfig, its own store. The memory limit is the
+    sweep's, else the device's, or on a CPU the host's memory. ``compile``:
     compile every config for the backend's memory analysis instead of the analytic estimate
     (seconds per config); a config whose analytic floor (weights + optimizer state) already
     exceeds the limit is not compiled: its memory is that floor and it is predicted ``oom``. ``calibrate``: time ``calibrate_configs`` configs per family first (in
@@ -151,9 +152,15 @@ def plan(
     (``summary["frameworks_not_started"]``).
     """
     t_start = time.perf_counter()
-    parsed = resolve(grid_or_file)
-    measure = resolve_settings(parsed, settings)
-    repeat = repeat if repeat is not None else parsed.run.get("repeat", 1)
+    if isinstance(config, SweepConfig):
+        if overrides:
+            name = sorted(overrides)[0]
+            raise SpecError(name, overrides[name], "nothing besides a resolved SweepConfig "
+                            "(dataclasses.replace(config, ...) changes one of its fields)")
+        store = config.store
+    else:
+        config = SweepConfig.resolve(config, "results.db" if store is None else store, **overrides)
+    measure, repeat, workloads = config.settings, config.repeat, list(config.workloads)
     platform, _ = context(frameworks.DEFAULT)  # the default framework's device platform: memory limit and calibration
     frame = pd.DataFrame()
     # A missing store is the one the sweep will create: nothing stored yet. Anything else is read
@@ -162,11 +169,11 @@ def plan(
     if store is not None and os.path.exists(store):
         frame = load(store)
 
-    table = config_table(parsed.workloads, frame)
-    limit, limit_source = memory_limit(memory_limit_bytes, parsed.run, platform)
+    table = config_table(workloads, frame)
+    limit, limit_source = memory_limit(config, platform)
     if compile:
         memory, compile_s, source = [], [], []
-        for i, w in enumerate(parsed.workloads):
+        for i, w in enumerate(workloads):
             if sizes.predicted_oom(w, limit) is not None:
                 # Cheapest check first: weights + optimizer state alone exceed the limit, so the
                 # config is never traced (a CNN of 10^9 blocks would trace for hours).
@@ -193,8 +200,8 @@ def plan(
     stored_frameworks = set(frame["framework"].dropna()) if "framework" in frame.columns else set()
     started = {frameworks.DEFAULT} | stored_frameworks
     keys = [record_key(w.to_dict(), *context(w.framework), settings_dict)
-            if w.framework in started else None for w in parsed.workloads]
-    not_started = sorted({w.framework for w in parsed.workloads} - started)
+            if w.framework in started else None for w in workloads]
+    not_started = sorted({w.framework for w in workloads} - started)
     table.insert(0, "key", keys)
     have = frame.groupby("key").size().to_dict() if len(frame) else {}
     table["stored_records"] = [int(have.get(k, 0)) if k is not None else 0 for k in keys]
@@ -204,7 +211,7 @@ def plan(
     table["predicted"] = np.where(table["to_measure"] == 0, "stored", np.where(over, "oom", "run"))
 
     if calibrate:
-        model = calibration_run(parsed.workloads, table, measure, calibrate_configs, platform)
+        model = calibration_run(workloads, table, measure, calibrate_configs, platform)
     elif len(frame):
         model = fit_time_model(frame, platform, label=str(store))
     else:
@@ -224,7 +231,12 @@ def plan(
     parts = table["overhead_s"] + table["compile_s"] + table["timing_s"]
     table["wall_s"] = np.where(fitted, parts, table["wall_s"]) * table["to_measure"]
     table.loc[table["predicted"] == "stored", ["compile_s", "timing_s", "overhead_s", "wall_s"]] = 0.0
-    retry = _retry_estimate(parsed.run, frame, table, platform)
+    rows = ok_rows(frame) if len(frame) else frame
+    if len(rows) and "device_kind" in rows.columns:
+        rows = rows[rows["device_kind"] == platform["device_kind"]]
+    # The sweep's automatic retry of unstable configs (paradnn.sweeper.estimates, the estimate
+    # the sweep's own progress line makes).
+    retry = expected_retries(rows, table[table["predicted"] == "run"], config.retry_unstable_s)
 
     lo_hi = [model.flops_range.get(f) for f in table["family"]]
     table["extrapolated"] = [r is None or not (r[0] / 2 <= x <= r[1] * 2)
@@ -232,8 +244,8 @@ def plan(
     counts = table["predicted"].value_counts().to_dict()
     unknown = table[table["memory_bytes"].isna()]
     summary: dict[str, Any] = {
-        "source": str(getattr(parsed, "path", "<grid>")),
-        "description": parsed.description,
+        "source": config.source,
+        "description": config.description,
         "configs": len(table),
         "by_family": table["family"].value_counts().to_dict(),
         "by_framework": (table["framework"].value_counts().to_dict()
@@ -275,28 +287,6 @@ def plan(
         "plan_s": time.perf_counter() - t_start,
     }
     return Plan(table, summary)
-
-
-def _retry_estimate(run: dict[str, Any], frame: pd.DataFrame, table: pd.DataFrame,
-                    platform: dict[str, Any]) -> dict[str, Any]:
-    """What the sweep's automatic retry of unstable configs should add (``paradnn.sweeper``):
-    ``retry_bound_s`` (s, its ``retry_unstable_s``), ``retry_unstable_share`` (the share of the
-    store's ok rows on this device kind that the sweep would retry, :func:`retry_would_help`:
-    they missed their precision target at their time budget, not at ``max_calls``; None
-    without rows)
-    and ``retry_s`` (s): that share of the configs to measure, each again with
-    ``RETRY_BUDGET_FACTOR`` times its timing, at most the bound; 0 without a share or a time."""
-    value = run.get("retry_unstable_s")
-    bound = parse_retry_unstable(value) if value is not None else default_retry_unstable_s()
-    rows = ok_rows(frame) if len(frame) else frame
-    if len(rows) and "device_kind" in rows.columns:
-        rows = rows[rows["device_kind"] == platform["device_kind"]]
-    share = float(rows.apply(retry_would_help, axis=1).mean()) if len(rows) else None
-    todo = table[table["predicted"] == "run"]
-    per_config = (todo["wall_s"] / todo["to_measure"].clip(lower=1)
-                  + (RETRY_BUDGET_FACTOR - 1) * todo["timing_s"]).sum()
-    expected = share * float(per_config) if share and per_config == per_config else 0.0
-    return {"retry_bound_s": bound, "retry_unstable_share": share, "retry_s": min(bound, expected)}
 
 
 def _extreme(column: pd.Series, pick: Any, cast: Any = int) -> Any:

@@ -81,7 +81,7 @@ def run(
     ``batch`` is the global batch in examples (default: the family's, e.g. 256 FC, 64 CNN/RNN,
     the model's own for real models); ``dtype`` the compute dtype; ``optimizer`` None for the
     model's default; ``devices`` data-parallel devices; ``framework`` a registered framework
-    (jax, tensorflow, torch, ...: :func:`paradnn.backends.names`). ``settings`` (or keyword
+    (jax, tensorflow, torch, ...: :func:`paradnn.frameworks.names`). ``settings`` (or keyword
     overrides such as ``steps_per_call=5`` or a framework option such as ``xla_preset="stock"``)
     control the timing protocol and the framework. ``memory_limit_bytes`` (default: the
     device's memory where known) turns a model that would not fit into an ``oom`` record.

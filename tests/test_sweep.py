@@ -483,10 +483,10 @@ def test_no_retry_while_the_host_stays_busy(tmp_path, monkeypatch):
     """Before retrying, the sweep waits a bounded time for the host to be quiet; a host kept
     busy by another process (here: a spinning child, against a threshold of 0.05 cores) gets no
     retry, and the summary names the load and the recipe."""
-    from paradnn import sweeper
+    from paradnn.sweeper import retry
 
     monkeypatch.setenv("PARADNN_PROBE_MAX_LOAD", "0.05")
-    monkeypatch.setattr(sweeper, "QUIET_WAIT_S", 2.0)
+    monkeypatch.setattr(retry, "QUIET_WAIT_S", 2.0)
     spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     try:
         stream = io.StringIO()
@@ -506,3 +506,53 @@ def test_no_retry_while_the_host_stays_busy(tmp_path, monkeypatch):
 def flaky_always(workload, settings, memory_limit_bytes):
     """An unstable ok record of a quiet host."""
     return fake_ok(workload, settings, memory_limit_bytes).with_metrics(stable=False, contended=False)
+
+
+def test_a_run_setting_declared_once_is_a_file_key_flags_and_a_field(tmp_path):
+    """A run setting registered in one place (paradnn.grids.runsettings.register, before the
+    sweeper is imported, as a plug-in would) is a sweep file's run: key (checked as declared),
+    a `paradnn sweep` flag, a `paradnn plan` flag, and a SweepConfig field, resolved from the
+    argument, else the file, else its default."""
+    f = tmp_path / "s.yaml"
+    f.write_text("family: fc\nlayers: 2\nnodes: 32\ninput: 64\noutput: 10\nbatch: 8\n"
+                 "run: {warm_grace_s: 7}\n")
+    script = textwrap.dedent(f"""
+        import argparse, dataclasses
+        from paradnn.errors import ParadnnError
+        from paradnn.grids import runsettings
+        from paradnn.units import parse_number
+
+        runsettings.register(runsettings.RunSetting(
+            "warm_grace_s", 3.0, lambda v, p: parse_number(v, p, 0.0, 60.0), "seconds from 0 to 60",
+            "seconds of grace", annotation="float", key="warm_grace_s", flag="--warm-grace",
+            metavar="SECONDS", plan=True))
+        from paradnn.cli import build_parser
+        from paradnn.grids import RUN_KEYS, load_sweep_file
+        from paradnn.sweeper import SweepConfig
+
+        assert "warm_grace_s" in RUN_KEYS
+        assert load_sweep_file({str(f)!r}).run["warm_grace_s"] == 7
+        bad = {str(tmp_path / "bad.yaml")!r}
+        open(bad, "w").write(open({str(f)!r}).read().replace("7", "99"))
+        try:
+            load_sweep_file(bad)
+            raise AssertionError("run.warm_grace_s: 99 was accepted")
+        except ParadnnError as exc:
+            assert "run.warm_grace_s" in str(exc) and "60" in str(exc), exc
+        assert "warm_grace_s" in {{f.name for f in dataclasses.fields(SweepConfig)}}
+        assert SweepConfig.resolve({str(f)!r}).warm_grace_s == 7
+        assert SweepConfig.resolve({str(f)!r}, warm_grace_s=2).warm_grace_s == 2
+        assert SweepConfig(workloads=(), store="a.db").warm_grace_s == 3.0
+        sweep_args = build_parser("sweep").parse_args(["sweep", {str(f)!r}, "--warm-grace", "5"])
+        plan_args = build_parser("plan").parse_args(["plan", "--warm-grace", "4", {str(f)!r}])
+        assert (sweep_args.warm_grace, plan_args.warm_grace) == (5.0, 4.0)
+        assert runsettings.from_flags(sweep_args)["warm_grace_s"] == 5.0
+        print("ok")
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
+                          cwd=tmp_path)
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-3000:]
+    # A bad value of the flag is a usage error naming the flag, the value and what is allowed.
+    bad = subprocess.run([sys.executable, "-c", script.replace('"--warm-grace", "5"', '"--warm-grace", "-1"')],
+                         capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert bad.returncode == 2 and "warm-grace" in bad.stderr and "-1" in bad.stderr, bad.stderr[-3000:]

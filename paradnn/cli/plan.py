@@ -13,7 +13,7 @@ from typing import Any
 
 from paradnn import families, frameworks
 from paradnn.cli.run import add_spec_subparsers, settings_from_args, workload_from_args
-from paradnn.grids import MAX_REPEAT
+from paradnn.grids.runsettings import add_flags, from_flags
 from paradnn.outputs import check_output, path_type, write_output
 from paradnn.plan import Plan, plan
 from paradnn.progress import config_name
@@ -116,18 +116,19 @@ def format_plan(result: Plan, rows: int = 10) -> str:
     return "\n".join(lines)
 
 
-def show_plan(target: Any, *, store: str | None, memory_limit: str | None, repeat: int | None,
+def show_plan(target: Any, *, store: str | None, run: dict[str, Any] | None = None,
               settings: Any = None, compile: bool = False, calibrate: bool = False,
               csv: str | None = None, as_json: bool = False, rows: int = 10,
               force: bool = False) -> int:
-    """Plan ``target`` (sweep file path or workloads) and print it; the CLI handlers' body.
+    """Plan ``target`` (sweep file path or workloads) with the run settings ``run`` (by name,
+    :data:`paradnn.grids.runsettings.RUN_SETTINGS`) and print it; the CLI handlers' body.
     ``csv`` goes through the output guard (:mod:`paradnn.outputs`): never the store or the sweep
     file, never a file paradnn did not write unless ``force``; checked before planning."""
     inputs = [p for p in (store, target if isinstance(target, str) else None) if p]
     if csv:
         check_output(csv, "plan --csv", inputs, force)
-    result = plan(target, store=store, memory_limit_bytes=memory_limit, repeat=repeat,
-                  settings=settings, compile=compile, calibrate=calibrate)
+    result = plan(target, store=store, settings=settings, compile=compile, calibrate=calibrate,
+                  **(run or {}))
     if csv:
         write_output(csv, lambda tmp: result.table.to_csv(tmp, index=False), "plan --csv", inputs,
                      force)
@@ -151,12 +152,9 @@ def _options(defaults: bool) -> argparse.ArgumentParser:
                    help="results store whose records mark "
                    "configs as done and calibrate the time estimate (default: results.db; "
                    "a missing store means none)")
-    p.add_argument("--memory-limit", default=d(None), metavar="SIZE",
-                   help="bytes per device for the oom prediction, e.g. 16GB (default: the sweep "
-                   "file's, else the device's memory, else on a CPU the host's)")
-    p.add_argument("--repeat", type=typed(parse_int, "repeat", maximum=MAX_REPEAT),
-                   default=d(None), metavar="N",
-                   help="records wanted per config, a count (default: the file's, else 1)")
+    # The run settings a plan reads (--repeat, --memory-limit, ...), declared once in
+    # paradnn.grids.runsettings: the same flags as `paradnn sweep`'s.
+    add_flags(p, plan=True, default=d(None), typed=typed)
     p.add_argument("--compile", action="store_true", default=d(False),
                    help="compile every config for XLA's memory analysis instead of the analytic "
                    "estimate (seconds per config)")
@@ -198,8 +196,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
         extra = _options(defaults=False).parse_args(rest)
         for name, value in vars(extra).items():
             setattr(args, name, value)
-    return show_plan(target, store=args.store, memory_limit=args.memory_limit,
-                     repeat=args.repeat, settings=settings, compile=args.compile,
+    return show_plan(target, store=args.store, run=from_flags(args), settings=settings, compile=args.compile,
                      calibrate=args.calibrate, csv=args.csv, as_json=args.json, rows=args.rows,
                      force=args.force)
 

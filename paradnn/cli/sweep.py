@@ -12,15 +12,13 @@ import pandas as pd
 from paradnn.cli import DEFAULT_STORE, typed
 from paradnn.cli.plan import show_plan
 from paradnn.errors import ParadnnError
-from paradnn.grids import MAX_CONFIGS, MAX_REPEAT
-from paradnn.grids.sweepfile import parse_overlap, parse_retry_unstable
+from paradnn.grids.runsettings import RUN_SETTINGS, add_flags, from_flags
 from paradnn.outputs import path_type, write_output
-from paradnn.status import failures
 from paradnn.record import format_phase_totals, phase_totals
+from paradnn.status import failures
 from paradnn.store import EXPORT_SUFFIXES, check_store, export, load, merge
-from paradnn.sweeper import (DEFAULT_CACHE, DEFAULT_RETRY_UNSTABLE_S, RETRY_BUDGET_FACTOR,
-                             is_retry, sweep)
-from paradnn.units import parse_bytes, parse_duration, parse_int, parse_number
+from paradnn.sweeper import DEFAULT_CACHE, RETRY_BUDGET_FACTOR, is_retry, sweep
+from paradnn.units import parse_int, parse_number
 
 
 def _sweep(args: argparse.Namespace) -> int:
@@ -32,20 +30,18 @@ def _sweep(args: argparse.Namespace) -> int:
                            "the adaptive sweep of at most N configs early); allowed: --target-width "
                            "with --budget, or neither")
     if args.dry_run:
-        return show_plan(args.file, store=args.store, memory_limit=args.memory_limit,
-                         repeat=args.repeat)
+        return show_plan(args.file, store=args.store,
+                         run={k: v for k, v in from_flags(args).items() if RUN_SETTINGS[k].plan})
     if args.budget is not None or args.target_width is not None:
-        from paradnn.cli.predict import budget_sweep  # the predict command's module, loaded only for --budget
+        from paradnn.cli.predict import (
+            budget_sweep,  # the predict command's module, loaded only for --budget
+        )
 
         return budget_sweep(args)
     started = datetime.datetime.now(datetime.timezone.utc)
-    df = sweep(
-        args.file, store=args.store, executor=args.executor, repeat=args.repeat,
-        memory_limit_bytes=args.memory_limit, timeout_s=args.timeout, address=args.address,
-        cache_dir=None if args.no_cache else (args.cache_dir or DEFAULT_CACHE),
-        progress=not args.quiet, max_configs=args.max_configs,
-        remeasure_unstable=args.remeasure_unstable, retry_unstable_s=args.retry_unstable_s,
-        overlap=args.overlap)
+    run = from_flags(args)
+    run["cache_dir"] = None if args.no_cache else run.get("cache_dir", DEFAULT_CACHE)
+    df = sweep(args.file, store=args.store, progress=not args.quiet, **run)
     # "Measured now" is what this sweep committed itself (the sweeper lists those rows); of the
     # others, those stamped after it started were written meanwhile by another sweep sharing
     # the store, and the rest were already there and were skipped.
@@ -196,44 +192,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--store", default=DEFAULT_STORE,
                    type=path_type("store", "sweep --store", then=check_store),
                    help="SQLite results store, created if missing (default: %(default)s)")
-    p.add_argument("--repeat", type=typed(parse_int, "repeat", maximum=MAX_REPEAT), default=None,
-                   metavar="N", help="records wanted per config, a count (default: the file's, "
-                   "else 1)")
-    p.add_argument("--executor", choices=("process", "inprocess", "ray"), default=None,
-                   help="where configs run (default: the file's, else process)")
-    p.add_argument("--address", default=None,
-                   help="Ray cluster HOST:PORT (with --executor ray; an unreachable address "
-                   "fails within the connect timeout, default: none = a local cluster)")
-    p.add_argument("--memory-limit", default=None, type=typed(parse_bytes), metavar="SIZE",
-                   help="memory of one device in bytes for out-of-memory prediction, e.g. 2GB "
-                   "or 512MiB (default: the file's, else the device's; the host's on a CPU)")
-    p.add_argument("--timeout", type=typed(parse_duration, "timeout"), default=None,
-                   metavar="SECONDS", help="seconds per config, compile included (default: the "
-                   "file's, else 1800)")
-    p.add_argument("--max-configs", type=typed(parse_int, "max-configs"), default=None,
-                   metavar="N", help=f"refuse sweep files whose grid has more configs than this, "
-                   f"before expanding it (default: the file's run.max_configs, else {MAX_CONFIGS})")
-    p.add_argument("--cache-dir", default=None, type=path_type("cache", "sweep --cache-dir"),
-                   help="persistent XLA compilation cache folder (default: the file's, else "
-                   "$XDG_CACHE_HOME/paradnn/xla or ~/.cache/paradnn/xla)")
+    # The run settings' flags (--executor, --repeat, --timeout, ...), declared once in
+    # paradnn.grids.runsettings; None: the file's value, else the setting's default.
+    add_flags(p, typed=typed, options={"cache_dir": {
+        "type": path_type("cache", "sweep --cache-dir"), "metavar": "CACHE_DIR"}})
     p.add_argument("--no-cache", action="store_true", help="disable the compilation cache")
-    p.add_argument("--overlap", type=typed(parse_overlap), default=None, metavar="N|auto",
-                   help="workers compiling the next configs while one is measured (process "
-                   "executor): a count from 0 to the CPU cores, or auto = 1 on a GPU host, 0 "
-                   "elsewhere (default: the file's, else auto; docs/performance.md)")
-    p.add_argument("--remeasure-unstable", action="store_true",
-                   help="measure again the configs whose stored runs missed their precision "
-                   "target (stable false); their old rows stay")
-    p.add_argument("--retry-unstable-s", type=typed(parse_retry_unstable, "retry-unstable-s"),
-                   default=None, metavar="SECONDS",
-                   help="extra seconds the sweep may spend, after the other configs, measuring "
-                   f"once more with {RETRY_BUDGET_FACTOR}x its time_budget_s each config that "
-                   "came back ok but missed its cv_target (stable false); the retry keeps the "
-                   "config's settings "
-                   "and record key (time_budget_used_s says the budget it had), both rows stay "
-                   "and resume never repeats it; 0 turns it off (default: the file's "
-                   "run.retry_unstable_s, else $PARADNN_RETRY_UNSTABLE_S, else "
-                   f"{DEFAULT_RETRY_UNSTABLE_S:g})")
     p.add_argument("--budget", type=typed(parse_int, "budget"), default=None, metavar="N",
                    help="measure at most N configs, chosen adaptively for `paradnn predict` "
                    "(a space-filling start, then the widest prediction intervals), then predict "

@@ -29,14 +29,12 @@ from pathlib import Path
 from typing import Any, Union
 
 from paradnn import frameworks, hardware, spawn
-from paradnn.errors import InfrastructureError, ParadnnError, SpecError
+from paradnn.errors import InfrastructureError, ParadnnError
 from paradnn.record import PHASES, Record, phase_metric
 from paradnn.workload import Workload
 
 __all__ = ["Task", "Fault", "Outcome", "Executor", "Caches", "make_executor", "default_cache_dir",
            "check_environment", "run_config", "charge", "EXECUTORS"]
-
-EXECUTORS = ("process", "inprocess", "ray")
 
 #: ``run_fn(workload, settings, memory_limit_bytes) -> Record``; None means
 #: ``paradnn.runner.run_workload``. Must be a picklable top-level function for the process and
@@ -244,31 +242,47 @@ def run_config(run_fn: RunFn | None, workload: Workload, settings: Any,
     return record
 
 
+def _process(*, timeout_s: float, cache_dir: str | os.PathLike | None, run_fn: RunFn | None,
+             overlap: int | str, **_ray: Any) -> Executor:
+    from paradnn.executors.process import ProcessExecutor
+
+    return ProcessExecutor(timeout_s=timeout_s, cache_dir=cache_dir, run_fn=run_fn, overlap=overlap)
+
+
+def _inprocess(*, cache_dir: str | os.PathLike | None, run_fn: RunFn | None, **_other: Any) -> Executor:
+    from paradnn.executors.inprocess import InProcessExecutor
+
+    return InProcessExecutor(cache_dir=cache_dir, run_fn=run_fn)
+
+
+def _ray(*, timeout_s: float, cache_dir: str | os.PathLike | None, run_fn: RunFn | None,
+         address: str | None, resources: dict[str, Any] | None, **_other: Any) -> Executor:
+    from paradnn.executors.ray import RayExecutor
+
+    return RayExecutor(timeout_s=timeout_s, cache_dir=cache_dir, run_fn=run_fn, address=address,
+                       resources=resources)
+
+
+#: The executors by name: each a factory taking the keywords of :func:`make_executor` (the
+#: ones it does not use are ignored). The ``executor`` run setting
+#: (:mod:`paradnn.grids.runsettings`), the flag and the sweep file's key accept these names.
+EXECUTORS: dict[str, Callable[..., Executor]] = {"process": _process, "inprocess": _inprocess, "ray": _ray}
+
+
 def make_executor(name: str, *, timeout_s: float, cache_dir: str | os.PathLike | None,
                   run_fn: RunFn | None = None, address: str | None = None,
                   resources: dict[str, Any] | None = None, overlap: int | str = 0) -> Executor:
-    """An executor by name (``EXECUTORS``). ``overlap`` (``"auto"`` or a count, as
-    :func:`paradnn.grids.sweepfile.parse_overlap` gives it): prepare workers compiling ahead,
+    """An executor by name (:data:`EXECUTORS`). ``overlap`` (``"auto"`` or a count, as
+    :func:`paradnn.grids.runsettings.parse_overlap` gives it): prepare workers compiling ahead,
     process executor only (docs/performance.md, "Compiling ahead")."""
-    if not (overlap == "auto" or isinstance(overlap, int) and not isinstance(overlap, bool) and overlap >= 0):
-        raise SpecError("overlap", overlap, "auto or a non-negative integer (parse_overlap)")
-    if name != "process" and overlap not in (0, "auto"):
-        raise SpecError("overlap", overlap, f"0 or auto with executor={name!r} (compiling ahead "
-                        "needs executor='process')")
-    if name == "process":
-        from paradnn.executors.process import ProcessExecutor
+    from paradnn.grids.runsettings import check_overlap, parse_executor, parse_overlap
 
-        return ProcessExecutor(timeout_s=timeout_s, cache_dir=cache_dir, run_fn=run_fn, overlap=overlap)
-    # A measuring worker `paradnn sweep` pre-started is of no use to the others: it goes now,
-    # rather than import a framework beside them.
-    spawn.discard()
-    if name == "inprocess":
-        from paradnn.executors.inprocess import InProcessExecutor
-
-        return InProcessExecutor(cache_dir=cache_dir, run_fn=run_fn)
-    if name == "ray":
-        from paradnn.executors.ray import RayExecutor
-
-        return RayExecutor(timeout_s=timeout_s, cache_dir=cache_dir, run_fn=run_fn,
-                           address=address, resources=resources)
-    raise ParadnnError(f"invalid executor={name!r}: allowed one of {', '.join(EXECUTORS)}")
+    name = parse_executor(name)
+    overlap = parse_overlap(overlap)
+    check_overlap(name, overlap)
+    if name != "process":
+        # A measuring worker `paradnn sweep` pre-started is of no use to the others: it goes now,
+        # rather than import a framework beside them.
+        spawn.discard()
+    return EXECUTORS[name](timeout_s=timeout_s, cache_dir=cache_dir, run_fn=run_fn, address=address,
+                           resources=resources, overlap=overlap)

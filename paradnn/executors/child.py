@@ -29,7 +29,7 @@ It reads pickled messages from file descriptor IN and writes replies to OUT:
   meet, such as a device platform this second process cannot open)
 * ``("exit",)`` -> exits
 
-Nothing here knows a framework: each is reached through :mod:`paradnn.backends`, and plugins
+Nothing here knows a framework: each is reached through :mod:`paradnn.frameworks`, and plugins
 named in ``$PARADNN_PLUGINS`` (inherited from the parent) are loaded first: one that fails is
 answered ``("error", PluginError)`` in place of ``("ready",)``, and the child exits. Its own stdout and stderr stay the user's, so a framework's warnings are seen. If the
 parent dies (even by SIGKILL) the child exits within about half a second rather than measuring

@@ -16,215 +16,26 @@ The child is started with ``subprocess`` running :mod:`paradnn.executors.child` 
 an ``if __name__ == "__main__"`` guard.
 """
 
+
 from __future__ import annotations
 
 import os
-import pickle
-import signal
-import subprocess
 import time
 from collections import deque
 from collections.abc import Iterator
-from dataclasses import dataclass
 from multiprocessing import connection as mp_connection
-from pathlib import Path
 from typing import Any
 
 from paradnn import frameworks, progress, spawn
-from paradnn.errors import InfrastructureError, ParadnnError
-from paradnn.executors import Executor, Fault, Outcome, RunFn, Task, charge
+from paradnn.executors import Executor, Outcome, RunFn, Task, charge
+from paradnn.executors.ahead import Ahead, CompileAhead, Preparer
+from paradnn.executors.lifecycle import MAX_CONFIGS_PER_CHILD, Child, describe_exit, exit_fields
 from paradnn.record import Record
 
-#: Seconds a child may take to start, or to import a framework and report its platform.
-STARTUP_TIMEOUT_S = 300.0
-#: A child is replaced after this many configs, to bound what a long sweep accumulates.
-MAX_CONFIGS_PER_CHILD = 200
-#: Seconds a child whose pipe closed may take to finish exiting before it is killed; its own
-#: exit status is then what it chose, not the SIGKILL paradnn would send.
-EXIT_GRACE_S = 5.0
-#: The environment of a prepare worker: JAX preallocates 75% of a GPU's memory in every process
-#: by default, which would take it from the measuring worker; a prepare worker allocates on
-#: demand and at most this share (it compiles; XLA's GPU autotuner allocates a little).
-PREPARE_ENV = {"XLA_PYTHON_CLIENT_PREALLOCATE": "false", "XLA_PYTHON_CLIENT_MEM_FRACTION": "0.10"}
-#: Device platforms on which ``overlap="auto"`` compiles ahead with one prepare worker: where
-#: the measurement runs on a device that compiling does not use. Not on a CPU (compiling and
-#: timing share the cores) and not on a TPU (one process holds a host's TPU chips; a second
-#: process cannot open them to compile for them).
-AUTO_OVERLAP_PLATFORMS = ("gpu",)
-#: Seconds to wait for stopped prepare workers to be seen stopped (``/proc``) before timing.
-STOP_CONFIRM_S = 2.0
+__all__ = ["ProcessExecutor"]
 
 
-def _signal_name(number: int) -> str:
-    try:
-        return signal.Signals(number).name
-    except ValueError:
-        return f"signal {number}"
-
-
-def _describe_exit(code: int | None, killed_by_paradnn: bool = False) -> str:
-    """Words for a child's end, from its exit status (``Popen.returncode``: negative = signal)."""
-    if code is None:
-        return "did not exit"
-    if code < 0:
-        name = _signal_name(-code)
-        if killed_by_paradnn:
-            return f"stopped answering and was killed by paradnn ({name})"
-        hint = (" from outside the process (often the kernel's out-of-memory killer)"
-                if -code == signal.SIGKILL else "")
-        return f"was killed by {name}{hint}"
-    return f"exited by itself with status {code}"
-
-
-def _exit_fields(code: int | None) -> dict[str, Any]:
-    """Typed fields of a crashed record: the exit status, or the signal's name."""
-    if code is None:
-        return {"child_exit_status": None, "child_signal": None}
-    return {"child_exit_status": code, "child_signal": _signal_name(-code) if code < 0 else None}
-
-
-class Child:
-    """One child process and its two pipes."""
-
-    def __init__(self, cache_dir: str | None, run_fn: RunFn | None, role: str = "measure",
-                 wait_ready: bool = True, started: spawn.Started | None = None):
-        """Start a child of ``role`` (``measure`` or ``prepare``, :mod:`paradnn.executors.child`),
-        or adopt ``started``, one that :func:`paradnn.spawn.prestart` started (killed here if
-        ``run_fn`` cannot be sent); with ``wait_ready`` False its ``("ready",)`` reply is left for
-        the caller to read, so a prepare worker starts while the parent goes on."""
-        try:
-            init = pickle.dumps(("init", cache_dir, run_fn))
-        except (pickle.PicklingError, AttributeError, TypeError) as exc:
-            if started is not None:
-                started.kill()
-            raise ParadnnError(f"run_fn={run_fn!r} cannot be sent to a child process ({exc}); "
-                               "use a top-level function of an importable module") from None
-        if started is None:
-            started = spawn.start(role, env=PREPARE_ENV if role == "prepare" else None)
-        self.role = role
-        self._started = started
-        self.proc, self.to_child, self.from_child = started.proc, started.to_child, started.from_child
-        self.configs = 0
-        #: Seconds this child took to start that no record has been charged yet.
-        self.unbilled_startup_s = 0.0
-        #: Frameworks this child has started (their contexts, by name).
-        self.contexts: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {}
-        try:
-            self.to_child.send_bytes(init)
-        except OSError:
-            pass  # the child is gone (a pre-started one may have died): the wait below says how
-        if wait_ready:
-            self._expect(self.wait(STARTUP_TIMEOUT_S), "ready", "did not start")
-
-    def _expect(self, reply: Any, kind: str, failed: str) -> Any:
-        """The reply if it is a ``kind`` message; otherwise the child is stopped and the fault
-        it reported (or its death, or its silence) raised as an InfrastructureError, or the
-        user's error it reported raised as it is."""
-        if isinstance(reply, tuple) and reply[0] == kind:
-            return reply
-        if isinstance(reply, tuple) and reply[0] == "error":
-            raise reply[1]
-        if isinstance(reply, tuple) and reply[0] == "fault":
-            self.stop()
-            fault: Fault = reply[1]
-            raise InfrastructureError(fault.message, retry=fault.retry)
-        code, killed = self.reap()
-        raise InfrastructureError(
-            f"the sweep's child process {failed}: it "
-            + ("took longer than {:.0f} s".format(STARTUP_TIMEOUT_S) if reply == "timeout"
-               else _describe_exit(code, killed))
-            + "; its error output is above")
-
-    def context(self, framework: str) -> tuple[dict[str, Any], dict[str, Any]]:
-        """(platform, software) of ``framework`` in this child (started there on first use)."""
-        if framework not in self.contexts:
-            try:
-                self.to_child.send(("context", framework))
-            except (BrokenPipeError, OSError):
-                pass  # the child is gone: the wait below says how it ended
-            reply = self._expect(self.wait(STARTUP_TIMEOUT_S), "context", f"could not start {framework}")
-            self.contexts[framework] = (reply[1], reply[2])
-        return self.contexts[framework]
-
-    def wait(self, timeout_s: float) -> Any:
-        """The next message; ``None`` if the child died, ``"timeout"`` if none came in time."""
-        deadline = time.monotonic() + timeout_s
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return "timeout"
-            try:
-                if self.from_child.poll(min(remaining, 1.0)):
-                    return self.from_child.recv()
-            except (EOFError, OSError):
-                return None
-            if self.proc.poll() is not None and not self.from_child.poll(0):
-                return None
-
-    def reap(self) -> tuple[int | None, bool]:
-        """(exit status, killed by paradnn) of a child that stopped answering: it gets
-        ``EXIT_GRACE_S`` to finish exiting by itself before it is killed."""
-        try:
-            self.proc.wait(timeout=EXIT_GRACE_S)
-            killed = False
-        except subprocess.TimeoutExpired:
-            killed = True
-        return self.kill(), killed
-
-    def kill(self) -> int | None:
-        """Kill the child's process group and close its pipes; returns its exit code."""
-        return self._started.kill()
-
-    def stop(self) -> None:
-        """Ask the child to exit; kill it if it does not."""
-        try:
-            self.to_child.send(("exit",))
-            self.proc.wait(timeout=10)
-        except (OSError, subprocess.TimeoutExpired):
-            pass
-        self.kill()
-
-
-@dataclass
-class _Ahead:
-    """A config pulled from the task iterator and not measured yet, and how far compiling it
-    ahead got: ``queued``, ``preparing`` (by ``preparer``), ``prepared``, ``failed`` (``note``
-    says why; the measuring worker then compiles it itself) or ``skipped`` (not compiled ahead)."""
-
-    task: Task
-    state: str = "queued"
-    preparer: "_Preparer | None" = None
-    note: str = ""
-
-
-class _Preparer:
-    """A prepare worker (a child of role ``prepare``) and the config it is compiling."""
-
-    def __init__(self, child: Child, framework: str):
-        self.child, self.framework = child, framework
-        self.entry: _Ahead | None = None
-        self.deadline = float("inf")  # time.monotonic() by which its config must be prepared
-        self.stopped_since: float | None = None  # time.monotonic() of its SIGSTOP, while stopped
-        self.configs = 0
-
-    @property
-    def pid(self) -> int:
-        return self.child.proc.pid
-
-
-def _stopped(pid: int) -> bool:
-    """Whether every thread of process ``pid`` is stopped (``/proc``: state T or t), or gone."""
-    try:
-        for stat in Path(f"/proc/{pid}/task").glob("*/stat"):
-            state = stat.read_text().rsplit(")", 1)[1].split()[0]
-            if state not in ("T", "t", "X", "Z"):
-                return False
-    except (OSError, IndexError):
-        return True  # gone: nothing of it runs
-    return True
-
-
-class ProcessExecutor(Executor):
+class ProcessExecutor(CompileAhead, Executor):
     """Configs run one at a time in child processes, each with a time limit in seconds: one
     long-lived child per framework, so that no child ever hosts two frameworks (issue 24: a
     clash of native libraries is paradnn's fault, never a config's ``crashed`` row) and a sweep
@@ -253,11 +64,11 @@ class ProcessExecutor(Executor):
         # Contexts outlive children: every child runs on this host with this installation.
         self._contexts: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {}
         #: framework -> its prepare workers.
-        self._preparers: dict[str, list[_Preparer]] = {}
+        self._preparers: dict[str, list[Preparer]] = {}
         #: framework -> why its configs are not compiled ahead (no capability, an environment fault).
         self._no_prepare: dict[str, str] = {}
         #: Prepare workers stopped now (SIGSTOP) for a measuring worker's timed calls.
-        self._stopped_now: list[_Preparer] = []
+        self._stopped_now: list[Preparer] = []
         #: Whether a measuring worker's timed calls run now with others stopped: no prepare
         #: worker starts and none is given work meanwhile.
         self._timing_now = False
@@ -270,14 +81,6 @@ class ProcessExecutor(Executor):
         if every_s is not None:
             self._every_s = float(every_s)
         return True
-
-    def workers(self, framework: str) -> int:
-        """Prepare workers that compile ahead configs of ``framework`` (0: none)."""
-        if framework in self._no_prepare:
-            return 0
-        if self.overlap == "auto":
-            return 1 if self.context(framework)[0]["device_platform"] in AUTO_OVERLAP_PLATFORMS else 0
-        return int(self.overlap)
 
     def _child_for(self, framework: str) -> Child:
         """The child of ``framework``, started (and the framework started in it) if there is
@@ -311,154 +114,6 @@ class ProcessExecutor(Executor):
             self._contexts[framework] = self._child_for(framework).context(framework)
         return self._contexts[framework]
 
-    # -- prepare workers ----------------------------------------------------------------------
-
-    def _all_preparers(self) -> list[_Preparer]:
-        return [p for pool in self._preparers.values() for p in pool]
-
-    def _drop_preparer(self, p: _Preparer) -> None:
-        """Kill a prepare worker (SIGKILL reaches a stopped one too) and forget it."""
-        pool = self._preparers.get(p.framework, [])
-        if p in pool:
-            pool.remove(p)
-        if p in self._stopped_now:
-            self._stopped_now.remove(p)
-        p.child.kill()
-
-    def _dispatch(self, ahead: deque[_Ahead]) -> None:
-        """Give the queued configs ahead, in order, to idle prepare workers (started as needed,
-        without waiting for them)."""
-        if self._timing_now:
-            return
-        for entry in ahead:
-            if entry.state != "queued":
-                continue
-            framework = entry.task.workload.framework
-            wanted = self.workers(framework)
-            if wanted == 0:
-                entry.state, entry.note = "skipped", self._no_prepare.get(framework, "overlap is 0")
-                continue
-            pool = self._preparers.setdefault(framework, [])
-            idle = next((p for p in pool if p.entry is None), None)
-            if idle is None and len(pool) < wanted:
-                try:
-                    idle = _Preparer(Child(self.cache_dir, self.run_fn, role="prepare", wait_ready=False),
-                                     framework)
-                except (OSError, ParadnnError) as exc:
-                    self._no_prepare[framework] = f"its prepare worker could not start: {exc}"
-                    entry.state, entry.note = "skipped", self._no_prepare[framework]
-                    continue
-                idle.deadline = time.monotonic() + STARTUP_TIMEOUT_S  # its start, before any config
-                pool.append(idle)
-            if idle is None:
-                continue  # every worker of this framework is busy
-            try:
-                idle.child.to_child.send(("prepare", entry.task.workload, entry.task.settings,
-                                          entry.task.memory_limit_bytes))
-            except OSError:
-                self._drop_preparer(idle)
-                entry.state, entry.note = "failed", "its prepare worker was gone"
-                continue
-            idle.entry, entry.preparer, entry.state = entry, idle, "preparing"
-            idle.deadline = max(idle.deadline if idle.configs == 0 else 0.0,
-                                time.monotonic()) + self.timeout_s
-
-    def _on_preparer(self, p: _Preparer, message: Any) -> None:
-        """Take a prepare worker's message (None: it died; "timeout": it ran past its time)."""
-        entry = p.entry
-        if isinstance(message, tuple) and message[0] == "ready":
-            return
-        if isinstance(message, tuple) and message[0] in ("prepared", "prepare-failed"):
-            p.entry = None
-            p.configs += 1
-            if entry is not None:
-                entry.state = "prepared" if message[0] == "prepared" else "failed"
-                entry.note = message[1]
-            if message[0] == "prepared" and message[1] == "unsupported":
-                self._no_prepare[p.framework] = f"{p.framework} cannot compile ahead (no prepare capability)"
-                if entry is not None:
-                    entry.state = "skipped"
-                self._drop_preparer(p)
-            elif message[0] == "prepare-failed" and message[2]:
-                self._no_prepare[p.framework] = f"compiling ahead met an environment fault: {message[1]}"
-                self._drop_preparer(p)
-            elif p.configs >= MAX_CONFIGS_PER_CHILD:
-                self._drop_preparer(p)
-            return
-        # It died, ran past its time or said something unexpected: it is replaced when needed,
-        # and its config is compiled by the measuring worker. Nothing is recorded.
-        code = p.child.proc.poll()
-        self._drop_preparer(p)
-        if entry is not None:
-            entry.state = "failed"
-            entry.note = (f"compiling ahead took longer than {self.timeout_s:g} s; its worker was killed"
-                          if message == "timeout" else
-                          f"its prepare worker {_describe_exit(code)}" if message is None else
-                          f"its prepare worker sent {message!r}")
-
-    def _service(self, ready: list[Any], ahead: deque[_Ahead]) -> None:
-        """Read the prepare workers' messages among ``ready`` connections, kill those past
-        their time, and hand out the configs left to prepare."""
-        conns = {p.child.from_child: p for p in self._all_preparers()}
-        for conn in ready:
-            p = conns.get(conn)
-            if p is None:
-                continue
-            try:
-                message = conn.recv()
-            except (EOFError, OSError):
-                message = None
-            self._on_preparer(p, message)
-        now = time.monotonic()
-        for p in self._all_preparers():
-            if p.stopped_since is None and now > p.deadline and (p.entry is not None or p.configs == 0):
-                self._on_preparer(p, "timeout")
-        self._dispatch(ahead)
-
-    def _stop_preparers(self, child: Child, framework: str) -> list[int]:
-        """Stop (SIGSTOP) the prepare workers that share a CPU core with ``child`` while it times
-        on a CPU, and wait until the kernel shows every thread of theirs stopped; returns their
-        process groups. Workers pinned to other cores (``os.sched_setaffinity``) go on."""
-        if self.context(framework)[0]["device_platform"] != "cpu":
-            return []
-        try:
-            mine: set[int] | None = os.sched_getaffinity(child.proc.pid)
-        except OSError:
-            mine = None
-        stopped: list[_Preparer] = []
-        for p in self._all_preparers():
-            try:
-                theirs: set[int] | None = os.sched_getaffinity(p.pid)
-            except OSError:
-                theirs = None
-            if mine is not None and theirs is not None and not mine & theirs:
-                continue
-            try:
-                os.killpg(p.pid, signal.SIGSTOP)
-            except OSError:
-                continue
-            p.stopped_since = time.monotonic()
-            self._stopped_now.append(p)
-            stopped.append(p)
-        deadline = time.monotonic() + STOP_CONFIRM_S
-        while time.monotonic() < deadline and not all(_stopped(p.pid) for p in stopped):
-            time.sleep(0.001)
-        return [p.pid for p in stopped]
-
-    def _resume_preparers(self) -> None:
-        """Resume (SIGCONT) the stopped prepare workers; their time limits did not run meanwhile."""
-        self._timing_now = False
-        now = time.monotonic()
-        for p in self._stopped_now:
-            try:
-                os.killpg(p.pid, signal.SIGCONT)
-            except OSError:
-                pass
-            if p.stopped_since is not None:
-                p.deadline += now - p.stopped_since
-            p.stopped_since = None
-        self._stopped_now.clear()
-
     def _beat(self, task: Task, phase: tuple[str, float], t_begin: float, beats: list[float]) -> None:
         """Call the ``waiting`` callback if the heartbeat is due (``beats[0]``), and schedule
         the next one."""
@@ -469,20 +124,7 @@ class ProcessExecutor(Executor):
         if self._waiting_cb is not None:
             self._waiting_cb(task, phase[0], now - phase[1], now - t_begin)
 
-    def _wait_prepared(self, entry: _Ahead, ahead: deque[_Ahead], t_begin: float,
-                       beats: list[float]) -> None:
-        """Wait while a prepare worker compiles ``entry`` (the config to measure next): the
-        measuring worker would only compile the same programs beside it. ``beats[0]`` is the
-        ``time.monotonic()`` of the next heartbeat."""
-        phase = ("compiling ahead", time.monotonic())
-        while entry.state == "preparing":
-            now = time.monotonic()
-            conns = [p.child.from_child for p in self._all_preparers()]
-            ready = mp_connection.wait(conns, timeout=max(0.0, min(beats[0], now + 1.0) - now))
-            self._service(list(ready), ahead)
-            self._beat(entry.task, phase, t_begin, beats)
-
-    def _wait_record(self, child: Child, task: Task, ahead: deque[_Ahead], t_begin: float,
+    def _wait_record(self, child: Child, task: Task, ahead: deque[Ahead], t_begin: float,
                      stopped: list[bool], beats: list[float]) -> Any:
         """The measuring child's reply (None: it died; "timeout"), forwarding its phases to the
         heartbeat, stopping prepare workers for its timed calls, and serving them meanwhile."""
@@ -526,9 +168,9 @@ class ProcessExecutor(Executor):
         record's ``phase_startup_s`` is the time its child took to start (and start the
         framework) if this is the child's first config, else 0, and ``phase_executor_s`` the
         time outside the child's own run."""
-        return self._measure(_Ahead(task, "skipped"), deque())
+        return self._measure(Ahead(task, "skipped"), deque())
 
-    def _measure(self, entry: _Ahead, ahead: deque[_Ahead]) -> Outcome:
+    def _measure(self, entry: Ahead, ahead: deque[Ahead]) -> Outcome:
         task = entry.task
         framework = task.workload.framework
         platform, software = self.context(framework)
@@ -573,8 +215,8 @@ class ProcessExecutor(Executor):
             self._drop(framework, "gone")
             return charge(Record.failed(task.workload, "crashed",
                                         f"the child process running this config "
-                                        f"{_describe_exit(code, killed)} after {elapsed:.1f} s",
-                                        metrics={**_exit_fields(code), **overlap_metrics}, **context),
+                                        f"{describe_exit(code, killed)} after {elapsed:.1f} s",
+                                        metrics={**exit_fields(code), **overlap_metrics}, **context),
                           startup_s, run_s)
         if reply[0] == "fault":
             self._drop(framework)  # the environment failed; a fresh child checks it again
@@ -592,7 +234,7 @@ class ProcessExecutor(Executor):
 
     def execute(self, tasks: Iterator[Task]) -> Iterator[tuple[Task, Outcome]]:
         source = iter(tasks)
-        ahead: deque[_Ahead] = deque()
+        ahead: deque[Ahead] = deque()
         exhausted = False
         try:
             while True:
@@ -603,7 +245,7 @@ class ProcessExecutor(Executor):
                     if len(ahead) >= wanted:
                         break
                     try:
-                        ahead.append(_Ahead(next(source)))
+                        ahead.append(Ahead(next(source)))
                     except StopIteration:
                         exhausted = True
                 if not ahead:

@@ -16,66 +16,18 @@ from paradnn import families
 from paradnn.errors import ParadnnError, SpecError, echo
 from paradnn.families.ranges import MAX_CONFIGS, geometric, linear_range
 from paradnn.grids.product import Zipped, axes_of, check_size, concat, grid, max_params
+from paradnn.grids.runsettings import MAX_REPEAT, RUN_KEYS, check_run_value, parse_overlap, parse_retry_unstable
 from paradnn.grids.yamlsafe import read_yaml
 from paradnn.measure import SETTINGS_FIELDS, MeasureSettings, parse_setting
-from paradnn.units import parse_bytes, parse_int, parse_number
+from paradnn.units import parse_int
 from paradnn.workload import Workload
 
 # A sweep file (YAML) names a family, fixed values and swept axes, filters, measurement settings
 # and run settings. The reference is docs/sweeps.md; every key is checked here.
 
-#: Most records one config may ask for (``run.repeat``, ``--repeat``): a sweep's resume loop and
-#: progress count per config, and a repeat beyond this is a typo, not a plan (a million
-#: records of one config at 0.1 s each is more than a day).
-MAX_REPEAT = 1_000_000
-
 _GROUP_KEYS = ("family", "fixed", "axes", "zip", "dtypes", "max_params")
 _TOP_KEYS = ("description", "settings", "run", "parts") + _GROUP_KEYS
-#: Keys of a sweep file's ``run`` section and what each accepts.
-RUN_KEYS: dict[str, str] = {
-    "executor": "process, inprocess or ray",
-    "repeat": f"an integer from 1 to {MAX_REPEAT:,} (records wanted per config)",
-    "timeout_s": "a positive, finite number of seconds per config",
-    "max_configs": "a positive integer: the largest grid the file may expand to (default "
-                   f"{MAX_CONFIGS})",
-    "memory_limit": "bytes, as an integer or a string such as 2GB or 512MiB",
-    "cache_dir": "a directory for the XLA compilation cache, or null to disable it",
-    "address": "a Ray cluster address HOST:PORT",
-    "resources": "Ray resources per task, e.g. {num_gpus: 1} or {resources: {TPU: 4}}",
-    "overlap": "auto or an integer from 0 to the number of CPU cores: workers compiling the next "
-               "configs while one is measured (process executor; auto: 1 on a GPU host, else 0)",
-    "retry_unstable_s": "a number of seconds >= 0: extra time to measure unstable configs again "
-                        "with a longer time budget (0: no automatic retry)",
-}
-
-
-def parse_overlap(value: Any) -> int | str:
-    """``overlap`` (run setting, ``--overlap``): ``"auto"``, or a count of prepare workers from 0
-    to the number of CPU cores (``os.cpu_count()``), from an int or text. SpecError otherwise."""
-    if isinstance(value, str) and value.strip().lower() == "auto":
-        return "auto"
-    cores = os.cpu_count() or 1
-    if isinstance(value, bool) or not isinstance(value, (int, str)):
-        raise SpecError("overlap", value, f"auto or an integer from 0 to {cores} (the CPU cores)")
-    try:
-        return parse_int(value, "overlap", minimum=0, maximum=cores)
-    except SpecError:
-        raise SpecError("overlap", value, f"auto or an integer from 0 to {cores} (the CPU cores)") from None
-
-
-#: Most seconds ``retry_unstable_s`` may name (a year, as any other duration).
-MAX_RETRY_UNSTABLE_S = 366 * 86400.0
-
-
-def parse_retry_unstable(value: Any, parameter: str = "retry_unstable_s") -> float:
-    """The extra seconds a sweep may spend measuring unstable configs again: a finite number
-    from 0 (no retry) to :data:`MAX_RETRY_UNSTABLE_S`; SpecError naming ``parameter`` otherwise.
-    The one check of this value: the ``--retry-unstable-s`` flag, the ``run:`` key and
-    :class:`paradnn.sweeper.SweepConfig` use it."""
-    if isinstance(value, bool):
-        raise SpecError(parameter, value, f"a finite number in [0, {MAX_RETRY_UNSTABLE_S:g}] seconds")
-    return parse_number(value, parameter, 0.0, MAX_RETRY_UNSTABLE_S, exclusive_minimum=False,
-                        unit="seconds")
+# The run settings (RUN_KEYS, their checks) are declared once in paradnn.grids.runsettings.
 # Measurement settings are parsed and range-checked where they are defined (their fields'
 # metadata in paradnn.measure): one place for each setting's type, limits and meaning.
 
@@ -228,7 +180,7 @@ def load_sweep_file(path: str | Any, max_configs: int | None = None, text: str |
 
     run = data.get("run") or {}
     if max_configs is None and isinstance(run, dict) and "max_configs" in run:
-        reason = _check_run_value("max_configs", run["max_configs"])
+        reason = check_run_value("max_configs", run["max_configs"])
         if reason:
             raise _file_error(path, "run.max_configs", f"{echo(run['max_configs'])} is not {reason}")
         max_configs = run["max_configs"]
@@ -275,54 +227,13 @@ def load_sweep_file(path: str | Any, max_configs: int | None = None, text: str |
         if key not in RUN_KEYS:
             raise _file_error(path, f"run.{key}", "unknown key (allowed: "
                               + ", ".join(RUN_KEYS) + ")")
-        reason = _check_run_value(key, value)
+        reason = check_run_value(key, value)
         if reason:
             raise _file_error(path, f"run.{key}", f"{echo(value)} is not {reason}")
     description = data.get("description", "")
     if not isinstance(description, str):
         raise _file_error(path, "description", "a string")
     return SweepPlan(path, workloads, dict(settings), dict(run), description)
-
-
-def _check_run_value(key: str, value: Any) -> str | None:
-    """None when ``value`` is acceptable for run setting ``key``, else what is allowed."""
-    if key == "executor":
-        return None if value in ("process", "inprocess", "ray") else RUN_KEYS[key]
-    if key == "repeat":
-        ok = isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= MAX_REPEAT
-        return None if ok else RUN_KEYS[key]
-    if key == "timeout_s":
-        ok = (isinstance(value, (int, float)) and not isinstance(value, bool)
-              and math.isfinite(value) and value > 0)
-        return None if ok else RUN_KEYS[key]
-    if key == "max_configs":
-        ok = isinstance(value, int) and not isinstance(value, bool) and value >= 1
-        return None if ok else RUN_KEYS[key]
-    if key == "memory_limit":
-        try:
-            parse_bytes(value)
-        except ParadnnError:
-            return RUN_KEYS[key]
-        return None
-    if key == "cache_dir":
-        return None if value is None or isinstance(value, str) and value else RUN_KEYS[key]
-    if key == "address":
-        return None if isinstance(value, str) and value else RUN_KEYS[key]
-    if key == "resources":
-        return None if isinstance(value, dict) else RUN_KEYS[key]
-    if key == "overlap":
-        try:
-            parse_overlap(value)
-        except ParadnnError as exc:
-            return exc.allowed if isinstance(exc, SpecError) else RUN_KEYS[key]
-        return None
-    if key == "retry_unstable_s":
-        try:
-            parse_retry_unstable(value)
-        except ParadnnError:
-            return RUN_KEYS[key]
-        return None
-    return RUN_KEYS.get(key, "known")
 
 
 #: What :func:`paradnn.sweep` and :func:`paradnn.plan.plan` accept as a sweep.
@@ -363,4 +274,5 @@ def resolve_settings(plan: SweepPlan, settings: Any) -> MeasureSettings:
     raise SpecError("settings", settings, "a MeasureSettings, a dict of its fields, or None")
 
 
-__all__ = ["GridLike", "MAX_REPEAT", "RUN_KEYS", "SweepPlan", "load_sweep_file", "resolve", "resolve_settings"]
+__all__ = ["GridLike", "MAX_REPEAT", "RUN_KEYS", "SweepPlan", "load_sweep_file", "parse_overlap",
+           "parse_retry_unstable", "resolve", "resolve_settings"]

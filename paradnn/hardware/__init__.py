@@ -11,7 +11,7 @@ the vendor's; on a CPU the same probe as the peak), so that utilization is given
 
 No framework is imported here: the probe's matrix multiplications and bandwidth loop are the
 capabilities ``gemm_methods``, ``measure_bandwidth`` and ``probe_versions`` of a backend
-(:mod:`paradnn.backends`; JAX's by default); this module chooses, times, caches and applies them.
+(:mod:`paradnn.frameworks`; JAX's by default); this module chooses, times, caches and applies them.
 
 The modules, one job each (every name is importable from this package; a test that replaces a
 module's global, such as ``probe_cache.CACHE_PATH``, replaces it in the module named):

@@ -238,7 +238,7 @@ def _optimizer_tensors(opt: Any) -> list[Any]:
 
 
 class TorchBackend:
-    """:class:`paradnn.backends.Backend` for PyTorch: one device (the first CUDA GPU, else the CPU)."""
+    """:class:`paradnn.frameworks.Backend` for PyTorch: one device (the first CUDA GPU, else the CPU)."""
 
     name = "torch"
 
