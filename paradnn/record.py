@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import datetime as _dt
+import html
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -30,7 +31,7 @@ from paradnn.metrics import (  # noqa: F401 - the metrics' vocabulary, read from
     phase_totals,
 )
 from paradnn.units import si
-from paradnn.workload import Workload, stable_hash
+from paradnn.workload import Workload, short_name, stable_hash
 
 # 2: device platform field `backend` -> `device_platform`, plus `framework`.
 # 3: the key covers a record's own framework only: its software fields (no other framework's
@@ -462,6 +463,11 @@ class FrozenDict(dict):
         return type(self)({k: copy.deepcopy(v, memo) for k, v in self.items()})
 
 
+#: The metrics a record's table in a notebook shows (:meth:`Record._repr_html_`), where it has them.
+SUMMARY_METRICS = ("step_time_s", "examples_per_sec", "flops_per_sec", "flops_utilization",
+                   "model_flops_utilization", "memory_peak_bytes")
+
+
 def _frozen(value: Any) -> FrozenDict:
     return value if type(value) is FrozenDict else FrozenDict(value or {})
 
@@ -529,6 +535,30 @@ class Record:
         row.update({name: self.metrics.get(name) for name in METRICS})
         row.update({k: v for k, v in self.metrics.items() if k not in METRICS})
         return row
+
+    def _repr_html_(self) -> str:
+        """The record as a small HTML table, which Jupyter shows for a record: status, workload,
+        framework, platform, the :data:`SUMMARY_METRICS` it has (with their units, from
+        :data:`METRICS`), warnings, the error and when it ran. Every value is HTML-escaped."""
+        platform = self.platform
+        framework = self.workload.get("framework")
+        version = self.software.get("framework_version")
+        rows = [("status", self.status), ("workload", short_name(self.workload)),
+                ("framework", f"{framework} {version}" if version else framework),
+                ("platform", f"{platform.get('device_count')} x {platform.get('device_kind')} "
+                             f"({platform.get('device_platform')})")]
+        for name in SUMMARY_METRICS:
+            value, unit = self.metrics.get(name), METRICS[name][0]
+            if value is not None:
+                rows.append((name, f"{value:.1%}" if unit == "1" else si(value, unit)))
+        if self.warnings:
+            rows.append(("warnings", ", ".join(self.warnings)))
+        if self.error:
+            rows.append(("error", self.error))
+        rows.append(("time_utc", self.time_utc))
+        body = "".join(f"<tr><th style=\"text-align:left\">{html.escape(str(k))}</th>"
+                       f"<td style=\"text-align:left\">{html.escape(str(v))}</td></tr>" for k, v in rows)
+        return f"<table><caption>paradnn Record {html.escape(self.key)}</caption>{body}</table>"
 
     @classmethod
     def failed(cls, workload: Workload, status: str, error: str, **context: Any) -> "Record":
