@@ -33,7 +33,7 @@ UNREADABLE_CAUSES: dict[str, str] = {
 }
 #: Messages ``PRAGMA quick_check`` returns at most (it stops after as many problems).
 QUICK_CHECK_MESSAGES = 20
-#: Name of the :attr:`pandas.DataFrame.attrs` entry in which :func:`load` reports damage.
+#: Name of the :attr:`pandas.DataFrame.attrs` entry in which :func:`paradnn.store.load` reports damage.
 DAMAGE_ATTR = "paradnn_damage"
 _NAMED = 5  # unreadable rows named in a warning; status and DAMAGE_ATTR list every one
 #: Columns as bytes, so that a damaged byte in a text column is this row's problem (not valid

@@ -52,7 +52,7 @@ def load(paths: PathLike | Sequence[PathLike], attempts: bool = False) -> pd.Dat
     A damaged store still loads: every row that reads back intact is in the frame; a warning
     (one line per store) counts and names the others, and ``frame.attrs[DAMAGE_ATTR]`` (set
     only when something is damaged) holds ``{"unreadable": [{"store", "rowid", "key", "cause"},
-    ...], "problems": {store: [quick_check messages]}}`` (causes: :data:`UNREADABLE_CAUSES`).
+    ...], "problems": {store: [quick_check messages]}}`` (causes: :data:`paradnn.store.UNREADABLE_CAUSES`).
     A store that cannot be opened at all (truncated, a damaged header) raises StoreError.
     """
     rows: list[dict[str, Any]] = []

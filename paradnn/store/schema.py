@@ -32,7 +32,7 @@ STORE_SCHEMA_VERSION = 5
 STORE_FORMAT = "paradnn-store"
 
 
-#: Columns :func:`load` always returns, in this order (spec fields of every registered family,
+#: Columns :func:`paradnn.store.load` always returns, in this order (spec fields of every registered family,
 #: see :mod:`paradnn.families`); fields a record adds come after them.
 COLUMNS: tuple[str, ...] = (
     "key", "workload_key", "status", "error", "time_utc", "schema_version", "kind", "task", "family",

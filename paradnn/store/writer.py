@@ -470,7 +470,7 @@ class Store:
 
     def frame(self, attempts: bool = False) -> pd.DataFrame:
         """The rows as a DataFrame with one column per field, one row per config unless
-        ``attempts`` (see :func:`load`)."""
+        ``attempts`` (see :func:`paradnn.store.load`)."""
         rows = self.rows()
         return rows_frame(rows if attempts else current_rows(rows))
 
