@@ -13,6 +13,7 @@ import dataclasses
 import functools
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import numpy as np
@@ -21,7 +22,7 @@ from paradnn import families, frameworks, hardware, meters, progress, sizes
 from paradnn.envcheck import os_cause
 from paradnn.errors import InfrastructureError, ParadnnError, SpecError
 from paradnn.measure import MeasureSettings, time_calls
-from paradnn.record import PHASES, Record, phase_metric, record_warnings, replaced_by
+from paradnn.record import PHASES, PREDICTED, STATUSES, Record, phase_metric, record_warnings, replaced_by
 from paradnn.workload import ModelSpec, Workload, short_name
 
 
@@ -96,111 +97,102 @@ def run(
                         memory_limit_bytes)
 
 
+#: Metrics of a config measured alone, the values every measurement starts from; an executor that
+#: compiles ahead replaces them (paradnn.executors.process).
+ALONE: Mapping[str, Any] = {"oom_predicted": False, "overlap_workers": 0, "prepared_ahead": False,
+                            "preparers_stopped": False, "prepare_wait_s": 0.0}
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How one measurement ended, which :func:`run_workload` turns into its record: ``status``
+    ``ok`` or a failure (``oom``, ``error``), ``error`` why it failed (None when ok),
+    ``oom_predicted`` whether the failure is an out-of-memory predicted without running (from
+    the compiled program, before allocating), and ``warnings`` the
+    :data:`paradnn.record.WARNINGS` codes an ok run's metrics raise."""
+
+    status: str
+    error: str | None = None
+    oom_predicted: bool = False
+    warnings: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.status not in STATUSES or self.status == PREDICTED or (self.status == "ok") != (self.error is None):
+            raise ValueError(f"Outcome: status {self.status!r} with error {self.error!r}; allowed: ok without "
+                             f"an error, or one of {[s for s in STATUSES if s not in ('ok', PREDICTED)]} with one")
+
+
+@dataclass
+class Measured:
+    """What one measurement produced, each step's metrics under its own name in the order the
+    steps run; a step the measurement did not reach (it ended before) left its part empty.
+    :meth:`metrics` assembles a record's metrics from them, the one place they are put together."""
+
+    limit: Mapping[str, Any]  # memory_limit_bytes (B) and memory_limit_source
+    predicted: Mapping[str, Any] | None = None  # refused before compiling: the analytic sizes
+    tags: Mapping[str, Any] = field(default_factory=dict)  # the program's model tags
+    program: Mapping[str, Any] = field(default_factory=dict)  # the compiled program: params, memory analysis
+    no_ledger: Mapping[str, Any] = field(default_factory=dict)  # why no time ledger was taken
+    timing: Mapping[str, Any] = field(default_factory=dict)  # step-time statistics, meters, final loss
+    costs: Mapping[str, Any] = field(default_factory=dict)  # the framework's cost analysis
+    memory: Mapping[str, Any] = field(default_factory=dict)  # the memory breakdown
+    counts: Mapping[str, Any] = field(default_factory=dict)  # the analytic FLOP counts
+    derived: Mapping[str, Any] = field(default_factory=dict)  # throughput, peaks, utilizations
+    ledger: Mapping[str, Any] = field(default_factory=dict)  # the time ledger
+    phases: dict[str, Any] = field(default_factory=dict)  # phase_<name>_s in s (Phases)
+
+    def metrics(self, outcome: Outcome | None = None) -> dict[str, Any]:
+        """The record's metrics: a run refused before compiling has the size prediction and the
+        limit only; any other, every part so far over :data:`ALONE` (a later part wins where
+        two name one metric), then its phases and, from ``outcome``, ``oom_predicted``."""
+        if self.predicted is not None:
+            return {**self.predicted, **self.limit}
+        out = {**ALONE, **self.limit, **self.program, **self.no_ledger, **self.timing, **self.costs,
+               **self.memory, **self.counts, **self.derived, **self.ledger, **self.phases}
+        if outcome is not None and outcome.oom_predicted:
+            out["oom_predicted"] = True
+        return out
+
+
 def run_workload(
     workload: Workload,
     settings: MeasureSettings | None = None,
     memory_limit_bytes: int | None = None,
 ) -> Record:
     """Measure a validated :class:`Workload` with its framework's backend. Never raises for
-    runtime failures: they become ``oom`` or ``error`` records."""
+    runtime failures: they become ``oom`` or ``error`` records (:class:`Outcome`)."""
     t_start = time.perf_counter()
     settings = settings or MeasureSettings()
     backend = frameworks.get(workload.framework)
     platform, software = context(workload.framework)
-    context_ = {"platform": platform, "software": software,
-                "settings": settings.to_dict(workload.framework)}
     problem = platform_problem(workload, platform)
     if problem is not None:
         raise problem
     limit = memory_limit_bytes if memory_limit_bytes is not None else backend.device_memory_bytes()
     # The limit every out-of-memory prediction of this run is checked against, and its source.
-    limit_metrics = {"memory_limit_bytes": limit, "memory_limit_source": (
-        None if limit is None else "given" if memory_limit_bytes is not None else "device")}
+    measured = Measured(limit={"memory_limit_bytes": limit, "memory_limit_source": (
+        None if limit is None else "given" if memory_limit_bytes is not None else "device")})
+    outcome = _measure(workload, settings, backend, platform, limit, measured)
+    if measured.predicted is None:  # a run refused before compiling has no phases
+        Phases(measured.phases).finish(t_start)
+    return Record(status=outcome.status, workload=workload.to_dict(), platform=platform, software=software,
+                  settings=settings.to_dict(workload.framework), metrics=measured.metrics(outcome),
+                  error=outcome.error, tags=measured.tags, warnings=outcome.warnings)
+
+
+def _measure(workload: Workload, settings: MeasureSettings, backend: frameworks.Backend,
+             platform: Mapping[str, Any], limit: int | None, measured: Measured) -> Outcome:
+    """Measure ``workload``, filling ``measured`` as each step ends; how it ended. Every failure
+    of the run is an Outcome; bad input raises ParadnnError, a failing environment
+    InfrastructureError."""
     # Cheapest check first (paradnn.sizes): the analytic weights + optimizer state against the
     # limit, before anything is traced; --layers 1000000000 must not trace for hours.
     too_big = sizes.predicted_oom(workload, limit)
     if too_big is not None:
-        return Record.failed(workload, "oom", too_big["error"], metrics={**too_big["metrics"], **limit_metrics},
-                             **context_)
-    # Measured alone unless an executor that compiles ahead says otherwise (it replaces these).
-    metrics: dict[str, Any] = {"oom_predicted": False, "overlap_workers": 0, "prepared_ahead": False,
-                               "preparers_stopped": False, "prepare_wait_s": 0.0, **limit_metrics}
-    tags: dict[str, Any] = {}
-    phases = Phases(metrics)
+        measured.predicted = too_big["metrics"]
+        return Outcome("oom", too_big["error"])
     try:
-        progress.phase("compiling")
-        t0 = time.perf_counter()
-        program = backend.compile(workload, settings)
-        compile_wall = time.perf_counter() - t0
-        tags = dict(program.tags)
-        metrics.update(program.metrics)
-        # A backend that does not split its compile (TensorFlow, torch) has it all as compile.
-        metrics.setdefault("phase_trace_s", None)
-        if metrics.get("phase_compile_s") is None:
-            metrics["phase_compile_s"] = compile_wall - (metrics["phase_trace_s"] or 0.0)
-        if limit is not None and program.state_bytes > limit:
-            phases.finish(t_start)
-            return Record.failed(
-                workload, "oom",
-                f"predicted before running: weights+optimizer state {program.state_bytes} B > limit {limit} B",
-                metrics={**metrics, "oom_predicted": True}, tags=tags, **context_)
-        peak = metrics.get("memory_peak_bytes")
-        if limit is not None and peak is not None and peak > limit:
-            phases.finish(t_start)
-            return Record.failed(
-                workload, "oom",
-                f"predicted from compiled memory analysis: peak {peak} B > limit {limit} B",
-                metrics={**metrics, "oom_predicted": True}, tags=tags, **context_)
-
-        progress.phase("initializing")
-        state, batch = phases.run("init", lambda: backend.init(program))
-        # The warm-up and timed calls are their own phase: while it is in force, a sweep's workers
-        # compiling ahead on the same cores are stopped (paradnn.executors.process).
-        progress.phase(progress.TIMING)
-        timing = time_calls(program.call, state, batch, settings, sync=backend.sync,
-                            loss_value=backend.loss_value,
-                            window=lambda: meters.window(platform["device_platform"], program.devices),
-                            keep_state=settings.ledger)
-        kept, timing = timing.state, dataclasses.replace(timing, state=None)
-        ops = None
-        if settings.ledger:
-            # Imported here: the ledger reads traces with pandas, which a plain run never needs
-            # before it has measured (the first line of `paradnn run` comes before heavy imports).
-            from paradnn import ledger
-
-            # The ledger profiles the same executable from where the timed calls left it: the
-            # timing is done and undisturbed, and nothing is compiled again.
-            progress.phase("profiling the time ledger")
-            steps = ledger.trace_steps(timing.median_s, timing.steps_per_call)
-            ops, no_ledger = phases.run("ledger", functools.partial(ledger.safe_profile, program, kept, batch, steps))
-            if ops is None:
-                metrics.update(ledger.unavailable(no_ledger))
-        progress.phase("counting costs and memory")
-        del state, batch, kept  # free device memory before compiling the cost variants
-        metrics.update(timing.stats())
-        metrics["phase_warmup_s"] = timing.warmup_s
-        metrics["phase_timed_s"] = timing.timing_s - timing.warmup_s
-        metrics.update(timing.meter.metrics(steps=timing.timed_steps,
-                                            examples=timing.timed_steps * workload.batch))
-        metrics["final_loss"] = timing.final_loss
-        if not np.isfinite(timing.final_loss):
-            phases.finish(t_start)
-            return Record.failed(workload, "error", f"non-finite loss {timing.final_loss}",
-                                 metrics=metrics, tags=tags, **context_)
-
-        metrics.update(phases.run("costs", lambda: backend.costs(program)))
-        metrics.update(phases.run("memory", lambda: backend.memory_breakdown(program)))
-        metrics["model_flops_per_step"] = phases.run("costs", lambda: model_flops_per_step(workload))
-        metrics["elementwise_flops_per_step"] = sizes.elementwise_flops_per_step(workload)
-        progress.phase("reading the peak")
-        # The probe of the host's peak runs here when none is cached (once per host and
-        # software): its own phase, so a slow first run says where its time went.
-        metrics.update(phases.run("probe", lambda: derived_metrics(metrics, workload, platform)))
-        if ops is not None:
-            from paradnn import ledger
-
-            metrics.update(ledger.safe_metrics(ops, metrics, workload.devices))
-        warnings = record_warnings(metrics, workload.devices, hardware.PROBE_MAX_CV)
+        return _steps(workload, settings, backend, platform, limit, measured)
     except ParadnnError:
         raise  # bad input (e.g. an image too small for a zoo model) is the user's to fix, not data
     except OSError as exc:
@@ -211,13 +203,81 @@ def run_workload(
                                   f"{os_cause(exc)}{where}; an environment fault, not the "
                                   "workload's result") from exc
     except Exception as exc:  # noqa: BLE001 - every failure becomes data
-        status = "oom" if backend.is_oom(exc) else "error"
         message = f"{type(exc).__name__}: {exc}"
-        phases.finish(t_start)
-        return Record.failed(workload, status, message[:4000], metrics=metrics, tags=tags, **context_)
-    phases.finish(t_start)
-    return Record(status="ok", workload=workload.to_dict(), metrics=metrics, tags=tags,
-                  warnings=warnings, **context_)
+        return Outcome("oom" if backend.is_oom(exc) else "error", message[:4000])
+
+
+def _steps(workload: Workload, settings: MeasureSettings, backend: frameworks.Backend,
+           platform: Mapping[str, Any], limit: int | None, measured: Measured) -> Outcome:
+    """The steps of :func:`_measure` after the size check, in order: compile, refuse what the
+    compiled program predicts will not fit, initialize, time, profile the ledger, count costs
+    and memory, read the peak. Raises what a step raises."""
+    phases = Phases(measured.phases)
+    progress.phase("compiling")
+    t0 = time.perf_counter()
+    program = backend.compile(workload, settings)
+    compile_wall = time.perf_counter() - t0
+    measured.tags, measured.program = dict(program.tags), program.metrics
+    # A backend that does not split its compile (TensorFlow, torch) has it all as compile.
+    trace, compiled = program.metrics.get("phase_trace_s"), program.metrics.get("phase_compile_s")
+    measured.phases[phase_metric("trace")] = trace
+    measured.phases[phase_metric("compile")] = compiled if compiled is not None else compile_wall - (trace or 0.0)
+    if limit is not None and program.state_bytes > limit:
+        return Outcome("oom", f"predicted before running: weights+optimizer state {program.state_bytes} B > "
+                       f"limit {limit} B", oom_predicted=True)
+    peak = program.metrics.get("memory_peak_bytes")
+    if limit is not None and peak is not None and peak > limit:
+        return Outcome("oom", f"predicted from compiled memory analysis: peak {peak} B > limit {limit} B",
+                       oom_predicted=True)
+
+    progress.phase("initializing")
+    state, batch = phases.run("init", lambda: backend.init(program))
+    # The warm-up and timed calls are their own phase: while it is in force, a sweep's workers
+    # compiling ahead on the same cores are stopped (paradnn.executors.process).
+    progress.phase(progress.TIMING)
+    timing = time_calls(program.call, state, batch, settings, sync=backend.sync,
+                        loss_value=backend.loss_value,
+                        window=lambda: meters.window(platform["device_platform"], program.devices),
+                        keep_state=settings.ledger)
+    kept, timing = timing.state, dataclasses.replace(timing, state=None)
+    ops = None
+    if settings.ledger:
+        # Imported here: the ledger reads traces with pandas, which a plain run never needs
+        # before it has measured (the first line of `paradnn run` comes before heavy imports).
+        from paradnn import ledger
+
+        # The ledger profiles the same executable from where the timed calls left it: the
+        # timing is done and undisturbed, and nothing is compiled again.
+        progress.phase("profiling the time ledger")
+        steps = ledger.trace_steps(timing.median_s, timing.steps_per_call)
+        ops, no_ledger = phases.run("ledger", functools.partial(ledger.safe_profile, program, kept, batch, steps))
+        if ops is None:
+            measured.no_ledger = ledger.unavailable(no_ledger)
+    progress.phase("counting costs and memory")
+    del state, batch, kept  # free device memory before compiling the cost variants
+    measured.timing = timing.stats()
+    measured.phases[phase_metric("warmup")] = timing.warmup_s
+    measured.phases[phase_metric("timed")] = timing.timing_s - timing.warmup_s
+    measured.timing = {**measured.timing, **timing.meter.metrics(steps=timing.timed_steps,
+                                                                  examples=timing.timed_steps * workload.batch),
+                       "final_loss": timing.final_loss}
+    if not np.isfinite(timing.final_loss):
+        return Outcome("error", f"non-finite loss {timing.final_loss}")
+
+    measured.costs = phases.run("costs", lambda: backend.costs(program))
+    measured.memory = phases.run("memory", lambda: backend.memory_breakdown(program))
+    measured.counts = {"model_flops_per_step": phases.run("costs", lambda: model_flops_per_step(workload)),
+                       "elementwise_flops_per_step": sizes.elementwise_flops_per_step(workload)}
+    progress.phase("reading the peak")
+    # The probe of the host's peak runs here when none is cached (once per host and
+    # software): its own phase, so a slow first run says where its time went.
+    measured.derived = phases.run("probe", lambda: derived_metrics(measured.metrics(), workload, platform))
+    if ops is not None:
+        from paradnn import ledger
+
+        measured.ledger = ledger.safe_metrics(ops, measured.metrics(), workload.devices)
+    return Outcome("ok", warnings=tuple(record_warnings(measured.metrics(), workload.devices,
+                                                        hardware.PROBE_MAX_CV)))
 
 
 def prepare_workload(
@@ -255,8 +315,8 @@ _T = TypeVar("_T")
 
 
 class Phases:
-    """Seconds of a config's phases (``paradnn.record.PHASES``), written into its metrics as
-    ``phase_<name>_s`` as each one ends."""
+    """Seconds of a config's phases (``paradnn.record.PHASES``), written into ``metrics`` (a
+    measurement's :attr:`Measured.phases`) as ``phase_<name>_s`` as each one ends."""
 
     def __init__(self, metrics: dict[str, Any]):
         self.metrics = metrics

@@ -1181,7 +1181,7 @@ def test_damaged_page_is_reported_by_status_and_a_resumed_sweep_measures_it_agai
     warning = status.stderr.strip().splitlines()
     assert len(warning) == 1 and warning[0].startswith("paradnn: warning: ")
     # It counts them and names the first few keys ("and N more" beyond).
-    from paradnn.store import _NAMED
+    from paradnn.store.damage import _NAMED
 
     named = [k for k in lost if k in warning[0]]
     assert f"{len(lost)} row(s) cannot be read" in warning[0], warning[0]

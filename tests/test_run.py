@@ -71,6 +71,30 @@ def test_record_carries_every_contracted_metric(tiny_settings):
     assert row["memory_limit_bytes"] == hardware.device_memory_bytes() > 0
 
 
+
+def test_record_shows_itself_as_an_escaped_html_table(tiny_settings):
+    """In a notebook a record is a small table: status, workload, framework, platform, the
+    headline metrics with units, warnings, error and time; every value is escaped, so a hostile
+    error message (or a plug-in's field) cannot inject markup."""
+    import dataclasses
+
+    record = paradnn.run(FC(2, 16, 12, 5), batch=4, settings=tiny_settings)
+    table = record._repr_html_()
+    assert table.startswith("<table>") and table.endswith("</table>")
+    assert record.key in table and "fc layers=2 nodes=16" in table
+    assert f"<td style=\"text-align:left\">{record.status}</td>" in table
+    assert record.platform["device_kind"] in table and record.time_utc in table
+    for name in ("step_time_s", "examples_per_sec", "flops_utilization"):
+        assert f">{name}</th>" in table, name
+    assert " ms<" in table or " s<" in table or " us<" in table  # the step time with its unit
+    assert table.count("<tr>") == table.count("</tr>") >= 8
+    hostile = dataclasses.replace(record, status="error", error="<script>alert('x')</script> & \"q\"",
+                                  warnings=("contended", "<b>"))
+    table = hostile._repr_html_()
+    assert "<script>" not in table and "<b>" not in table
+    assert "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt; &amp; &quot;q&quot;" in table
+    assert "contended, &lt;b&gt;" in table
+
 def test_model_that_cannot_fit_is_oom_before_compiling(tiny_settings):
     # 64 layers of 4096^2 float32 weights: ~4.3 GB with the optimizer state, limit 100 MB.
     record = paradnn.run(FC(64, 4096, 2000, 1000), batch=64, settings=tiny_settings,
