@@ -176,13 +176,13 @@ def _child_main() -> int:
 
 
 def calibrate(workload: Any, settings: Any = None, refresh: bool = False, rounds: int = ROUNDS,
-              frameworks: list[str] | None = None) -> dict[str, Any]:
+              frameworks: list[str] | None = None, budget_s: float = CALIBRATION_BUDGET_S) -> dict[str, Any]:
     """The calibration that chooses the best stack for ``workload``'s family on this platform:
     the stored one for this platform, family and versions, or (none stored, or ``refresh``) a
     new one, measured and stored. ``workload`` is a Workload (its framework is ignored: every
     candidate builds it); ``settings`` a MeasureSettings whose options apply to their own
-    framework (time budget :data:`CALIBRATION_BUDGET_S` per run); ``rounds`` interleaved
-    rounds (at least 1); ``frameworks`` the candidates (default :func:`candidates`).
+    framework; ``budget_s`` the time budget (s) of each candidate's run per round; ``rounds``
+    interleaved rounds (at least 1); ``frameworks`` the candidates (default :func:`candidates`).
 
     Returns ``id``, ``key``, ``measured_utc``, ``family``, ``platform``, ``versions``,
     ``workload`` (the config timed), ``rounds``, ``examples_per_sec`` (framework -> its best
@@ -195,6 +195,8 @@ def calibrate(workload: Any, settings: Any = None, refresh: bool = False, rounds
 
     if not isinstance(rounds, int) or isinstance(rounds, bool) or rounds < 1:
         raise SpecError("rounds", rounds, "an integer >= 1")
+    if not isinstance(budget_s, (int, float)) or isinstance(budget_s, bool) or not budget_s > 0:
+        raise SpecError("budget_s", budget_s, "a number of seconds > 0")
     names = list(frameworks) if frameworks is not None else candidates(workload)
     for name in names:
         if name not in backends.names():
@@ -207,7 +209,7 @@ def calibrate(workload: Any, settings: Any = None, refresh: bool = False, rounds
         hit = None if refresh else cached(key)
         if hit is not None:
             return hit
-        settings = (settings or MeasureSettings()).replace(time_budget_s=CALIBRATION_BUDGET_S)
+        settings = (settings or MeasureSettings()).replace(time_budget_s=budget_s)
         runs: dict[str, list[float]] = {n: [] for n in names}
         errors: dict[str, str] = {}
         for _ in range(rounds):
@@ -229,7 +231,7 @@ def calibrate(workload: Any, settings: Any = None, refresh: bool = False, rounds
                  "key": key, "measured_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(),
                  "family": workload.family, "platform": platform_key(platform), "versions": versions(names),
                  "workload": {k: v for k, v in workload.to_dict().items() if k != "framework"},
-                 "rounds": rounds, "time_budget_s": CALIBRATION_BUDGET_S,
+                 "rounds": rounds, "time_budget_s": budget_s,
                  "examples_per_sec": best, "errors": errors, "chosen": chosen, "rule": rule}
         cache = _read()
         cache[key] = entry
