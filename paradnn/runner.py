@@ -82,7 +82,8 @@ def run(
     the model's own for real models); ``dtype`` the compute dtype; ``optimizer`` None for the
     model's default; ``devices`` data-parallel devices; ``framework`` a registered framework
     (jax, tensorflow, torch, ...: :func:`paradnn.backends.names`), or ``"best"``: the
-    framework a stored calibration found fastest for the family here (:mod:`paradnn.beststack`). ``settings`` (or keyword
+    framework a stored calibration found fastest for the family here
+    (:mod:`paradnn.beststack`). ``settings`` (or keyword
     overrides such as ``steps_per_call=5`` or a framework option such as ``xla_preset="stock"``)
     control the timing protocol and the framework. ``memory_limit_bytes`` (default: the
     device's memory where known) turns a model that would not fit into an ``oom`` record.
