@@ -112,7 +112,7 @@ def test_cli_run_framework_best(calibration):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     done = subprocess.run([sys.executable, "-m", "paradnn", "run", "fc", "--layers", "1", "--nodes", "32",
                            "--input", "64", "--output", "10", "--batch", "16", "--framework", "best",
-                           "--time-budget", "0.3", "--json"], capture_output=True, text=True, env=env,
+                           "--time-budget-s", "0.3", "--json"], capture_output=True, text=True, env=env,
                           timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     row = json.loads(done.stdout.strip().splitlines()[-1])
