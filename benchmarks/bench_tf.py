@@ -45,7 +45,7 @@ def paradnn_side(k: int, budget_s: float):
 
 def keras_side(k: int, calls: int):
     """A function that runs one ``model.fit`` round of ``calls`` x K steps: seconds per step."""
-    tf = tf_backend._tf()
+    tf = tf_backend.start_tf()
     import keras
 
     keras.utils.set_random_seed(0)

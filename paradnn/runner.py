@@ -82,7 +82,9 @@ def run(
     ``batch`` is the global batch in examples (default: the family's, e.g. 256 FC, 64 CNN/RNN,
     the model's own for real models); ``dtype`` the compute dtype; ``optimizer`` None for the
     model's default; ``devices`` data-parallel devices; ``framework`` a registered framework
-    (jax, tensorflow, torch, ...: :func:`paradnn.frameworks.names`). ``settings`` (or keyword
+    (jax, tensorflow, torch, ...: :func:`paradnn.frameworks.names`), or ``"best"``: the
+    framework a stored calibration found fastest for the family here
+    (:mod:`paradnn.beststack`). ``settings`` (or keyword
     overrides such as ``steps_per_call=5`` or a framework option such as ``xla_preset="stock"``)
     control the timing protocol and the framework. ``memory_limit_bytes`` (default: the
     device's memory where known) turns a model that would not fit into an ``oom`` record.
@@ -93,6 +95,10 @@ def run(
     if batch is None:
         batch = families.of(spec).default_batch(spec)
     settings = (settings or MeasureSettings()).replace(**setting_overrides)
+    if framework == "best":  # the platform's best stack, chosen by a stored calibration
+        from paradnn import beststack
+
+        return beststack.run_best(Workload(spec, batch, dtype, optimizer, devices), settings, memory_limit_bytes)
     return run_workload(Workload(spec, batch, dtype, optimizer, devices, framework), settings,
                         memory_limit_bytes)
 

@@ -182,7 +182,7 @@ def test_fc_trains_costs_and_reports():
             B.compile(Workload(spec, 2, devices=2, framework="tensorflow"), TINY)
         except SpecError as e:
             r["devices"] = e.parameter
-        tf = tb._tf()
+        tf = tb.start_tf()
         r["oom"] = [B.is_oom(tf.errors.ResourceExhaustedError(None, None, "oom")), B.is_oom(ValueError("x"))]
         from paradnn import backends
         r["protocol"] = [isinstance(B, backends.Backend), backends.get("tensorflow") is B]
@@ -303,7 +303,7 @@ def test_zoo_params_equal_jax():
         # forward and gradient
         import numpy as np
         from paradnn.backends.tensorflow.models.zoo import PaddedConv2D
-        tf = tb._tf()
+        tf = tb.start_tf()
         import keras
         x = tf.random.stateless_normal((2, 9, 9, 3), (0, 1))
         padded = PaddedConv2D(4, 3, 2, 1)
@@ -353,7 +353,7 @@ def test_optimizers_follow_optax():
         shapes = [(130, 140), (3, 5), (7,)]
         params = [rng.standard_normal(s).astype("float32") for s in shapes]
         grads = [[rng.standard_normal(s).astype("float32") for s in shapes] for _ in range(3)]
-        tf = tb._tf()
+        tf = tb.start_tf()
         res = {}
         for name in ("rmsprop", "sgd", "momentum", "adam", "adafactor"):
             vs = [tf.Variable(p) for p in params]

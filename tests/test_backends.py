@@ -129,7 +129,7 @@ def test_cli_flags_come_from_the_registered_options():
     flags = {o for a in fc._actions for o in a.option_strings}
     assert {"--xla-preset", "--step-loop", "--torch-compile", "--time-budget-s"} <= flags
     framework = next(a for a in fc._actions if a.dest == "framework")
-    assert tuple(framework.choices) == backends.names()
+    assert tuple(framework.choices) == (*backends.names(), "best")  # best: paradnn.beststack
 
 
 def test_record_key_ignores_other_frameworks_options():

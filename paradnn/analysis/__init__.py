@@ -28,13 +28,13 @@ from paradnn.analysis.roofline import roofline
 from paradnn.analysis.saturation import saturation, saturation_summary
 from paradnn.analysis.sensitivity import sensitivity
 from paradnn.analysis.speedup import (
-    KINDS, Comparison, across_fields, comparisons, framework_speedup, geometric_mean,
+    KINDS, Comparison, across_fields, best_stack_speedup, comparisons, framework_speedup, geometric_mean,
     geometric_mean_ci, speedup, speedup_of, speedup_summary,
 )
 
 __all__ = [
     "ledger_frame", "part_sensitivity",
-    "KINDS", "Comparison", "across_fields", "categorize", "comparisons", "device_platform",
+    "KINDS", "Comparison", "across_fields", "best_stack_speedup", "categorize", "comparisons", "device_platform",
     "estimate_seconds", "family_ranges", "framework_of", "framework_speedup", "frameworks",
     "geometric_mean", "geometric_mean_ci", "headline_utilization", "heatmap", "hyperparameters",
     "label", "op_breakdown", "op_roofline", "params_range", "platform_column", "platform_label",

@@ -27,7 +27,8 @@ from paradnn.errors import ParadnnError
 # Columns carried from each side into the result, suffixed _a and _b (with the software
 # columns of the frames, see _side_columns).
 _SIDE_COLUMNS = ("model_flops_utilization", "flops_utilization", "step_time_s", "device_kind",
-                 *PLATFORM_COLUMNS, "dtype", FRAMEWORK, "matmul_precision_used", "unstable")
+                 *PLATFORM_COLUMNS, "dtype", FRAMEWORK, "matmul_precision_used", "best_calibration_id",
+                 "unstable")
 
 
 def _side_columns(df_a: pd.DataFrame, df_b: pd.DataFrame) -> tuple[str, ...]:
@@ -351,4 +352,52 @@ def framework_speedup(
     out = speedup(rows[rows[FRAMEWORK] == a], rows[rows[FRAMEWORK] == b], metric=metric,
                       on=on, include_unstable=include_unstable)
     out.attrs.update(a=a, b=b, comparison="framework")
+    return out
+
+
+#: The metric that marks a record of a run at the best stack (``paradnn.beststack``), and the one
+#: that holds the calibration it came from (JSON text).
+FRAMEWORK_CHOICE, BEST_CALIBRATION = "framework_choice", "best_calibration"
+
+
+def _best_rows(df: pd.DataFrame, side: str) -> pd.DataFrame:
+    # The rows of runs at the best stack, with the id of the calibration that chose each.
+    import json
+
+    if FRAMEWORK_CHOICE not in df.columns or not (df[FRAMEWORK_CHOICE] == "best").any():
+        raise ParadnnError(f"best_stack_speedup: {side} has no records of a run at the best stack (column "
+                           f"{FRAMEWORK_CHOICE} == 'best'); allowed: records of framework='best' runs "
+                           "(paradnn run --framework best)")
+    rows = with_framework(df[df[FRAMEWORK_CHOICE] == "best"])
+    ids = [json.loads(c).get("id") if isinstance(c, str) and c.startswith("{") else None
+           for c in rows.get(BEST_CALIBRATION, pd.Series([None] * len(rows), index=rows.index))]
+    return rows.assign(best_calibration_id=ids)
+
+
+def best_stack_speedup(
+    df_a: pd.DataFrame,
+    df_b: pd.DataFrame,
+    metric: str = "examples_per_sec",
+    include_unstable: bool = False,
+) -> pd.DataFrame:
+    """The speedup of platform A over platform B, each at its best stack: the records of
+    ``framework="best"`` runs on each side (``framework_choice`` "best"), joined on the workload
+    without its framework, so that A's stack (say JAX on a GPU) meets B's (say PyTorch on a
+    CPU). Computed by :func:`speedup`; every row says which stack each side used
+    (``framework_a``, ``framework_b``) and the calibration that chose it
+    (``best_calibration_id_a``/``_b``). ``attrs``: ``a``/``b`` labels ending in "at its best
+    stack (frameworks)", ``stacks`` ({"a": [...], "b": [...]}, the frameworks each side
+    used) and ``comparison`` "best stack". A side without such records is a ParadnnError.
+    """
+    a, b = _best_rows(df_a, "A"), _best_rows(df_b, "B")
+    on = [c for c in across_fields(pd.concat([a, b], ignore_index=True), FRAMEWORK)
+          if c in a.columns and c in b.columns]
+    out = speedup(a, b, metric=metric, on=on, include_unstable=include_unstable)
+    # speedup() carries A's workload fields unsuffixed; here the framework is a side's stack.
+    out = out.rename(columns={FRAMEWORK: f"{FRAMEWORK}_a"})
+    stacks = {side: sorted(set(out[f"{FRAMEWORK}_{side}"].dropna())) if f"{FRAMEWORK}_{side}" in out else []
+              for side in ("a", "b")}
+    out.attrs.update(a=f"{out.attrs['a']} at its best stack ({', '.join(stacks['a']) or 'none'})",
+                     b=f"{out.attrs['b']} at its best stack ({', '.join(stacks['b']) or 'none'})",
+                     stacks=stacks, comparison="best stack")
     return out

@@ -68,11 +68,12 @@ def add_spec_subparsers(parser: argparse.ArgumentParser, handler: Callable, sett
         # Only the frameworks that can build this family (its builders): the help must not
         # offer one the family refuses.
         usable = family_frameworks(fam)
-        p.add_argument("--framework", default=frameworks.DEFAULT, choices=usable,
+        p.add_argument("--framework", default=frameworks.DEFAULT, choices=[*usable, "best"],
                        help="software that builds, compiles and runs the workload: "
                        + ", ".join(frameworks.meta(n).description or n for n in usable)
                        + (" (per model: `paradnn list models`)" if fam.frameworks is not None else "")
-                       + f"; default {frameworks.DEFAULT}")
+                       + f"; default {frameworks.DEFAULT}; best: the one a stored calibration found "
+                       "fastest for the family on this platform (docs/frameworks.md)")
         p.add_argument("--dtype", default="float32", choices=DTYPES, help="compute dtype")
         p.add_argument("--optimizer", default=None, choices=OPTIMIZERS,
                        help="optimizer (default: rmsprop, a real model's own)")
@@ -134,7 +135,9 @@ def workload_from_args(args: argparse.Namespace) -> Workload:
     fam = families.get(args.family)
     spec = fam.spec(**{f.name: getattr(args, f.name) for f in dataclasses.fields(fam.spec)})
     batch = args.batch if args.batch is not None else fam.default_batch(spec)
-    return Workload(spec, batch, args.dtype, args.optimizer, args.devices, args.framework)
+    # best: the reference framework until the calibration chooses (paradnn.beststack).
+    framework = frameworks.DEFAULT if args.framework == "best" else args.framework
+    return Workload(spec, batch, args.dtype, args.optimizer, args.devices, framework)
 
 
 def settings_from_args(args: argparse.Namespace):
@@ -144,7 +147,8 @@ def settings_from_args(args: argparse.Namespace):
     # The flags were parsed and range-checked by argparse (measure.parse_setting).
     values: dict[str, Any] = {name: getattr(args, name) for name in SETTINGS_FIELDS
                               if getattr(args, name, None) is not None}
-    check_options(values, getattr(args, "framework", None) or frameworks.DEFAULT)
+    if getattr(args, "framework", None) != "best":  # best: each option applies to its own framework
+        check_options(values, getattr(args, "framework", None) or frameworks.DEFAULT)
     return MeasureSettings(**values)
 
 
@@ -322,6 +326,8 @@ def check_backend(framework: str = frameworks.DEFAULT) -> tuple[dict[str, Any], 
 def _cmd_run(args: argparse.Namespace) -> int:
     workload = workload_from_args(args)
     settings = settings_from_args(args)
+    if args.framework == "best":
+        return _cmd_run_best(args, workload, settings)
     # A line before the framework starts (seconds of imports), then one every few seconds.
     spec = ", ".join(f"{k}={v}" for k, v in workload.spec.to_dict().items() if k != "family")
     print(f"paradnn: measuring {workload.family} ({spec}), batch {workload.batch}, {workload.dtype}, with "
@@ -342,6 +348,30 @@ def _cmd_run(args: argparse.Namespace) -> int:
         print(json.dumps(record.to_dict(), default=str))
     else:
         print(_summary(record))
+    for line in warning_lines(record):
+        print(line, file=sys.stderr)
+    print(outcome_line(record), file=sys.stderr)
+    return 0 if record.status == "ok" else 1
+
+
+def _cmd_run_best(args: argparse.Namespace, workload: Workload, settings: Any) -> int:
+    # --framework best: the calibration (stored, or measured now in child processes) picks the
+    # framework, then the run is that framework's (paradnn.beststack).
+    from paradnn import beststack
+
+    print(f"paradnn: measuring {workload.family} at the best stack of this platform (calibration: "
+          f"{beststack.cache_path()})", file=sys.stderr, flush=True)
+    with progress.heartbeat("run"):
+        progress.phase("calibrating the best stack")
+        record = beststack.run_best(workload, settings, args.memory_limit)
+    if args.json:
+        print(json.dumps(record.to_dict(), default=str))
+    else:
+        print(_summary(record))
+        calibration = json.loads(record.metrics["best_calibration"])
+        timed = ", ".join(f"{k} {v:.4g}" if v else f"{k} -" for k, v in calibration["examples_per_sec"].items())
+        print(f"best stack {calibration['chosen']}: {calibration['rule']} (calibration "
+              f"{calibration['id']}, examples/s {timed})")
     for line in warning_lines(record):
         print(line, file=sys.stderr)
     print(outcome_line(record), file=sys.stderr)

@@ -35,10 +35,10 @@ from typing import Any, Callable
 from paradnn import frameworks, hardware, precision
 from paradnn.backends.steploop import auto_rule, auto_step_loop
 from paradnn.backends.tensorflow import pipeline, startup
+from paradnn.backends.tensorflow.optimizers import Optimizer, make_optimizer
 from paradnn.backends.tensorflow.threads import thread_setting
 from paradnn.errors import ParadnnError, SpecError
 from paradnn.frameworks import Program
-from paradnn.sizes import optimizer as optimizer_entry
 
 #: Seed of the model's initial values and of the synthetic batch.
 SEED = 0
@@ -58,7 +58,7 @@ def check() -> None:
             raise ImportError(f"no module named {module!r}")
 
 
-def _tf():
+def start_tf():
     """TensorFlow, imported with Keras on TensorFlow and the thread pools sized (once)."""
     os.environ["KERAS_BACKEND"] = "tensorflow"
     if _threads:  # started before in this process
@@ -86,150 +86,6 @@ def _tf():
     return tf
 
 
-# --------------------------------------------------------------------------------------------
-# Optimizers: paradnn.backends.jax.step.make_optimizer's optax chains, in TensorFlow.
-# --------------------------------------------------------------------------------------------
-
-class Optimizer:
-    """Slots created by :meth:`build` (tf.Variables, float32 like the parameters); :meth:`apply`
-    updates the parameters in place inside the compiled step."""
-
-    def __init__(self) -> None:
-        self.slots: list[Any] = []
-
-    def _slot(self, shape, name: str, dtype: str = "float32"):
-        tf = _tf()
-        v = tf.Variable(tf.zeros(shape, dtype), trainable=False, name=name)
-        self.slots.append(v)
-        return v
-
-    def build(self, params: list) -> None:  # pragma: no cover - overridden
-        raise NotImplementedError
-
-    def apply(self, grads: list, params: list) -> None:  # pragma: no cover - overridden
-        raise NotImplementedError
-
-
-class SGD(Optimizer):
-    """optax.sgd(lr, momentum): with momentum m = g + momentum * m; p -= lr * m."""
-
-    def __init__(self, lr: float, momentum: float | None = None) -> None:
-        super().__init__()
-        self.lr, self.momentum = lr, momentum
-
-    def build(self, params):
-        self.m = [self._slot(p.shape, "momentum") for p in params] if self.momentum else []
-
-    def apply(self, grads, params):
-        for i, (g, p) in enumerate(zip(grads, params)):
-            if self.momentum:
-                g = self.m[i].assign(g + self.momentum * self.m[i])
-            p.assign_sub(self.lr * g)
-
-
-class RMSprop(Optimizer):
-    """optax.rmsprop(lr, decay, eps, momentum, eps_in_sqrt=True): nu = decay*nu + (1-decay)*g^2;
-    u = g / sqrt(nu + eps) (epsilon INSIDE the square root, TF1's RMSProp; Keras 3's RMSprop
-    adds it outside, so it is not used); m = u + momentum * m; p -= lr * m."""
-
-    def __init__(self, lr: float, decay: float, eps: float, momentum: float) -> None:
-        super().__init__()
-        self.lr, self.decay, self.eps, self.momentum = lr, decay, eps, momentum
-
-    def build(self, params):
-        self.nu = [self._slot(p.shape, "nu") for p in params]
-        self.m = [self._slot(p.shape, "momentum") for p in params]
-
-    def apply(self, grads, params):
-        tf = _tf()
-        for g, p, nu, m in zip(grads, params, self.nu, self.m):
-            n = nu.assign(self.decay * nu + (1.0 - self.decay) * tf.square(g))
-            u = g * tf.math.rsqrt(n + self.eps)
-            p.assign_sub(self.lr * m.assign(u + self.momentum * m))
-
-
-class Adam(Optimizer):
-    """optax.adam(lr): b1 0.9, b2 0.999, eps 1e-8 outside the root, bias-corrected moments."""
-
-    def __init__(self, lr: float, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8) -> None:
-        super().__init__()
-        self.lr, self.b1, self.b2, self.eps = lr, b1, b2, eps
-
-    def build(self, params):
-        self.count = self._slot((), "count", "int32")
-        self.mu = [self._slot(p.shape, "mu") for p in params]
-        self.nu = [self._slot(p.shape, "nu") for p in params]
-
-    def apply(self, grads, params):
-        tf = _tf()
-        t = tf.cast(self.count.assign_add(1), tf.float32)
-        c1, c2 = 1.0 - tf.pow(self.b1, t), 1.0 - tf.pow(self.b2, t)
-        for g, p, mu, nu in zip(grads, params, self.mu, self.nu):
-            m = mu.assign(self.b1 * mu + (1.0 - self.b1) * g)
-            v = nu.assign(self.b2 * nu + (1.0 - self.b2) * tf.square(g))
-            p.assign_sub(self.lr * (m / c1) / (tf.sqrt(v / c2) + self.eps))
-
-
-class Adafactor(Optimizer):
-    """optax.adafactor(lr) with its defaults: factored second moments for parameters whose two
-    largest dimensions are >= 128 (decay 1 - (t+1)^-0.8, epsilon 1e-30 added to g^2), update
-    clipped to block RMS 1, scaled by lr and by max(RMS(param), 1e-3), no momentum. Keras's
-    Adafactor differs (relative step sizes, other factoring rule), so it is not used."""
-
-    MIN_DIM_TO_FACTOR, DECAY, EPS, CLIP, MIN_SCALE = 128, 0.8, 1e-30, 1.0, 1e-3
-
-    def __init__(self, lr: float) -> None:
-        super().__init__()
-        self.lr = lr
-
-    @classmethod
-    def factored_dims(cls, shape) -> tuple[int, int] | None:
-        """(second largest, largest) axes of a factored parameter, as optax sorts them."""
-        shape = tuple(int(d) for d in shape)
-        if len(shape) < 2:
-            return None
-        order = sorted(range(len(shape)), key=lambda i: shape[i])  # stable, like numpy argsort
-        if shape[order[-2]] < cls.MIN_DIM_TO_FACTOR:
-            return None
-        return order[-2], order[-1]
-
-    def build(self, params):
-        self.count = self._slot((), "count", "int32")
-        self.stats = []
-        for p in params:
-            shape = tuple(int(d) for d in p.shape)
-            dims = self.factored_dims(shape)
-            if dims is None:
-                self.stats.append((None, self._slot(shape, "v")))
-            else:
-                d1, d0 = dims
-                row = tuple(s for i, s in enumerate(shape) if i != d0)
-                col = tuple(s for i, s in enumerate(shape) if i != d1)
-                self.stats.append((dims, (self._slot(row, "v_row"), self._slot(col, "v_col"))))
-
-    def apply(self, grads, params):
-        tf = _tf()
-        t = tf.cast(self.count + 1, tf.float32)  # optax: decay from the count before the step
-        decay = 1.0 - tf.pow(t, -self.DECAY)
-        self.count.assign_add(1)
-        for g, p, (dims, v) in zip(grads, params, self.stats):
-            g2 = tf.square(g) + self.EPS
-            if dims is None:
-                nv = v.assign(decay * v + (1.0 - decay) * g2)
-                u = g * tf.math.rsqrt(nv)
-            else:
-                d1, d0 = dims
-                v_row, v_col = v
-                row = v_row.assign(decay * v_row + (1.0 - decay) * tf.reduce_mean(g2, axis=d0))
-                col = v_col.assign(decay * v_col + (1.0 - decay) * tf.reduce_mean(g2, axis=d1))
-                reduced_d1 = d1 - 1 if d1 > d0 else d1
-                row_factor = tf.math.rsqrt(row / tf.reduce_mean(row, axis=reduced_d1, keepdims=True))
-                u = g * tf.expand_dims(row_factor, d0) * tf.expand_dims(tf.math.rsqrt(col), d1)
-            u = u / tf.maximum(1.0, tf.sqrt(tf.reduce_mean(tf.square(u))) / self.CLIP)
-            scale = tf.maximum(tf.sqrt(tf.reduce_mean(tf.square(p))), self.MIN_SCALE)
-            p.assign_sub(self.lr * u * scale)
-
-
 #: TensorFlow's TensorFloat-32 switch for each ``matmul_precision`` setting (None: as found).
 _TF32_ENABLED = {"default": None, "highest": False, "tf32": True}
 #: The switch as TensorFlow started (its default, on: TF32 on Ampere and later GPUs).
@@ -240,7 +96,7 @@ def apply_matmul_precision(setting: str) -> None:
     """Set TensorFlow's TensorFloat-32 switch (``tf.config.experimental.
     enable_tensor_float_32_execution``, process-wide; XLA reads it when it compiles a function)
     for the ``matmul_precision`` setting; ``default`` restores the value paradnn found."""
-    tf = _tf()
+    tf = start_tf()
     _TF32_DEFAULT.setdefault("enabled", tf.config.experimental.tensor_float_32_execution_enabled())
     wanted = _TF32_ENABLED[setting]
     tf.config.experimental.enable_tensor_float_32_execution(_TF32_DEFAULT["enabled"] if wanted is None else wanted)
@@ -254,7 +110,7 @@ def precision_bits() -> dict[str, float]:
     """Effective mantissa bits (:func:`paradnn.precision.effective_bits`) of a float32 matmul
     and convolution compiled by XLA (``jit_compile``, as the measured step) with the current
     switch, on TensorFlow's default device."""
-    tf = _tf()
+    tf = start_tf()
     enabled = bool(tf.config.experimental.tensor_float_32_execution_enabled())
     if enabled not in _BITS:
         _BITS[enabled] = _measure_bits(tf)
@@ -268,25 +124,6 @@ def _measure_bits(tf: Any) -> dict[str, float]:
                        autograph=False)
     return {"matmul": precision.effective_bits(matmul(*ops["matmul"][:2]).numpy(), ops["matmul"][2]),
             "conv": precision.effective_bits(conv(*ops["conv"][:2]).numpy(), ops["conv"][2])}
-
-
-def make_optimizer(name: str) -> Optimizer:
-    """The optimizer a workload names, with the hyperparameters of its row in
-    ``paradnn.sizes.OPTIMIZERS`` (the settings every framework reads)."""
-    o = optimizer_entry(name)
-    if o.algorithm == "rmsprop":
-        return RMSprop(o.learning_rate, decay=o.decay, eps=o.epsilon, momentum=o.momentum)
-    if o.algorithm == "sgd":
-        return SGD(o.learning_rate, momentum=o.momentum)
-    if o.algorithm == "adam":
-        return Adam(o.learning_rate, b1=o.beta1, b2=o.beta2, eps=o.epsilon)
-    if o.algorithm == "adafactor":
-        # Adafactor reads its settings as class attributes (factored_dims is a classmethod).
-        tabled = type("Adafactor", (Adafactor,), {
-            "MIN_DIM_TO_FACTOR": o.factor_min_dim, "DECAY": o.decay_rate, "EPS": o.epsilon,
-            "CLIP": o.clipping_threshold, "MIN_SCALE": o.min_scale})
-        return tabled(o.learning_rate)
-    raise SpecError("optimizer", name, f"an optimizer whose algorithm TensorFlow implements ({o.algorithm} is not)")
 
 
 # --------------------------------------------------------------------------------------------
@@ -307,14 +144,14 @@ class _Handle:
 
 
 def _nbytes(variables) -> int:
-    tf = _tf()
+    tf = start_tf()
     return int(sum(math.prod(v.shape) * tf.as_dtype(v.dtype).size for v in variables))
 
 
 def _device_platform() -> str:
     """Where TensorFlow runs: "gpu" where it sees a GPU, else "tpu" where it sees a TPU, else
     "cpu" (``device_platform``, as JAX names platforms)."""
-    tf = _tf()
+    tf = start_tf()
     if tf.config.list_physical_devices("GPU"):
         return "gpu"
     return "tpu" if tf.config.list_logical_devices("TPU") else "cpu"
@@ -322,7 +159,7 @@ def _device_platform() -> str:
 
 def _step_fn(tfm, optimizer: Optimizer) -> Callable:
     """One training step (x, y) -> float32 loss, updating the variables in place."""
-    tf = _tf()
+    tf = start_tf()
     params = tfm.model.trainable_variables
 
     def step(x, y):
@@ -336,7 +173,7 @@ def _step_fn(tfm, optimizer: Optimizer) -> Callable:
 
 
 def _signature(batch: dict[str, Any]) -> list:
-    tf = _tf()
+    tf = start_tf()
     return [tf.TensorSpec(batch["inputs"].shape, batch["inputs"].dtype),
             tf.TensorSpec(batch["labels"].shape, batch["labels"].dtype)]
 
@@ -344,7 +181,7 @@ def _signature(batch: dict[str, Any]) -> list:
 def _multi_step_function(step: Callable, batch: dict[str, Any]):
     """tf.function(jit_compile=True) (x, y, k) -> loss of the k-th step: a while loop over a
     run-time int32 k, so one compiled program serves every K."""
-    tf = _tf()
+    tf = start_tf()
 
     @tf.function(jit_compile=True, autograph=False,
                  input_signature=[*_signature(batch), tf.TensorSpec((), tf.int32)])
@@ -359,7 +196,7 @@ def _multi_step_function(step: Callable, batch: dict[str, Any]):
 
 
 def _one_step_function(step: Callable, batch: dict[str, Any]):
-    tf = _tf()
+    tf = start_tf()
     return tf.function(step, jit_compile=True, autograph=False, input_signature=_signature(batch))
 
 
@@ -367,7 +204,7 @@ def _build(workload, tfm=None) -> tuple[Any, Optimizer, dict[str, Any]]:
     """The Keras model (from the fixed seed), its optimizer's slots and the synthetic batch."""
     from paradnn import families
 
-    _tf()
+    start_tf()
     import keras
 
     keras.utils.set_random_seed(SEED)
@@ -387,7 +224,7 @@ class TensorFlowBackend:
     def device_info(self) -> dict[str, Any]:
         """``device_platform`` (gpu where TensorFlow sees one, else cpu), ``device_kind`` (the
         GPU's name; "cpu" on a CPU, as JAX names it), ``device_count``, ``host``, ``cpu_model``."""
-        tf = _tf()
+        tf = start_tf()
         platform = _device_platform()
         if platform == "gpu":
             gpus = tf.config.list_physical_devices("GPU")
@@ -406,7 +243,7 @@ class TensorFlowBackend:
         pools (``tf_intra_op_threads``, ``tf_inter_op_threads``: threads) and what the step
         loops mean (``tf_step_loops``, JSON: ``auto``'s rule, and the host loop compiled in
         ``compile``), part of the key since both changed (2026-11-27) under the same setting."""
-        tf = _tf()
+        tf = start_tf()
         import keras
 
         return {"framework_version": tf.__version__, "tf_version": tf.__version__,
@@ -435,7 +272,7 @@ class TensorFlowBackend:
             raise SpecError("devices", workload.devices, "1 with framework tensorflow (data "
                             "parallelism over several devices is implemented for jax only)")
         options = settings.options_for(self.name)
-        tf = _tf()
+        tf = start_tf()
         apply_matmul_precision(options.matmul_precision)
         from paradnn.backends.tensorflow.models import trainable_params
 
@@ -495,7 +332,7 @@ class TensorFlowBackend:
 
     def sync(self, value: Any) -> Any:
         """Wait until every device has finished its queued work (covers ``value``)."""
-        tf = _tf()
+        tf = start_tf()
         tf.test.experimental.sync_devices()
         return value
 
@@ -508,7 +345,7 @@ class TensorFlowBackend:
         program TensorFlow compiled for the step (see :func:`hlo_costs`); RNNs from unrolled 1-
         and 2-step variants (XLA counts a loop body once), as the JAX backend does."""
         handle: _Handle = program.handle
-        tf = _tf()
+        tf = start_tf()
         if importlib.util.find_spec("jax") is None:
             return {"flops_per_step": None, "bytes_per_step": None,
                     "flops_source": "unavailable: XLA's cost analysis is reached through jax, not installed"}
@@ -532,7 +369,7 @@ class TensorFlowBackend:
 
     def is_oom(self, exc: BaseException) -> bool:
         """TensorFlow reports an allocation failure as ``tf.errors.ResourceExhaustedError``."""
-        tf = _tf()
+        tf = start_tf()
         return isinstance(exc, tf.errors.ResourceExhaustedError)
 
     def configure_cache(self, path: str | None) -> Callable[[], None]:
@@ -586,7 +423,7 @@ def step_costs(workload: Any, tfm: Any = None) -> dict[str, Any]:
     if tfm is None:
         from paradnn import families
 
-        _tf()
+        start_tf()
         tfm = families.builder(workload.spec, "tensorflow")(workload.spec, workload.dtype)
     if not (tfm.loop_length and tfm.unrolled is not None):
         return _one_step_costs(workload, tfm)

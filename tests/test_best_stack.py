@@ -1,0 +1,142 @@
+"""The framework setting ``best`` (paradnn.beststack): calibration, its cache, records, speedups.
+
+Real frameworks on tiny models: each calibration child starts its framework in a fresh process,
+so the calibration is measured once per module (a fixture) and reused.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+import paradnn
+from paradnn import backends, beststack
+from paradnn.analysis import best_stack_speedup
+from paradnn.errors import InfrastructureError, ParadnnError, SpecError
+from paradnn.measure import MeasureSettings
+from paradnn.workload import Workload
+
+SPEC = paradnn.FC(layers=1, nodes=32, input=64, output=10)
+FAST = {"time_budget_s": 0.3, "warmup_s": 0.05}
+
+
+@pytest.fixture(scope="module")
+def calibration():
+    """One real calibration of jax, tensorflow and torch on a tiny FC (one round)."""
+    return beststack.calibrate(Workload(SPEC, 16), MeasureSettings(**FAST), refresh=True, rounds=1, budget_s=0.5)
+
+
+def test_choose_keeps_the_reference_within_the_margin():
+    ref = backends.DEFAULT
+    assert beststack.choose({ref: 100.0, "torch": 102.9})[0] == ref
+    chosen, rule = beststack.choose({ref: 100.0, "torch": 103.5, "tensorflow": 50.0})
+    assert chosen == "torch" and "1.035x" in rule
+    # A reference that could not run leaves the fastest other; none at all is an error.
+    assert beststack.choose({ref: None, "torch": 5.0, "tensorflow": 7.0})[0] == "tensorflow"
+    with pytest.raises(InfrastructureError, match="no framework could run"):
+        beststack.choose({ref: None, "torch": None})
+
+
+def test_calibration_times_every_candidate_and_is_stored(calibration):
+    assert calibration["family"] == "fc" and calibration["rounds"] == 1
+    assert list(calibration["examples_per_sec"]) == beststack.candidates(SPEC)
+    assert calibration["examples_per_sec"][backends.DEFAULT] > 0
+    for name, value in calibration["examples_per_sec"].items():
+        assert (value is not None and value > 0) or name in calibration["errors"], (name, calibration["errors"])
+    ran = {k: v for k, v in calibration["examples_per_sec"].items() if v}
+    assert calibration["chosen"] == beststack.choose(ran)[0]
+    assert calibration["workload"]["nodes"] == 32 and "framework" not in calibration["workload"]
+    stored = json.loads(beststack.cache_path().read_text())
+    assert stored[calibration["key"]] == calibration
+
+
+def test_a_stored_calibration_is_reused_and_refresh_measures_again(calibration):
+    # Another config of the same family on the same platform and versions: the stored one.
+    again = beststack.calibrate(Workload(paradnn.FC(layers=2, nodes=16, input=8, output=4), 8))
+    assert again == calibration
+    # Another candidate list is another key; refresh always measures.
+    fresh = beststack.calibrate(Workload(SPEC, 16), MeasureSettings(**FAST), refresh=True, rounds=1,
+                                frameworks=[backends.DEFAULT], budget_s=0.3)
+    assert fresh["key"] != calibration["key"] and fresh["chosen"] == backends.DEFAULT
+    assert list(fresh["examples_per_sec"]) == [backends.DEFAULT]
+    assert beststack.cached(calibration["key"]) == calibration
+
+
+def test_the_cache_key_covers_platform_family_and_versions():
+    platform = {"host": "h", "cpu_model": "c", "device_platform": "cpu", "device_kind": "cpu", "device_count": 1}
+    key = beststack.cache_key(platform, "fc", ["jax", "torch"])
+    assert key == beststack.cache_key(dict(platform), "fc", ["jax", "torch"])
+    assert key != beststack.cache_key({**platform, "device_kind": "cpu (2 of 8 cores)"}, "fc", ["jax", "torch"])
+    assert key != beststack.cache_key(platform, "cnn", ["jax", "torch"])
+    assert key != beststack.cache_key(platform, "fc", ["jax"])
+    assert "jaxlib" in beststack.versions(["jax"]) and beststack.versions(["jax"])["jaxlib"]
+
+
+def test_bad_calibration_arguments_are_refused():
+    w = Workload(SPEC, 16)
+    with pytest.raises(SpecError, match="rounds"):
+        beststack.calibrate(w, rounds=0)
+    with pytest.raises(SpecError, match="budget_s"):
+        beststack.calibrate(w, budget_s=-1)
+    with pytest.raises(SpecError, match="frameworks"):
+        beststack.calibrate(w, frameworks=["jax", "nosuch"])
+    with pytest.raises(SpecError, match="reference"):
+        beststack.calibrate(w, frameworks=["torch"])
+
+
+def test_a_best_run_names_the_framework_and_its_calibration(calibration):
+    # An option of another framework is allowed and applies to its own framework only.
+    record = paradnn.run(SPEC, batch=16, framework="best", xla_preset="stock", torch_compile="eager", **FAST)
+    assert record.status == "ok", record.error
+    assert record.workload["framework"] == calibration["chosen"]
+    assert record.metrics["framework_choice"] == "best"
+    assert json.loads(record.metrics["best_calibration"]) == calibration
+    row = record.to_dict()
+    assert row["framework_choice"] == "best" and json.loads(row["best_calibration"])["id"] == calibration["id"]
+    # Only the chosen framework's options are in its settings (the key of a plain run of it).
+    assert set(record.settings) - set(MeasureSettings().to_dict(record.workload["framework"])) == set()
+
+
+def test_the_default_framework_never_switches():
+    record = paradnn.run(SPEC, batch=16, **FAST)
+    assert record.workload["framework"] == backends.DEFAULT
+    assert "framework_choice" not in record.metrics
+
+
+def test_cli_run_framework_best(calibration):
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    done = subprocess.run([sys.executable, "-m", "paradnn", "run", "fc", "--layers", "1", "--nodes", "32",
+                           "--input", "64", "--output", "10", "--batch", "16", "--framework", "best",
+                           "--time-budget-s", "0.3", "--json"], capture_output=True, text=True, env=env,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    row = json.loads(done.stdout.strip().splitlines()[-1])
+    assert row["framework"] == calibration["chosen"] and row["framework_choice"] == "best"
+    assert json.loads(row["best_calibration"])["id"] == calibration["id"]
+
+
+def _rows(platform: str, framework: str, eps: float, best: bool) -> dict:
+    calibration = json.dumps({"id": f"cal-{platform}", "chosen": framework})
+    return {"family": "fc", "layers": 1, "nodes": 32, "input": 64, "output": 10, "batch": 16,
+            "dtype": "float32", "optimizer": "rmsprop", "devices": 1, "framework": framework,
+            "status": "ok", "examples_per_sec": eps, "stable": True, "device_kind": platform,
+            "device_platform": "gpu" if platform == "H100" else "cpu", "device_count": 1,
+            **({"framework_choice": "best", "best_calibration": calibration} if best else {})}
+
+
+def test_a_speedup_of_best_stacks_says_which_stack_each_side_used():
+    a = pd.DataFrame([_rows("H100", "jax", 4000.0, True), _rows("H100", "torch", 9999.0, False)])
+    b = pd.DataFrame([_rows("EPYC", "torch", 1000.0, True), _rows("EPYC", "jax", 500.0, False)])
+    sp = best_stack_speedup(a, b)
+    assert len(sp) == 1 and sp["speedup"].iloc[0] == pytest.approx(4.0)
+    assert (sp["framework_a"].iloc[0], sp["framework_b"].iloc[0]) == ("jax", "torch")
+    assert (sp["best_calibration_id_a"].iloc[0], sp["best_calibration_id_b"].iloc[0]) == ("cal-H100", "cal-EPYC")
+    assert sp.attrs["stacks"] == {"a": ["jax"], "b": ["torch"]}
+    assert sp.attrs["a"].endswith("at its best stack (jax)") and sp.attrs["comparison"] == "best stack"
+    with pytest.raises(ParadnnError, match="no records of a run at the best stack"):
+        best_stack_speedup(a, b[b["framework"] == "jax"].drop(columns=["framework_choice", "best_calibration"]))
