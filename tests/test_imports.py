@@ -175,3 +175,68 @@ def test_families_and_sizes_do_not_reach_up_to_workloads():
     assert not offenders, repr(offenders)
     # Vacuous if nothing is looked at: the families import the ground floor and each other.
     assert any(t == "paradnn.frameworks" for t in _paradnn_targets("paradnn.families", MODULES["paradnn.families"]))
+
+
+#: The floors of the package, bottom to top, as the data flows: what a module may import is on
+#: its own floor or below (docs/architecture.md draws them). A module belongs to the first
+#: floor whose prefix names it; every module has one.
+FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("ground", GROUND + ("paradnn.outputs", "paradnn.hostutil")),
+    ("models", ("paradnn.families", "paradnn.sizes", "paradnn.precision", "paradnn.workload", "paradnn.metrics")),
+    ("platform", ("paradnn.energy", "paradnn.meters", "paradnn.hardware", "paradnn.measure", "paradnn.spawn",
+                  "paradnn.envcheck")),
+    ("records", ("paradnn.record", "paradnn.rowschema", "paradnn.progress")),
+    ("analysis", ("paradnn.analysis",)),
+    ("run", ("paradnn.backends", "paradnn.runner", "paradnn.ledger", "paradnn.beststack", "paradnn.experiments")),
+    ("store", ("paradnn.store", "paradnn.status", "paradnn.ledger_store")),
+    ("sweep", ("paradnn.grids", "paradnn.executors", "paradnn.sweeper", "paradnn.plan", "paradnn.calibration",
+               "paradnn.predictor", "paradnn.compare")),
+    ("figures", ("paradnn.plots", "paradnn.report")),
+    ("commands", ("paradnn.cli", "paradnn.__main__")),  # and the package's own __init__, the public API
+)
+
+#: Imports that climb, each with its reason: (module, imported module) -> why.
+CLIMBS = {
+    # A command's first step checks every PARADNN_* variable with the parser of the module that
+    # reads it (one parser per fact), imported in the function: the check must not import a
+    # sweep's modules (pandas) into every command.
+    ("paradnn.envcheck", "paradnn.executors.child"): "PARADNN_CPUS_* parsed by the executor's own parser",
+    ("paradnn.envcheck", "paradnn.grids.sweepfile"): "PARADNN_RETRY_UNSTABLE_S parsed by the sweep file's parser",
+}
+
+
+def _floor(module: str) -> int:
+    if module == "paradnn":
+        return len(FLOORS) - 1
+    for i, (_, prefixes) in enumerate(FLOORS):
+        if any(module == p or module.startswith(p + ".") for p in prefixes):
+            return i
+    raise AssertionError(f"{module} is on no floor: add it to FLOORS (and docs/architecture.md)")
+
+
+def test_every_module_is_on_a_floor_and_no_import_climbs():
+    climbs = []
+    for name, path in MODULES.items():
+        own = _floor(name)
+        for target in _paradnn_targets(name, path):
+            if target == "paradnn":  # the package's own metadata: paradnn.__version__, __file__
+                continue
+            if _floor(target) > own and (name, target) not in CLIMBS:
+                climbs.append(f"{name} ({FLOORS[own][0]}) -> {target} ({FLOORS[_floor(target)][0]})")
+    assert not climbs, "imports from a lower floor to a higher one:\n" + "\n".join(climbs)
+    # The rule is not vacuous: the floors order what the data flow orders.
+    assert _floor("paradnn.frameworks") < _floor("paradnn.families.fc") < _floor("paradnn.record") \
+        < _floor("paradnn.analysis.heatmap") < _floor("paradnn.runner") < _floor("paradnn.store.writer") \
+        < _floor("paradnn.sweeper.loop") < _floor("paradnn.report") < _floor("paradnn.cli.run")
+    # Each allowed climb is still there (else it is stale and goes).
+    for name, target in CLIMBS:
+        assert target in set(_paradnn_targets(name, MODULES[name])), (name, target)
+
+
+#: The longest a module may be (lines): a longer one holds more than one job; split it by job.
+MAX_MODULE_LINES = 600
+
+
+def test_no_module_is_longer_than_one_job():
+    long = {name: n for name, path in MODULES.items() if (n := len(path.read_text().splitlines())) > MAX_MODULE_LINES}
+    assert not long, f"modules over {MAX_MODULE_LINES} lines: {long}"
