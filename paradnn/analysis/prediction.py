@@ -646,26 +646,34 @@ def _difficulty(x: np.ndarray, train_x: np.ndarray, residuals: np.ndarray, scale
     return (scale0 + nearest) * local
 
 
-def _fit_bytes(train: pd.DataFrame) -> tuple[tuple[float, float, float], str]:
-    """Coefficients (a, b, c) of ``B = a S + b A + c I`` against XLA's bytes_per_step, or a
-    fixed assumption where the rows have no byte counts."""
-    target = _num(train, "bytes_per_step")
-    cols = ["state_bytes", "activation_bytes", "batch_bytes"]
-    x = pd.DataFrame({c: _num(train, c) for c in cols})
-    ok = target.notna() & (target > 0) & x.notna().all(axis=1)
+def _bytes_coef(sizes: np.ndarray, xla_bytes: np.ndarray) -> tuple[tuple[float, float, float], int]:
+    """Coefficients (a, b, c) of ``B = a S + b A + c I`` fitted to XLA's ``xla_bytes`` (B) from
+    the ``sizes`` (configs x [state, activation, batch] B), and the configs they rest on; the
+    assumed (3, 2, 1) and 0 where fewer than 3 configs have byte counts."""
+    ok = np.isfinite(xla_bytes) & (xla_bytes > 0) & np.isfinite(sizes).all(axis=1)
     if ok.sum() >= 3:
         # Relative least squares: each row weighted by 1/B, so small configs count as much as
         # big ones.
-        w = 1.0 / target[ok].to_numpy(float)
-        coef, _ = _learn().nnls(x[ok].to_numpy(float) * w[:, None], np.ones(int(ok.sum())))
+        w = 1.0 / xla_bytes[ok]
+        coef, _ = _learn().nnls(sizes[ok] * w[:, None], np.ones(int(ok.sum())))
         if coef.sum() > 0:
-            return (tuple(float(c) for c in coef),  # type: ignore[return-value]
-                    f"{coef[0]:.3g} x state + {coef[1]:.3g} x activations + {coef[2]:.3g} x "
-                    f"batch (fitted to XLA's bytes_per_step of {int(ok.sum())} configs)")
+            return tuple(float(c) for c in coef), int(ok.sum())  # type: ignore[return-value]
     # A step reads the weights twice (forward, backward), writes the gradients and reads and
     # writes weights and optimizer slots once in the update: about 3 x the state; activations
     # are written forward and read backward; the batch is read once.
-    return (3.0, 2.0, 1.0), "3 x state + 2 x activations + 1 x batch (assumed: no byte counts)"
+    return (3.0, 2.0, 1.0), 0
+
+
+def _fit_bytes(train: pd.DataFrame) -> tuple[tuple[float, float, float], str]:
+    """Coefficients (a, b, c) of ``B = a S + b A + c I`` against XLA's bytes_per_step, or a
+    fixed assumption where the rows have no byte counts; and how they were found."""
+    sizes = np.stack([_num(train, c).to_numpy(float)
+                      for c in ("state_bytes", "activation_bytes", "batch_bytes")], axis=1)
+    coef, n = _bytes_coef(sizes, _num(train, "bytes_per_step").to_numpy(float))
+    if not n:
+        return coef, "3 x state + 2 x activations + 1 x batch (assumed: no byte counts)"
+    return coef, (f"{coef[0]:.3g} x state + {coef[1]:.3g} x activations + {coef[2]:.3g} x "
+                  f"batch (fitted to XLA's bytes_per_step of {n} configs)")
 
 
 def _fit_roofline(flops: np.ndarray, nbytes: np.ndarray, t: np.ndarray, pf: np.ndarray,
@@ -709,7 +717,7 @@ def _fit_roofline(flops: np.ndarray, nbytes: np.ndarray, t: np.ndarray, pf: np.n
     # intervals' coverages by a config or two).
     big = n > GP_EXACT_MAX
     tol = {"ftol": 1e-6, "xtol": 1e-6, "jac": jac} if big else {}
-    if start is not None and big:
+    if start is not None:
         starts = [start]
     else:
         starts = [(ec, eb, o) for ec in (0.05, 0.5) for eb in (0.3, 3.0)
@@ -729,10 +737,14 @@ def _fit_roofline(flops: np.ndarray, nbytes: np.ndarray, t: np.ndarray, pf: np.n
     return float(ec), float(eb), float(o)
 
 
-def _peak(train: pd.DataFrame, col: str) -> float:
-    v = _num(train, col)
+def _median_positive(v: np.ndarray) -> float:
+    """The median of the positive values of ``v`` (NaN where none)."""
     v = v[v > 0]
-    return float(v.median()) if len(v) else float("nan")
+    return float(np.median(v)) if len(v) else float("nan")
+
+
+def _peak(train: pd.DataFrame, col: str) -> float:
+    return _median_positive(_num(train, col).to_numpy(float))
 
 
 def fit(rows: pd.DataFrame, correction: str = DEFAULT_CORRECTION, level: float = DEFAULT_LEVEL,
@@ -842,26 +854,15 @@ def _folds(n: int, k: int, seed: int) -> np.ndarray:
     return out
 
 
-def _oof(train: pd.DataFrame, group: dict[str, Any], corr: Correction, level: float,
-         folds: int, seed: int, like: Any = None,
-         start: tuple[float, float, float] | None = None,
-         refit: Any = None) -> tuple[np.ndarray, np.ndarray]:
-    """(out-of-fold log residual, fold) of each config: the residual of a model fitted on the
-    other folds (NaN where those have too few configs). ``refit``: a :class:`_FoldRefits` of
-    the model, which gives the residuals of a fold without building a model."""
-    fold = _folds(len(train), folds, seed)
-    resid = np.full(len(train), np.nan)
+def _oof(n: int, folds: int, seed: int, refit: Any) -> tuple[np.ndarray, np.ndarray]:
+    """(out-of-fold log residual, fold) of each of ``n`` configs: the residual of the model
+    refit on the other folds by ``refit`` (an :class:`_ExactRefits` or :class:`_FoldRefits`);
+    NaN where those have fewer than 3 configs."""
+    fold = _folds(n, folds, seed)
+    resid = np.full(n, np.nan)
     for f in np.unique(fold):
-        if (fold != f).sum() < 3:
-            continue
-        if refit is not None:
+        if (fold != f).sum() >= 3:
             resid[fold == f] = refit.residuals(fold == f)
-            continue
-        fit_rows = train[fold != f].reset_index(drop=True)
-        held = train[fold == f]
-        m = _fit_core(fit_rows, group, corr, level, like, start)
-        pred = m.baseline(held) * np.exp(m._log_correction(held))
-        resid[fold == f] = np.log(_num(held, "step_time_s").to_numpy(float)) - np.log(pred)
     return resid, fold
 
 
@@ -919,6 +920,58 @@ class _FoldRefits:
         return r
 
 
+class _ExactRefits:
+    """The held-out residuals of an exact fit's folds (up to ``GP_EXACT_MAX`` configs, or a
+    correction other than the Gaussian process), each the residual of the model :func:`_fit_core`
+    would fit on the other configs, computed on arrays prepared once per fit.
+
+    A fold refits everything that :func:`_fit_core` fits: the peaks (medians of its configs),
+    the byte coefficients, the roofline (from the model's optimum: its data are most of the
+    model's) and the correction (a new regressor with the model's hyperparameters, as every
+    fold keeps them). What it does not redo is the pandas work of a fit (a config table copied,
+    its feature space rebuilt per fold), which took most of an exact fold's time: the
+    correction's inputs are the model's, with the axes that do not vary among the fold's
+    configs dropped, as the fold's own feature space drops them; the other axes differ from the
+    fold's own by a shift and scale per column, which the regressor's standardization undoes."""
+
+    def __init__(self, model: StepTimeModel, train: pd.DataFrame, corr: Correction) -> None:
+        self.model, self.corr = model, corr
+        self.start = (model.compute_efficiency, model.bandwidth_efficiency, model.overhead_s)
+        self.devices = _num(train, "devices").fillna(1.0).to_numpy(float)
+        self.flops = _num(train, "model_flops_per_step").to_numpy(float)
+        self.t = _num(train, "step_time_s").to_numpy(float)
+        self.peaks = [_num(train, c).to_numpy(float) for c in ("peak_flops", "peak_bytes_per_sec")]
+        self.sizes = np.stack([_num(train, c).to_numpy(float)
+                               for c in ("state_bytes", "activation_bytes", "batch_bytes")], axis=1)
+        self.xla_bytes = _num(train, "bytes_per_step").to_numpy(float)
+        self.axes = model._space.axes(train)
+        self.params = np.log(np.maximum(_num(train, "params").to_numpy(float), 1.0))
+
+    def residuals(self, held: np.ndarray) -> np.ndarray:
+        """Log residuals (log measured - log predicted) of the ``held`` configs (a mask) by the
+        model refit on the others."""
+        fit = ~held
+        pf, pb = (_median_positive(p[fit]) for p in self.peaks)
+        coef, _ = _bytes_coef(self.sizes[fit], self.xla_bytes[fit])
+        nbytes = np.maximum(self.sizes @ np.asarray(coef), 1.0)
+        pf, pb = pf * self.devices, pb * self.devices
+        ec, eb, o = _fit_roofline(self.flops[fit], nbytes[fit], self.t[fit], pf[fit], pb[fit],
+                                  self.start)
+        log_base = np.log(o + np.maximum(self.flops / (ec * pf), nbytes / (eb * pb)))
+        r = np.log(self.t[held]) - log_base[held]
+        if self.corr.name == "none":
+            return r
+        varies = np.ptp(self.axes[fit], axis=0) > 0 if fit.any() else np.zeros(0, bool)
+        x = np.concatenate([self.axes[:, varies], np.stack(
+            [np.log(self.flops), np.log(nbytes), self.params, np.log(self.flops / nbytes)],
+            axis=1)], axis=1)
+        reg = self.corr.make(int(fit.sum()), self.model._regressor)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # as in _fit_core
+            reg.fit(x[fit], np.log(self.t[fit]) - log_base[fit])
+        return r - np.asarray(reg.predict(x[held]), dtype=float)
+
+
 def _axis_splits(train: pd.DataFrame, numeric: Sequence[str]) -> list[np.ndarray]:
     """One mask per value of every ``SCORE_AXES`` axis of ``numeric`` with at least 3 values,
     where the other configs still make a fit."""
@@ -938,10 +991,9 @@ def _calibrate(model: StepTimeModel, train: pd.DataFrame, corr: Correction, leve
                folds: int, seed: int, axes: bool = True) -> None:
     """Conformal calibration of ``model``'s interval on cross-validation residuals: K-fold by
     config, and with ``axes`` also each value of each axis left out in turn."""
-    start = (model.compute_efficiency, model.bandwidth_efficiency, model.overhead_s)
-    refit = _FoldRefits(model, train) if _FoldRefits.usable(model, len(train)) else None
-    resid, fold = _oof(train, model.group, corr, level, folds, seed, model._regressor, start,
-                       refit)
+    refit = (_FoldRefits(model, train) if _FoldRefits.usable(model, len(train))
+             else _ExactRefits(model, train, corr))
+    resid, fold = _oof(len(train), folds, seed, refit)
     x = model._space.axes(train)
     good = np.isfinite(resid)
     absr = np.abs(resid)
@@ -970,15 +1022,8 @@ def _calibrate(model: StepTimeModel, train: pd.DataFrame, corr: Correction, leve
         # Unmeasured configs of a grid are often whole missing slices (a value of an axis not
         # measured at all), which random folds never hold out: their residuals join the pool,
         # so the intervals cover such configs too.
-        logt = np.log(_num(train, "step_time_s").to_numpy(float))
         for mask in _axis_splits(train, model._space.numeric):
-            if refit is not None:
-                r = refit.residuals(mask)
-            else:
-                m = _fit_core(train[~mask].reset_index(drop=True), model.group, corr, level,
-                              model._regressor, start)
-                held = train[mask]
-                r = logt[mask] - np.log(m.baseline(held) * np.exp(m._log_correction(held)))
+            r = refit.residuals(mask)
             d = _difficulty(x[mask], x[~mask], model._residuals[~mask], model._scale0,
                             model._res_median)
             scores.extend(np.abs(r) / d)
