@@ -436,6 +436,58 @@ def test_the_cli_predicts_a_sweep_file_and_scores(tmp_path, capsys):
     assert "ok 18, failed 0, predicted 36" in status and "no failures" in status
 
 
+_LOST: dict[str, int] = {}
+
+
+def lost_synthetic_run(workload, settings, memory_limit_bytes):
+    """As synthetic_run, but every config with layers == 8 meets an infrastructure fault that
+    leaves it unrecorded (as a lost Ray worker does): the sweep names it missing."""
+    from paradnn.errors import InfrastructureError
+
+    if workload.spec.layers == 8:
+        _LOST[workload.key] = _LOST.get(workload.key, 0) + 1
+        raise InfrastructureError("the worker running it was lost", retry=True)
+    return synthetic_run(workload, settings, memory_limit_bytes)
+
+
+def test_adaptive_sweep_names_missing_configs_and_does_not_choose_them_again(tmp_path):
+    from paradnn.predictor import adaptive_sweep
+
+    _LOST.clear()
+    wl = fc_grid(layers=[1, 2, 4, 8], nodes=[32, 128, 512], batch=[8, 64, 512])  # 36 configs
+    out = adaptive_sweep(wl, budget=15, store=tmp_path / "a.db", run_fn=lost_synthetic_run,
+                         executor="inprocess", progress=False, cache_dir=None,
+                         correction="none", per_round=3)
+    # The space-filling start reaches layers 8; those configs are lost, each tried once only,
+    # and the budget is still spent on the others.
+    assert _LOST and set(_LOST.values()) == {1}
+    missing = out.attrs["missing"]
+    assert len(missing) == len(_LOST) and all("layers=8" in name for name, _key, _why in missing)
+    assert all("worker running it was lost" in why for _name, _key, why in missing)
+    assert out.loc[out["status"] == "ok", "workload_key"].nunique() == 15
+
+
+def test_sweep_budget_exits_1_with_a_config_missing(tmp_path, monkeypatch, capsys):
+    import paradnn.runner
+    from paradnn.cli import main
+
+    _LOST.clear()
+    # The measurement itself is the stand-in (a real one cannot lose its worker on demand).
+    monkeypatch.setattr(paradnn.runner, "run_workload", lost_synthetic_run)
+    sweep_file = tmp_path / "g.yaml"
+    sweep_file.write_text("family: fc\nfixed: {input: 32, output: 8}\naxes:\n  layers: [1, 2, 4, 8]\n"
+                          "  nodes: [16, 64]\n  batch: [4, 32]\n")
+    rc = main(["sweep", str(sweep_file), "--store", str(tmp_path / "b.db"), "--budget", "6",
+               "--executor", "inprocess", "--no-cache", "--quiet"])
+    err = capsys.readouterr().err
+    assert rc == 1, err
+    assert f"{len(_LOST)} config(s) missing" in err and "layers=8" in err
+    # With the lost configs left out of the grid the same sweep exits 0.
+    sweep_file.write_text(sweep_file.read_text().replace("[1, 2, 4, 8]", "[1, 2, 4]"))
+    assert main(["sweep", str(sweep_file), "--store", str(tmp_path / "c.db"), "--budget", "6",
+                 "--executor", "inprocess", "--no-cache", "--quiet"]) == 0
+
+
 @pytest.mark.slow
 def test_sweep_budget_measures_real_configs_then_predicts(tmp_path, paradnn_cmd):
     """The adaptive sweep end to end on this CPU: real compiled steps, a real store."""
