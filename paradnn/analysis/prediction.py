@@ -134,6 +134,11 @@ def _learn() -> types.SimpleNamespace:
 GP_EXACT_MAX = 200
 #: Inducing configs of :class:`InducingGP` (chosen farthest-first over the scaled inputs).
 GP_INDUCING = 300
+#: Most configs of a fit whose folds fit their roofline from the 8 starting points, as the fit
+#: does; bigger fits' folds start from the fit's optimum only (their data are most of the
+#: fit's), 5x faster. The prediction study's errors are the same either way, its coverages
+#: move by one to three configs (docs/prediction.md, "Many configs"); 200 keeps them exactly.
+FOLD_MULTISTART_MAX = 50
 
 
 def farthest_first(x: np.ndarray, k: int, chosen: Sequence[int] = ()) -> list[int]:
@@ -681,11 +686,9 @@ def _fit_roofline(flops: np.ndarray, nbytes: np.ndarray, t: np.ndarray, pf: np.n
                   ) -> tuple[float, float, float]:
     """(compute efficiency, bandwidth efficiency, overhead s) minimizing robust log residuals.
 
-    From a grid of 8 starting points; with more than ``GP_EXACT_MAX`` configs, from ``start``
-    only where given (a fold of a fitted model starts from the model's optimum: its data are
-    most of the model's, so its optimum is near). Up to ``GP_EXACT_MAX`` configs a fold keeps
-    the 8 starts: from the model's optimum, the prediction study's intervals moved by one to
-    three configs (docs/prediction.md, "Many configs")."""
+    From a grid of 8 starting points, or from ``start`` only where given (a fold of a fitted
+    model of more than ``FOLD_MULTISTART_MAX`` configs starts from the model's optimum: its
+    data are most of the model's, so its optimum is near)."""
     logt = np.log(t)
 
     def parts(theta: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
@@ -932,7 +935,9 @@ class _ExactRefits:
     its feature space rebuilt per fold), which took most of an exact fold's time: the
     correction's inputs are the model's, with the axes that do not vary among the fold's
     configs dropped, as the fold's own feature space drops them; the other axes differ from the
-    fold's own by a shift and scale per column, which the regressor's standardization undoes."""
+    fold's own by a shift and scale per column, which the regressor's standardization undoes.
+    The roofline of a fold of a fit of more than ``FOLD_MULTISTART_MAX`` configs starts from the
+    fit's optimum only."""
 
     def __init__(self, model: StepTimeModel, train: pd.DataFrame, corr: Correction) -> None:
         self.model, self.corr = model, corr
@@ -955,8 +960,9 @@ class _ExactRefits:
         coef, _ = _bytes_coef(self.sizes[fit], self.xla_bytes[fit])
         nbytes = np.maximum(self.sizes @ np.asarray(coef), 1.0)
         pf, pb = pf * self.devices, pb * self.devices
+        start = self.start if len(self.t) > FOLD_MULTISTART_MAX else None
         ec, eb, o = _fit_roofline(self.flops[fit], nbytes[fit], self.t[fit], pf[fit], pb[fit],
-                                  self.start)
+                                  start)
         log_base = np.log(o + np.maximum(self.flops / (ec * pf), nbytes / (eb * pb)))
         r = np.log(self.t[held]) - log_base[held]
         if self.corr.name == "none":
