@@ -530,8 +530,9 @@ def test_predict_is_in_the_lazy_public_api():
 
 def test_a_big_fit_uses_inducing_points_and_its_intervals_still_cover(monkeypatch):
     # The scalable path on a tiny grid: GP_EXACT_MAX lowered so that 96 configs count as many.
-    monkeypatch.setattr(P, "GP_EXACT_MAX", 30)
-    monkeypatch.setattr(P, "GP_INDUCING", 24)
+    # (Set in the module that reads them: the package re-exports a copy.)
+    monkeypatch.setattr(P.correction, "GP_EXACT_MAX", 30)
+    monkeypatch.setattr(P.correction, "GP_INDUCING", 24)
     rows = frame(fc_grid(layers=[1, 2, 4, 8], nodes=[32, 64, 128, 256, 512, 1024],
                          batch=[8, 32, 128, 512]), noise=0.1)
     rows["step_time_s"] = rows["step_time_s"] * (1024 / rows["nodes"]) ** 0.3
@@ -557,7 +558,7 @@ def test_a_big_fit_uses_inducing_points_and_its_intervals_still_cover(monkeypatc
 
 
 def test_inducing_gp_with_every_config_is_the_exact_gp():
-    L = P._learn()
+    L = P.learn()
     rng = np.random.default_rng(0)
     x = rng.random((40, 3))
     y = np.sin(3 * x[:, 0]) + 0.1 * rng.standard_normal(40)
@@ -591,11 +592,11 @@ def test_nearest_configs_by_tree_match_the_whole_distance_matrix(monkeypatch):
     rng = np.random.default_rng(2)
     train, x = rng.random((200, 4)), rng.random((50, 4))
     res = rng.random(200)
-    dense = P._difficulty(x, train, res, 0.1, 0.5)
-    dense_self = P._difficulty(train, train, res, 0.1, 0.5, exclude_self=True)
-    monkeypatch.setattr(P, "DENSE_DISTANCES", 0)  # the k-d tree
-    np.testing.assert_allclose(P._difficulty(x, train, res, 0.1, 0.5), dense)
-    np.testing.assert_allclose(P._difficulty(train, train, res, 0.1, 0.5, exclude_self=True),
+    dense = P.difficulty_of(x, train, res, 0.1, 0.5)
+    dense_self = P.difficulty_of(train, train, res, 0.1, 0.5, exclude_self=True)
+    monkeypatch.setattr(P.model, "DENSE_DISTANCES", 0)  # the k-d tree
+    np.testing.assert_allclose(P.difficulty_of(x, train, res, 0.1, 0.5), dense)
+    np.testing.assert_allclose(P.difficulty_of(train, train, res, 0.1, 0.5, exclude_self=True),
                                dense_self)
 
 
