@@ -43,17 +43,19 @@ The modules, in the order they import each other:
 * ``model``: :class:`StepTimeModel`, its feature space, predictions, intervals and the
   interval's difficulty (nearest fitted configs).
 * ``roofline``: the byte coefficients and the roofline's efficiencies and overhead.
-* ``calibrate``: out-of-fold residuals refit from a fit's pieces and the conformal quantile.
-* ``fit``: :func:`fit` (one group) and :func:`fit_all` (a :class:`Predictor` per frame).
-* ``score``: held-out errors and coverage (:func:`score`, :func:`score_on`).
+* ``calibration``: out-of-fold residuals refit from a fit's pieces and the conformal quantile.
+* ``fitting``: :func:`fit` (one group) and :func:`fit_all` (a :class:`Predictor` per frame).
+* ``scoring``: held-out errors and coverage (:func:`score`, :func:`score_on`).
 * ``adaptive``: what the adaptive sweep measures next (:func:`space_filling`,
   :func:`next_configs`).
-* ``completed``: measured and predicted configs together, for the figures that show both.
+* ``combined``: measured and predicted configs together, for the figures that show both.
 """
 
-from paradnn.analysis.prediction.adaptive import START_FRACTION, next_configs, space_filling, start_size
-from paradnn.analysis.prediction.calibrate import FOLD_MULTISTART_MAX, calibrate, folds_of
-from paradnn.analysis.prediction.completed import completed, completed_heatmap, predicted_rows
+from paradnn.analysis.prediction.adaptive import (
+    START_FRACTION, next_configs, space_filling, start_size,
+)
+from paradnn.analysis.prediction.calibration import FOLD_MULTISTART_MAX, calibrate, folds_of
+from paradnn.analysis.prediction.combined import completed, completed_heatmap, predicted_rows
 from paradnn.analysis.prediction.correction import (
     CORRECTIONS, DEFAULT_CORRECTION, GP_EXACT_MAX, GP_INDUCING, Correction, InducingGP,
     check_correction, farthest_first, learn,
@@ -63,12 +65,14 @@ from paradnn.analysis.prediction.data import (
     SCORE_AXES, SIZE_COLUMNS, check_level, config_table, group_label, groups, is_missing, measured,
     numeric, select, size_table, sized, workload_of,
 )
-from paradnn.analysis.prediction.fit import Predictor, fit, fit_all, fit_columns
+from paradnn.analysis.prediction.fitting import Predictor, fit, fit_all, fit_columns
 from paradnn.analysis.prediction.model import (
     DENSE_DISTANCES, FeatureSpace, StepTimeModel, difficulty_of, min_for_interval, nearest_configs,
 )
-from paradnn.analysis.prediction.roofline import bytes_coef, fit_bytes, fit_roofline, median_positive, peak_of
-from paradnn.analysis.prediction.score import SCORE_COLUMNS, errors, held_out, score, score_on
+from paradnn.analysis.prediction.roofline import (
+    bytes_coef, fit_bytes, fit_roofline, median_positive, peak_of,
+)
+from paradnn.analysis.prediction.scoring import SCORE_COLUMNS, errors, held_out, score, score_on
 
 __all__ = [
     # data

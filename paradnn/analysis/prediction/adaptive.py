@@ -11,7 +11,7 @@ import pandas as pd
 
 from paradnn.analysis.prediction.correction import farthest_first
 from paradnn.analysis.prediction.data import MIN_CONFIGS
-from paradnn.analysis.prediction.fit import Predictor
+from paradnn.analysis.prediction.fitting import Predictor
 from paradnn.analysis.prediction.model import FeatureSpace, StepTimeModel, difficulty_of
 
 
@@ -19,11 +19,9 @@ from paradnn.analysis.prediction.model import FeatureSpace, StepTimeModel, diffi
 START_FRACTION = 0.4
 
 
-
 def start_size(budget: int) -> int:
     """Configs of the space-filling start of an adaptive sweep of ``budget`` configs."""
     return min(budget, max(MIN_CONFIGS, int(round(START_FRACTION * budget))))
-
 
 
 def space_filling(cand: pd.DataFrame, n: int) -> list[str]:
@@ -37,7 +35,6 @@ def space_filling(cand: pd.DataFrame, n: int) -> list[str]:
         idx = farthest_first(space.axes(rows), min(share, len(rows)))
         out.extend(rows["workload_key"].iloc[idx])
     return out
-
 
 
 def next_configs(predictor: Predictor, left: pd.DataFrame, k: int) -> tuple[list[str], float]:

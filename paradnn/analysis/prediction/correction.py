@@ -13,7 +13,6 @@ import numpy as np
 from paradnn.errors import ParadnnError
 
 
-
 @functools.lru_cache(maxsize=1)
 def learn() -> types.SimpleNamespace:
     """scikit-learn, scipy.optimize and threadpoolctl, imported at the first fit.
@@ -52,7 +51,6 @@ GP_EXACT_MAX = 200
 GP_INDUCING = 300
 
 
-
 def farthest_first(x: np.ndarray, k: int, chosen: Sequence[int] = ()) -> list[int]:
     """``k`` indices of rows of ``x`` spread over the space: the row nearest the centre (unless
     some are ``chosen`` already), then repeatedly the row farthest from every chosen one.
@@ -76,7 +74,6 @@ def farthest_first(x: np.ndarray, k: int, chosen: Sequence[int] = ()) -> list[in
         picked.append(p)
         nearest = np.minimum(nearest, np.sqrt(((x - x[p]) ** 2).sum(axis=1)))
     return picked[len(chosen):]
-
 
 
 class InducingGP:
@@ -133,7 +130,6 @@ class InducingGP:
         return self.kernel_.k1(self._scaled(x), self.z_) @ self.w_
 
 
-
 @dataclass(frozen=True)
 class Correction:
     """A learned correction: ``make()`` returns an unfitted scikit-learn regressor."""
@@ -184,7 +180,6 @@ CORRECTIONS: dict[str, Correction] = {c.name: c for c in (
 
 #: The correction used unless one is named (chosen on held-out scores: docs/prediction.md).
 DEFAULT_CORRECTION = "gp"
-
 
 
 def check_correction(name: str) -> Correction:

@@ -75,13 +75,11 @@ PREDICTION_COLUMNS: dict[str, tuple[str, str]] = {
 }
 
 
-
 def check_level(level: float) -> float:
     if not isinstance(level, (int, float)) or not 0 < level < 1:
         raise ParadnnError(f"level={level!r}; allowed: a coverage strictly between 0 and 1 "
                            "(0.9 for 90 percent intervals)")
     return float(level)
-
 
 
 def group_label(group: Mapping[str, Any]) -> str:
@@ -90,12 +88,10 @@ def group_label(group: Mapping[str, Any]) -> str:
     return f"{group.get('family')} {group.get('dtype')} {group.get('framework')} on {plat}"
 
 
-
 def numeric(df: pd.DataFrame, col: str) -> pd.Series:
     if col not in df.columns:
         return pd.Series(np.nan, index=df.index, dtype=float)
     return pd.to_numeric(df[col], errors="coerce")
-
 
 
 def measured(df: pd.DataFrame, include_unstable: bool = False) -> tuple[pd.DataFrame, int]:
@@ -104,7 +100,6 @@ def measured(df: pd.DataFrame, include_unstable: bool = False) -> tuple[pd.DataF
     rows = ok_rows(df)
     rows = rows[numeric(rows, "step_time_s") > 0]
     return drop_unstable(rows, include_unstable)
-
 
 
 def workload_of(row: Mapping[str, Any]) -> Workload | None:
@@ -127,7 +122,6 @@ def workload_of(row: Mapping[str, Any]) -> Workload | None:
         return None
 
 
-
 def size_table(workloads: Sequence[Workload]) -> pd.DataFrame:
     """``workload_key`` and the ``SIZE_COLUMNS`` of each workload, from the closed forms
     (:func:`paradnn.sizes.config_sizes`: FLOP, parameters, B; NaN where a family has none)."""
@@ -136,7 +130,6 @@ def size_table(workloads: Sequence[Workload]) -> pd.DataFrame:
         found = sizes.config_sizes(w)
         rows.append({"workload_key": w.key, **{c: found[c] for c in SIZE_COLUMNS}})
     return pd.DataFrame.from_records(rows, columns=["workload_key", *SIZE_COLUMNS])
-
 
 
 def sized(df: pd.DataFrame) -> pd.DataFrame:
@@ -161,7 +154,6 @@ def sized(df: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-
 def config_table(rows: pd.DataFrame) -> pd.DataFrame:
     """One row per config (``workload_key``, else the workload fields) of measured ``rows``:
     the first row's fields, the median ``step_time_s`` (s) and ``repeats`` (rows merged)."""
@@ -181,7 +173,6 @@ def config_table(rows: pd.DataFrame) -> pd.DataFrame:
     return first.reset_index(drop=True)
 
 
-
 def groups(df: pd.DataFrame) -> list[dict[str, Any]]:
     """The groups (``GROUP_KEY`` values) present in ``df``, in a stable order."""
     cols = [c for c in GROUP_KEY if c in df.columns]
@@ -189,7 +180,6 @@ def groups(df: pd.DataFrame) -> list[dict[str, Any]]:
         return []
     keys = df[cols].drop_duplicates().sort_values(cols, key=lambda s: s.astype(str))
     return [dict(zip(cols, values)) for values in keys.itertuples(index=False, name=None)]
-
 
 
 def select(df: pd.DataFrame, group: Mapping[str, Any]) -> pd.DataFrame:
@@ -200,7 +190,6 @@ def select(df: pd.DataFrame, group: Mapping[str, Any]) -> pd.DataFrame:
             continue
         mask &= df[col].isna() if is_missing(v) else (df[col] == v)
     return df[mask]
-
 
 
 def is_missing(v: Any) -> bool:

@@ -18,7 +18,6 @@ from paradnn.analysis.prediction.data import (
 )
 
 
-
 def _axes(family: str, train: pd.DataFrame) -> tuple[list[str], list[str]]:
     """(numeric axes, categorical axes) of ``family`` that vary in ``train``, batch included."""
     fields = [*FAMILY_FIELDS.get(family, ()), "batch"]
@@ -31,7 +30,6 @@ def _axes(family: str, train: pd.DataFrame) -> tuple[list[str], list[str]]:
         else:
             categorical.append(c)
     return numeric, categorical
-
 
 
 @dataclass
@@ -72,7 +70,6 @@ class FeatureSpace:
         extra = np.stack([np.log(flops), np.log(nbytes), np.log(np.maximum(params, 1.0)),
                           np.log(flops / nbytes)], axis=1)
         return np.concatenate([self.axes(rows), extra], axis=1)
-
 
 
 @dataclass
@@ -211,11 +208,9 @@ class StepTimeModel:
                 f"{self.bytes_source}; correction {self.correction}; {interval}; {held}")
 
 
-
 def _show(x: float) -> str:
     """A hyperparameter as written (4096), a size in 3 digits (1.2e+11)."""
     return str(int(x)) if float(x).is_integer() and abs(x) < 1e6 else f"{x:.3g}"
-
 
 
 def min_for_interval(level: float) -> int:
@@ -227,7 +222,6 @@ def min_for_interval(level: float) -> int:
 #: the nearest configs (the whole matrix grows as n^2: 20,000 configs took 3 GB, and a tree
 #: is faster from some 500 x 500 on).
 DENSE_DISTANCES = 250_000
-
 
 
 def nearest_configs(x: np.ndarray, train_x: np.ndarray, k: int,
@@ -253,7 +247,6 @@ def nearest_configs(x: np.ndarray, train_x: np.ndarray, k: int,
         dist = dist[keep].reshape(len(x), -1)
         idx = idx[keep].reshape(len(x), -1)
     return dist, idx
-
 
 
 def difficulty_of(x: np.ndarray, train_x: np.ndarray, residuals: np.ndarray, scale0: float,

@@ -11,7 +11,6 @@ from paradnn.analysis.prediction.correction import learn
 from paradnn.analysis.prediction.data import numeric
 
 
-
 def bytes_coef(sizes: np.ndarray, xla_bytes: np.ndarray) -> tuple[tuple[float, float, float], int]:
     """Coefficients (a, b, c) of ``B = a S + b A + c I`` fitted to XLA's ``xla_bytes`` (B) from
     the ``sizes`` (configs x [state, activation, batch] B), and the configs they rest on; the
@@ -30,7 +29,6 @@ def bytes_coef(sizes: np.ndarray, xla_bytes: np.ndarray) -> tuple[tuple[float, f
     return (3.0, 2.0, 1.0), 0
 
 
-
 def fit_bytes(train: pd.DataFrame) -> tuple[tuple[float, float, float], str]:
     """Coefficients (a, b, c) of ``B = a S + b A + c I`` against XLA's bytes_per_step, or a
     fixed assumption where the rows have no byte counts; and how they were found."""
@@ -41,7 +39,6 @@ def fit_bytes(train: pd.DataFrame) -> tuple[tuple[float, float, float], str]:
         return coef, "3 x state + 2 x activations + 1 x batch (assumed: no byte counts)"
     return coef, (f"{coef[0]:.3g} x state + {coef[1]:.3g} x activations + {coef[2]:.3g} x "
                   f"batch (fitted to XLA's bytes_per_step of {n} configs)")
-
 
 
 def fit_roofline(flops: np.ndarray, nbytes: np.ndarray, t: np.ndarray, pf: np.ndarray,
@@ -76,9 +73,9 @@ def fit_roofline(flops: np.ndarray, nbytes: np.ndarray, t: np.ndarray, pf: np.nd
     n = len(t)
     # Many configs: relative tolerances of 1e-6 instead of 1e-8 (a millionth of an efficiency
     # moves no prediction), and the 8 starting points tried on an even subsample of
-    # correction.GP_EXACT_MAX configs, the best one then polished on all: the multi-start only picks the
+    # GP_EXACT_MAX configs, the best one then polished on all: the multi-start only picks the
     # basin, and it cost 8 full fits per fit.
-    # Up to correction.GP_EXACT_MAX configs the fit is the one the prediction study measured: finite
+    # Up to GP_EXACT_MAX configs the fit is the one the prediction study measured: finite
     # differences, default tolerances, 8 starts (the analytic Jacobian alone moved 2 of its
     # intervals' coverages by a config or two).
     big = n > correction.GP_EXACT_MAX
@@ -103,12 +100,10 @@ def fit_roofline(flops: np.ndarray, nbytes: np.ndarray, t: np.ndarray, pf: np.nd
     return float(ec), float(eb), float(o)
 
 
-
 def median_positive(v: np.ndarray) -> float:
     """The median of the positive values of ``v`` (NaN where none)."""
     v = v[v > 0]
     return float(np.median(v)) if len(v) else float("nan")
-
 
 
 def peak_of(train: pd.DataFrame, col: str) -> float:

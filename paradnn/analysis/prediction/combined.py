@@ -13,7 +13,6 @@ from paradnn.errors import ParadnnError
 from paradnn.record import PREDICTED
 
 
-
 def predicted_rows(df: pd.DataFrame) -> pd.DataFrame:
     """The rows of ``df`` that are predictions (``status == "predicted"``), the latest one per
     config and platform when a config was predicted several times."""
@@ -24,7 +23,6 @@ def predicted_rows(df: pd.DataFrame) -> pd.DataFrame:
     if len(rows) and "time_utc" in rows.columns and ident:
         rows = rows.sort_values("time_utc").drop_duplicates(ident, keep="last")
     return rows
-
 
 
 def completed(df: pd.DataFrame, value: str = "examples_per_sec") -> pd.DataFrame:
@@ -45,7 +43,6 @@ def completed(df: pd.DataFrame, value: str = "examples_per_sec") -> pd.DataFrame
     pred = pred.assign(source="predicted", status="ok")
     pred[value] = pred[f"predicted_{value}"]
     return pd.concat([meas, pred], ignore_index=True)
-
 
 
 def completed_heatmap(df: pd.DataFrame, x: str, y: str, value: str = "examples_per_sec",

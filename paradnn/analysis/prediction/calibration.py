@@ -24,7 +24,6 @@ from paradnn.analysis.prediction.roofline import bytes_coef, fit_roofline, media
 FOLD_MULTISTART_MAX = 50
 
 
-
 def folds_of(n: int, k: int, seed: int) -> np.ndarray:
     """Fold number of each of ``n`` configs, shuffled with ``seed``."""
     k = max(2, min(k, n))
@@ -32,7 +31,6 @@ def folds_of(n: int, k: int, seed: int) -> np.ndarray:
     out = np.empty(n, dtype=int)
     out[order] = np.arange(n) % k
     return out
-
 
 
 def _oof(n: int, folds: int, seed: int, refit: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -47,9 +45,8 @@ def _oof(n: int, folds: int, seed: int, refit: Any) -> tuple[np.ndarray, np.ndar
     return resid, fold
 
 
-
 class _FoldRefits:
-    """The held-out residuals of a big fit's folds (more than ``correction.GP_EXACT_MAX`` configs), refit
+    """The held-out residuals of a big fit's folds (more than ``GP_EXACT_MAX`` configs), refit
     from the fit's own pieces instead of from scratch.
 
     Each fold refits what depends on the step times it holds: the roofline (efficiencies and
@@ -102,9 +99,8 @@ class _FoldRefits:
         return r
 
 
-
 class _ExactRefits:
-    """The held-out residuals of an exact fit's folds (up to ``correction.GP_EXACT_MAX`` configs, or a
+    """The held-out residuals of an exact fit's folds (up to ``GP_EXACT_MAX`` configs, or a
     correction other than the Gaussian process), each the residual of the model :func:`_fit_core`
     would fit on the other configs, computed on arrays prepared once per fit.
 
@@ -158,7 +154,6 @@ class _ExactRefits:
         return r - np.asarray(reg.predict(x[held]), dtype=float)
 
 
-
 def _axis_splits(train: pd.DataFrame, numeric: Sequence[str]) -> list[np.ndarray]:
     """One mask per value of every ``SCORE_AXES`` axis of ``numeric`` with at least 3 values,
     where the other configs still make a fit."""
@@ -172,7 +167,6 @@ def _axis_splits(train: pd.DataFrame, numeric: Sequence[str]) -> list[np.ndarray
             if (~mask).sum() >= MIN_CONFIGS:
                 out.append(mask)
     return out
-
 
 
 def calibrate(model: StepTimeModel, train: pd.DataFrame, corr: Correction, level: float,

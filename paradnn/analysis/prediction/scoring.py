@@ -8,13 +8,13 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from paradnn.analysis.prediction.calibrate import folds_of
+from paradnn.analysis.prediction.calibration import folds_of
 from paradnn.analysis.prediction.correction import DEFAULT_CORRECTION, check_correction
 from paradnn.analysis.prediction.data import (
     CALIBRATE_AXES, DEFAULT_LEVEL, FOLDS, MIN_CONFIGS, SCORE_AXES, check_level, config_table,
     group_label, groups, measured, numeric, select,
 )
-from paradnn.analysis.prediction.fit import fit, fit_columns
+from paradnn.analysis.prediction.fitting import fit, fit_columns
 from paradnn.analysis.prediction.model import StepTimeModel
 from paradnn.errors import ParadnnError
 
@@ -22,7 +22,6 @@ from paradnn.errors import ParadnnError
 #: Columns of :func:`score`'s table.
 SCORE_COLUMNS = ("group", "scheme", "held_out", "model", "configs", "median_ape", "p90_ape",
                  "coverage", "median_relative_width")
-
 
 
 def errors(pred: pd.DataFrame) -> dict[str, float]:
@@ -39,7 +38,6 @@ def errors(pred: pd.DataFrame) -> dict[str, float]:
             "median_relative_width": float(np.median(numeric(pred, "prediction_relative_width")))}
 
 
-
 def held_out(rows: pd.DataFrame, test_mask: np.ndarray, correction: str, level: float,
              seed: int = 0, calibrate_axes: bool = CALIBRATE_AXES) -> pd.DataFrame:
     """Fit on the configs of ``rows`` (a config table) outside ``test_mask``, predict those in it:
@@ -48,7 +46,6 @@ def held_out(rows: pd.DataFrame, test_mask: np.ndarray, correction: str, level: 
     model = fit(train, correction, level, seed=seed, include_unstable=True,
                 calibrate_axes=calibrate_axes)
     return model.predict(test)
-
 
 
 def score(df: pd.DataFrame, correction: str = DEFAULT_CORRECTION, level: float = DEFAULT_LEVEL,
@@ -111,7 +108,6 @@ def score(df: pd.DataFrame, correction: str = DEFAULT_CORRECTION, level: float =
     if keep_predictions:
         result.attrs["predictions"] = pd.concat(preds, ignore_index=True) if preds else pd.DataFrame()
     return result
-
 
 
 def score_on(model: StepTimeModel, rows: pd.DataFrame, peak_flops: float | None = None,

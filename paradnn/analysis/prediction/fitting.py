@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from paradnn.analysis.columns import FAMILY_FIELDS, WORKLOAD_FIELDS, require_columns
-from paradnn.analysis.prediction.calibrate import calibrate
+from paradnn.analysis.prediction.calibration import calibrate
 from paradnn.analysis.prediction.correction import (
     DEFAULT_CORRECTION, Correction, check_correction, learn,
 )
@@ -22,7 +22,6 @@ from paradnn.analysis.prediction.data import (
 from paradnn.analysis.prediction.model import FeatureSpace, StepTimeModel
 from paradnn.analysis.prediction.roofline import fit_bytes, fit_roofline, peak_of
 from paradnn.errors import ParadnnError
-
 
 
 def fit(rows: pd.DataFrame, correction: str = DEFAULT_CORRECTION, level: float = DEFAULT_LEVEL,
@@ -59,7 +58,6 @@ def fit(rows: pd.DataFrame, correction: str = DEFAULT_CORRECTION, level: float =
     return model
 
 
-
 def fit_columns(df: pd.DataFrame) -> list[str]:
     """The columns of ``df`` a fit reads: a store row has some 200, and the folds of a fit
     copy their rows many times over."""
@@ -71,12 +69,10 @@ def fit_columns(df: pd.DataFrame) -> list[str]:
     return [c for c in df.columns if c in keep]
 
 
-
 def _one_thread() -> Any:
     """BLAS on one thread while fitting: the matrices are small, and on a loaded host a thread
     pool per call made a Gaussian-process fit 6x slower (48 s against 7.5 s, 180 configs)."""
     return learn().threadpool_limits(1)
-
 
 
 def _fit_core(train: pd.DataFrame, group: dict[str, Any], corr: Correction,
@@ -126,7 +122,6 @@ def _fit_core(train: pd.DataFrame, group: dict[str, Any], corr: Correction,
     return model
 
 
-
 @dataclass
 class Predictor:
     """The fitted models of a frame's groups, and why a group got none."""
@@ -141,10 +136,8 @@ class Predictor:
         return None
 
 
-
 def _same(a: Any, b: Any) -> bool:
     return (is_missing(a) and is_missing(b)) or a == b
-
 
 
 def fit_all(df: pd.DataFrame, correction: str = DEFAULT_CORRECTION, level: float = DEFAULT_LEVEL,
