@@ -557,6 +557,31 @@ def test_a_big_fit_uses_inducing_points_and_its_intervals_still_cover(monkeypatc
     assert np.median(gp_err) < 0.6 * np.median(none_err)
 
 
+def test_exact_folds_refit_on_arrays_are_the_folds_refit_from_scratch(fc_rows):
+    """The calibration's fold refits of an exact fit (arrays prepared once) give the residuals a
+    model fitted from scratch on the fold's rows gives (same roofline start, same kernel)."""
+    from paradnn.analysis.prediction import calibration, fitting
+
+    rows = fc_rows.assign(step_time_s=fc_rows["step_time_s"] * (1024 / fc_rows["nodes"]) ** 0.3)
+    table = P.config_table(P.measured(rows)[0])
+    group = P.groups(table)[0]
+    for name in ("gp", "none"):
+        corr = P.CORRECTIONS[name]
+        model = fitting._fit_core(table, group, corr, 0.9)
+        start = (model.compute_efficiency, model.bandwidth_efficiency, model.overhead_s)
+        refits = calibration._ExactRefits(model, table, corr)
+        masks = [P.folds_of(len(table), 5, 0) == f for f in range(5)]
+        masks += calibration._axis_splits(table, model._space.numeric)
+        assert len(masks) > 10  # k-fold and every value of nodes, layers and batch
+        for mask in masks:
+            fold = fitting._fit_core(table[~mask].reset_index(drop=True), group, corr, 0.9,
+                                     model._regressor, start)
+            held = table[mask]
+            expect = np.log(held["step_time_s"].to_numpy(float)) - np.log(
+                fold.baseline(held) * np.exp(fold._log_correction(held)))
+            np.testing.assert_allclose(refits.residuals(mask), expect, rtol=0, atol=1e-6)
+
+
 def test_inducing_gp_with_every_config_is_the_exact_gp():
     L = P.learn()
     rng = np.random.default_rng(0)
