@@ -349,8 +349,10 @@ def table(results: dict[str, Any]) -> str:
 
     for kind, prefix in (("commands", "`paradnn "), ("calls", "")):
         for name, got in results[kind].items():
+            # A note is a command's last lines: no "|" in a Markdown cell.
             cells = [f"{g['seconds']:.1f} / {g['cpu_seconds']:.1f}" if g.get("seconds") is not None
-                     else (g.get("note") or "failed") for g in got["runs"]]
+                     else f"failed (exit {g.get('rc')}): {g.get('note') or ''}".replace("|", "/")
+                     for g in got["runs"]]
             label = f"{prefix}{name}`" if prefix else f"{name} (call)"
             growth = f"{exp(got['exponent'])} / {exp(got.get('cpu_exponent'))}"
             lines.append("| " + " | ".join([label, *cells, growth]) + " |")

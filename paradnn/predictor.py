@@ -379,7 +379,9 @@ def adaptive_sweep(
 
     Returns the store's rows of this grid's configs: the measured ones and, with
     ``predict_rest``, the predicted ones (``status = "predicted"``); ``attrs["rounds"]`` lists
-    what each round measured and why.
+    what each round measured and why; ``attrs["missing"]`` the configs an infrastructure fault
+    left unrecorded (as :func:`paradnn.sweeper.sweep` names them: config, record key, why), each
+    chosen once and not again by this sweep; ``paradnn sweep --budget`` exits 1 when any is.
     """
     workloads, settings, run = _workloads(file_or_grid)
     budget = parse_int(budget, "budget")
@@ -411,8 +413,26 @@ def adaptive_sweep(
             stream.write(f"paradnn sweep --budget: {text}\n")
             stream.flush()
 
+    # Configs an infrastructure fault left unrecorded (a lost Ray worker): named at the end, as a
+    # plain sweep names them, unless a later run recorded them; never chosen again by this sweep
+    # (a config lost every time would otherwise be chosen every round).
+    lost: list[tuple[str, str, str]] = []  # (config, record key, why), as sweep's attrs["missing"]
+    lost_keys: set[str] = set()  # their workload keys
+
+    def note_lost(keys: list[str], got: pd.DataFrame) -> None:
+        if got.attrs.get("missing"):
+            lost.extend(got.attrs["missing"])
+            have = set(got["workload_key"]) if "workload_key" in got.columns else set()
+            lost_keys.update(k for k in keys if k not in have)
+
+    def finish(frame: pd.DataFrame) -> pd.DataFrame:
+        keys = set(frame["key"]) if "key" in frame.columns else set()
+        frame.attrs["missing"] = [m for m in lost if m[1] not in keys]
+        return frame
+
     def measure(keys: list[str]) -> pd.DataFrame:
         got = run_sweep([by_key[k] for k in keys], store=store, progress=stream or False, **options)
+        note_lost(keys, got)
         if not retry_unstable or not len(got):
             return got
         steady = set(P.measured(got)[0]["workload_key"])
@@ -421,14 +441,14 @@ def adaptive_sweep(
         if not again:
             return got
         say(f"{len(again)} config(s) missed the precision target: measuring them once more")
-        run_sweep([by_key[k] for k in again], store=store, progress=stream or False,
-                  remeasure_unstable=True, **options)
+        note_lost(again, run_sweep([by_key[k] for k in again], store=store,
+                                   progress=stream or False, remeasure_unstable=True, **options))
         return load(store).pipe(lambda f: f[f["key"].isin(set(got["key"])) | (
             f["workload_key"].isin(set(keys)) & (f["status"] != PREDICTED))])
 
     if budget >= len(by_key):
         say(f"the budget ({budget}) covers all {len(by_key)} configs: measuring them all")
-        return measure(list(by_key))
+        return finish(measure(list(by_key)))
     n_start = min(budget, start) if start is not None else P.start_size(budget)
     first = P.space_filling(cand, n_start)[:budget]
     say(f"{len(by_key)} configs, budget {budget}: a space-filling start of {len(first)}, then "
@@ -438,7 +458,7 @@ def adaptive_sweep(
     while True:
         frame = load(store)
         done = _measured_keys(frame, set(by_key), like)
-        left = cand[~cand["workload_key"].isin(done)]
+        left = cand[~cand["workload_key"].isin(done | lost_keys)]
         if len(done) >= budget or not len(left):
             break
         rows = sized(frame[frame["workload_key"].isin(done) & (frame["status"] != PREDICTED)])
@@ -447,7 +467,8 @@ def adaptive_sweep(
         except ParadnnError as exc:
             # Too few usable configs yet (failures, unstable runs): more of the start.
             say(f"no model yet ({exc}); measuring more of the space-filling start")
-            extra = [k for k in P.space_filling(cand, len(done) + per_round) if k not in done][:per_round]
+            extra = [k for k in P.space_filling(cand, len(done) + len(lost_keys) + per_round)
+                     if k not in done and k not in lost_keys][:per_round]
             extra = extra or list(left["workload_key"].iloc[:per_round])
             measure(extra)
             rounds.append({"round": len(rounds), "measured": extra, "why": "no model yet"})
@@ -475,4 +496,4 @@ def adaptive_sweep(
     frame = load(store)
     out = frame[frame["workload_key"].isin(set(by_key))].reset_index(drop=True)
     out.attrs["rounds"] = rounds
-    return out
+    return finish(out)

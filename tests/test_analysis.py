@@ -581,7 +581,7 @@ def _imports(path):
 #: Imports a pipeline module may make inside a function, and why: scikit-learn and SciPy cost
 #: about 5 s of start-up, which every ``paradnn`` command would pay (the prediction fit is the
 #: only user; measured 7.5 s vs 2.7 s for ``paradnn --help``).
-_LAZY_ALLOWED = {"paradnn/analysis/prediction.py": ("sklearn", "scipy", "threadpoolctl")}
+_LAZY_ALLOWED = {"paradnn/analysis/prediction/correction.py": ("sklearn", "scipy", "threadpoolctl")}
 
 
 def test_pipeline_imports_at_module_level_and_no_private_names():

@@ -4,6 +4,7 @@ measurements (docs/prediction.md)."""
 from __future__ import annotations
 
 import argparse
+import sys
 
 from paradnn import predictor
 from paradnn.analysis.prediction import CORRECTIONS, DEFAULT_CORRECTION, DEFAULT_LEVEL
@@ -160,4 +161,11 @@ def budget_sweep(args: argparse.Namespace) -> int:
           + f"), {int((df['status'] == 'predicted').sum())} predicted row(s) (status predicted) "
           f"in {df['workload_key'].nunique()} configs of {args.file}; `paradnn predict --score "
           f"--store {args.store}` scores the model")
+    missing = df.attrs.get("missing", [])
+    if missing:
+        # As a plain sweep (paradnn.cli.sweep): never exit 0 with a config missing.
+        print(f"paradnn sweep --budget: {len(missing)} config(s) missing (infrastructure faults; "
+              "not stored; run the sweep again to measure them): "
+              + "; ".join(f"{name} [key {key}]" for name, key, _why in missing), file=sys.stderr)
+        return 1
     return 0
