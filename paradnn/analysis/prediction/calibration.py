@@ -18,10 +18,12 @@ from paradnn.analysis.prediction.roofline import bytes_coef, fit_roofline, media
 
 
 #: Most configs of a fit whose folds fit their roofline from the 8 starting points, as the fit
-#: does; bigger fits' folds start from the fit's optimum only (their data are most of the
-#: fit's), 5x faster. The prediction study's errors are the same either way, its coverages
-#: move by one to three configs (docs/prediction.md, "Many configs"); 200 keeps them exactly.
-FOLD_MULTISTART_MAX = 50
+#: does: every exact fit (``GP_EXACT_MAX`` = 200 configs), so that the study's grids keep their
+#: numbers to the digit. Bigger fits' folds start from the fit's optimum only (their data are
+#: most of the fit's), 5x faster. At 50 a 1,000-row store scores in 30 CPU s instead of 146,
+#: but the study's coverages move by one to three configs, up to 2 points (docs/prediction.md,
+#: "Many configs"): more than the one point the prediction study allows.
+FOLD_MULTISTART_MAX = 200
 
 
 def folds_of(n: int, k: int, seed: int) -> np.ndarray:
