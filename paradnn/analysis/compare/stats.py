@@ -13,7 +13,6 @@ from typing import Any, Sequence
 
 import numpy as np
 import pandas as pd
-from scipy import stats as scipy_stats
 
 #: Confidence level of every interval.
 LEVEL = 0.95
@@ -42,6 +41,8 @@ def mann_whitney_many(pairs: Sequence[tuple[Sequence[float], Sequence[float]]]) 
     the same sample sizes and method are tested in one call of ``scipy.stats.mannwhitneyu``
     (one row each): a call costs about 1 ms whatever its rows, and the configs of a compare
     share a few sample sizes."""
+    from scipy import stats as scipy_stats  # lazily: 0.5 s to import, and every command imports analysis
+
     out = np.full(len(pairs), np.nan)
     groups: dict[tuple[int, int, str], list[int]] = {}
     arrays = [(np.asarray(x, dtype=float), np.asarray(y, dtype=float)) for x, y in pairs]
@@ -100,6 +101,8 @@ def relative_spread(samples: Sequence[float]) -> float:
 def t_two_sided(t: float, df: float) -> float:
     """Two-sided p-value of Student's t statistic ``t`` with ``df`` degrees of freedom
     (``scipy.stats.t``); 0 for an infinite ``t``, NaN for NaN."""
+    from scipy import stats as scipy_stats  # lazily: 0.5 s to import, and every command imports analysis
+
     if not np.isfinite(t):
         return 0.0 if abs(t) == math.inf else math.nan
     return float(2.0 * scipy_stats.t.sf(abs(t), df))
@@ -110,6 +113,8 @@ def t_quantile(level: float, df: float) -> float:
     """The two-sided ``level`` critical value of Student's t with ``df`` degrees of freedom
     (1.96 for a large df at 95%; ``scipy.stats.t``). Kept per (level, df): the configs of a
     compare share a few run counts."""
+    from scipy import stats as scipy_stats  # lazily: 0.5 s to import, and every command imports analysis
+
     return float(scipy_stats.t.ppf(0.5 + level / 2, df))
 
 

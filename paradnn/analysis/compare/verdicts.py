@@ -7,7 +7,6 @@ import math
 from typing import Sequence
 
 import numpy as np
-from scipy import stats as scipy_stats
 
 #: The verdicts of a config, in the order tables list them.
 VERDICTS = ("regression", "improvement", "inconclusive", "unchanged")
@@ -22,6 +21,8 @@ def benjamini_hochberg(p: Sequence[float]) -> np.ndarray:
     (``scipy.stats.false_discovery_control``) over the finite values of ``p``; NaN stays NaN.
     ``q < alpha`` keeps the expected share of false discoveries among the significant configs
     at most ``alpha``."""
+    from scipy import stats as scipy_stats  # lazily: 0.5 s to import, and every command imports analysis
+
     p = np.asarray(p, dtype=float)
     q = np.full(len(p), np.nan)
     idx = np.flatnonzero(np.isfinite(p))
