@@ -7,6 +7,8 @@ frameworks; a store that holds several of them is split by :func:`comparisons`.
 
 from __future__ import annotations
 
+import json
+
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
@@ -362,8 +364,6 @@ FRAMEWORK_CHOICE, BEST_CALIBRATION = "framework_choice", "best_calibration"
 
 def _best_rows(df: pd.DataFrame, side: str) -> pd.DataFrame:
     # The rows of runs at the best stack, with the id of the calibration that chose each.
-    import json
-
     if FRAMEWORK_CHOICE not in df.columns or not (df[FRAMEWORK_CHOICE] == "best").any():
         raise ParadnnError(f"best_stack_speedup: {side} has no records of a run at the best stack (column "
                            f"{FRAMEWORK_CHOICE} == 'best'); allowed: records of framework='best' runs "
