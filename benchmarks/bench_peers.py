@@ -7,8 +7,12 @@ in memory; the same layer shapes, so the same work whatever the initialization):
 * cnn:  CNN(block residual, blocks 1, filters 16, image 64, output 100), batch 32
 * lstm: RNN(cell lstm, layers 1, embed 256, length 20, vocab 1024), batch 64
 
-Contenders, interleaved round by round (order alternating) in one process so that the load of
-a shared host hits all alike:
+Contenders, interleaved round by round (order alternating) so that the load of a shared host
+hits all alike, each in a process of its own: frameworks sharing one process slow each other
+(TensorFlow's and Inductor's thread pools, two OpenMP runtimes). Measured on the 2-core host, the
+CNN's torch contenders ran at 0.4x-0.5x their own speed when TensorFlow lived in the same process,
+and paradnn's JAX step at 0.55x. The parent only sends "run N steps" and reads the seconds back;
+a child waiting for its next turn sleeps in a blocking read.
 
 * paradnn:        paradnn's K-step compiled call with its default XLA preset ("best"), exactly
                   the program ``paradnn.run`` times
@@ -41,6 +45,7 @@ import argparse
 import json
 import os
 import statistics
+import subprocess
 import sys
 import time
 from typing import Callable
@@ -288,26 +293,75 @@ def keras_runner(name: str, spec, batch: int, k: int) -> Runner:
 
 
 # --------------------------------------------------------------------------------- driver
-def contenders(name: str, spec, batch: int, k: int, only: list[str] | None = None) -> dict[str, Runner]:
-    out: dict[str, Runner] = {}
-    builders = {
-        "paradnn": lambda: paradnn_runner(spec, batch, "best", k),
-        "paradnn-stock": lambda: paradnn_runner(spec, batch, "stock", k),
-        "paradnn-torch": lambda: backend_runner(spec, batch, "torch", k),
-        "paradnn-tf": lambda: backend_runner(spec, batch, "tensorflow", k),
-        "torch-eager": lambda: torch_runner(name, spec, batch, compiled=False),
-        "torch-compile": lambda: torch_runner(name, spec, batch, compiled=True),
-        "keras-tf": lambda: keras_runner(name, spec, batch, k),
-    }
-    for label, build in builders.items():
+#: What each contender is made of (config name, spec, batch, K) -> its runner, built in its child.
+BUILDERS: dict[str, Callable[[str, object, int, int], Runner]] = {
+    "paradnn": lambda name, spec, batch, k: paradnn_runner(spec, batch, "best", k),
+    "paradnn-stock": lambda name, spec, batch, k: paradnn_runner(spec, batch, "stock", k),
+    "paradnn-torch": lambda name, spec, batch, k: backend_runner(spec, batch, "torch", k),
+    "paradnn-tf": lambda name, spec, batch, k: backend_runner(spec, batch, "tensorflow", k),
+    "torch-eager": lambda name, spec, batch, k: torch_runner(name, spec, batch, compiled=False),
+    "torch-compile": lambda name, spec, batch, k: torch_runner(name, spec, batch, compiled=True),
+    "keras-tf": lambda name, spec, batch, k: keras_runner(name, spec, batch, k),
+}
+
+
+def child_main(name: str, label: str, k: int) -> None:
+    """A contender's process: build it, say ``ready`` (or ``skip REASON``), then for each line
+    ``N`` read from the parent run N steps and answer the seconds per step. The answers go on a
+    private copy of stdout: what the frameworks print goes to stderr."""
+    answers = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)
+    spec, batch = CONFIGS[name]
+    try:
+        run = BUILDERS[label](name, spec, batch, k)
+    except ImportError as exc:
+        answers.write(f"skip {exc.name} not installed; pip install -e .[bench]\n")
+        return
+    except SpecError as exc:  # a paradnn backend whose framework is missing
+        answers.write("skip " + " ".join(str(exc).split()) + "\n")  # one line
+        return
+    answers.write("ready\n")
+    for line in sys.stdin:
+        answers.write(f"{run(int(line))!r}\n")
+
+
+class Child:
+    """One contender in its own process (:func:`child_main`); calling it runs N steps there."""
+
+    def __init__(self, name: str, label: str, k: int):
+        self.label = label
+        self.proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--child", name, label, str(k)],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
+        self.status = self.proc.stdout.readline().strip()
+        if self.status != "ready":
+            self.close()
+
+    def __call__(self, steps: int) -> float:
+        self.proc.stdin.write(f"{steps}\n")
+        answer = self.proc.stdout.readline()
+        if not answer:
+            raise RuntimeError(f"contender {self.label}: its process ended (exit {self.proc.wait()})")
+        return float(answer)
+
+    def close(self) -> None:
+        if self.proc.stdin and not self.proc.stdin.closed:
+            self.proc.stdin.close()
+        self.proc.wait(timeout=60)
+
+
+def contenders(name: str, k: int, only: list[str] | None = None) -> dict[str, Child]:
+    """Every contender asked for (paradnn always), each started and built in turn (one compiles
+    at a time) in its own process; one whose framework is missing is reported and left out."""
+    out: dict[str, Child] = {}
+    for label in BUILDERS:
         if only and label not in only and label != "paradnn":
             continue
-        try:
-            out[label] = build()
-        except ImportError as exc:
-            print(f"  {label}: skipped ({exc.name} not installed; pip install -e .[bench])", file=sys.stderr)
-        except SpecError as exc:  # a paradnn backend whose framework is missing
-            print(f"  {label}: skipped ({exc})", file=sys.stderr)
+        child = Child(name, label, k)
+        if child.status == "ready":
+            out[label] = child
+        else:
+            reason = child.status.removeprefix("skip ") or f"its process ended (exit {child.proc.returncode})"
+            print(f"  {label}: skipped ({reason})", file=sys.stderr)
     return out
 
 
@@ -326,7 +380,12 @@ def interleave(runners: dict[str, Runner], rounds: int) -> dict[str, list[float]
 def bench_config(name: str, rounds: int, k: int, only: list[str] | None = None) -> dict:
     spec, batch = CONFIGS[name]
     print(f"\n{name}: {spec}, batch {batch}, float32, rmsprop; {rounds} interleaved rounds", flush=True)
-    times = interleave(contenders(name, spec, batch, k, only), rounds)
+    children = contenders(name, k, only)
+    try:
+        times = interleave(children, rounds)
+    finally:
+        for child in children.values():
+            child.close()
     peers = [label for label in times if not label.startswith("paradnn")]
     eps = {label: [batch / t for t in ts] for label, ts in times.items()}
     print(f"  {'contender':15s} {'examples/s (median)':>20s} {'paradnn / this (median of per-round ratios)':>45s}")
@@ -436,16 +495,23 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--json", default=None, help="also write the raw results here")
     p.add_argument("--contenders", default=None, help="comma list of contenders to run (default: all; "
                    "paradnn is always one: the ratios are to it)")
+    p.add_argument("--child", nargs=3, metavar=("CONFIG", "CONTENDER", "K"), help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    if args.child:
+        name, label, k = args.child
+        return child_main(name, label, int(k))
     print(f"host: {os.cpu_count()} logical CPUs; jax {jax.__version__}; paradnn {paradnn.__version__}; "
-          f"all figures from interleaved rounds in this process")
+          f"all figures from interleaved rounds, each contender in a process of its own (gemm: one process)")
+    only = args.contenders.split(",") if args.contenders else None
+    for label in only or ():
+        if label not in BUILDERS:
+            p.error(f"--contenders: unknown contender {label!r} (allowed: {', '.join(BUILDERS)})")
     results = []
     for name in args.only.split(","):
         if name == "gemm":
             results.append(bench_gemm(args.rounds, args.gemm_batch, args.gemm_n))
         elif name in CONFIGS:
-            results.append(bench_config(name, args.rounds, args.steps_per_call,
-                                        args.contenders.split(",") if args.contenders else None))
+            results.append(bench_config(name, args.rounds, args.steps_per_call, only))
         else:
             p.error(f"--only: unknown config {name!r} (allowed: fc, cnn, lstm, gemm)")
     if args.json:

@@ -349,6 +349,34 @@ def _flax_leaves(tree):
             yield key, np.asarray(value)
 
 
+def _fused_recurrent_layout(leaves, module):
+    """The Flax leaves with each TF1 kernel and bias of an rnn or lstm layer as the torch layer
+    that runs torch's fused kernel holds them (weight_ih and weight_hh transposed, the LSTM's
+    gates in torch's order); every other leaf as it is."""
+    from paradnn.backends.torch.models.generated import Recurrent, tf1_to_torch_gates
+
+    layers = iter([m for m in module.modules() if isinstance(m, Recurrent) and m.cell != "gru"])
+    out, it = [], iter(leaves)
+    for name, value in it:
+        if name != "kernel" or value.ndim != 2:
+            out.append((name, value))
+            continue
+        layer = next(layers, None)
+        if layer is None or value.shape[1] != layer.bias.shape[0]:
+            out.append((name, value))  # a Dense kernel (the head), not a recurrent one
+            continue
+        bias_name, bias = next(it)
+        assert bias_name == "bias", bias_name
+        if layer.cell == "lstm":
+            order = tf1_to_torch_gates(layer.hidden).numpy()
+            value, bias = value[:, order], bias[order]
+        n_in = value.shape[0] - layer.hidden
+        # As (out, in) 4-D-free tensors: the copy below transposes only Linear weights.
+        out += [("weight_ih", np.ascontiguousarray(value[:n_in].T)),
+                ("weight_hh", np.ascontiguousarray(value[n_in:].T)), ("bias", bias)]
+    return out
+
+
 @pytest.mark.parametrize("name,fields,batch", [
     pytest.param(*case.values, marks=[pytest.mark.slow] if case.values[0] == "cnn" else [], id=case.id)
     for case in TINY_CASES] + [
@@ -394,6 +422,7 @@ def test_forward_equals_jax_with_the_same_weights(name, fields, batch):
     module = model.make_module().train()
     linears = {n for n, m in module.named_modules() if isinstance(m, torch.nn.Linear)}
     named = list(module.named_parameters())
+    leaves = _fused_recurrent_layout(leaves, module)
     assert len(named) == len(leaves)
     with torch.no_grad():
         for (jax_name, value), (torch_name, p) in zip(leaves, named):

@@ -1,0 +1,39 @@
+"""benchmarks/bench_peers.py rehearsed on the CPU: every contender runs in a process of its own
+(frameworks sharing one process slow each other), is driven round by round from the parent, and
+the ratios come back. Their values are not checked: on a shared 2-core host they are noise."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+
+import pytest
+
+from helpers import ROOT, child_env
+
+SCRIPT = ROOT / "benchmarks" / "bench_peers.py"
+
+
+@pytest.mark.slow
+def test_contenders_run_in_their_own_processes(tmp_path):
+    pytest.importorskip("torch", reason="needs the torch extra (pip install 'paradnn[torch]') for the torch-eager peer")
+    out = tmp_path / "peers.json"
+    done = subprocess.run([sys.executable, str(SCRIPT), "--only", "fc", "--rounds", "2", "--steps-per-call", "2",
+                           "--contenders", "torch-eager", "--json", str(out)],
+                          capture_output=True, text=True, env=child_env(), timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr[-4000:]
+    (result,) = json.loads(out.read_text())
+    eps = result["examples_per_sec"]
+    assert sorted(eps) == ["paradnn", "torch-eager"]
+    assert all(len(v) == 2 and all(math.isfinite(x) and x > 0 for x in v) for v in eps.values()), eps
+    assert result["best_stack"] == "jax" and result["best_stack_vs_fastest_peer"] > 0
+    assert "a process of its own" in done.stdout and "paradnn / fastest peer per round" in done.stdout
+
+
+def test_an_unknown_contender_is_refused():
+    done = subprocess.run([sys.executable, str(SCRIPT), "--only", "fc", "--contenders", "torch-eager,no-such"],
+                          capture_output=True, text=True, env=child_env(), timeout=300)
+    assert done.returncode == 2
+    assert "--contenders: unknown contender 'no-such' (allowed: paradnn, paradnn-stock" in done.stderr
