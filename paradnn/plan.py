@@ -257,6 +257,9 @@ def plan(
         "to_run": int(counts.get("run", 0)),
         "oom": int(counts.get("oom", 0)),
         "repeat": repeat,
+        # best_stack: the configs are the default framework's until the sweep's calibration
+        # chooses one per family (paradnn.sweeper.stacks); the plan does not calibrate.
+        "best_stack": bool(config.best_stack),
         "params_min": _extreme(table["params"], min),
         "params_max": _extreme(table["params"], max),
         "flops_min": _extreme(table["model_flops_per_step"], min, float),

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -25,8 +26,27 @@ SPEC = paradnn.FC(layers=1, nodes=32, input=64, output=10)
 FAST = {"time_budget_s": 0.3, "warmup_s": 0.05}
 
 
+@pytest.fixture(scope="module", autouse=True)
+def private_cache(tmp_path_factory):
+    """This module's calibrations in a cache folder of its own (the probe's cache copied in):
+    pytest-xdist spreads the module's tests over its workers, each with its own calibration
+    fixture, and in a shared cache one worker's refresh replaces the calibration another
+    worker's tests compare with. Children (the CLI test) find it through PARADNN_CACHE."""
+    from paradnn import hardware
+    from paradnn.hardware import probe_cache
+
+    before = os.environ["PARADNN_CACHE"], hardware.CACHE_PATH, probe_cache.CACHE_PATH
+    folder = tmp_path_factory.mktemp("best-stack-cache")
+    if probe_cache.CACHE_PATH.exists():
+        shutil.copy(probe_cache.CACHE_PATH, folder / probe_cache.CACHE_PATH.name)
+    os.environ["PARADNN_CACHE"] = str(folder)
+    hardware.CACHE_PATH = probe_cache.CACHE_PATH = folder / probe_cache.CACHE_PATH.name
+    yield folder
+    os.environ["PARADNN_CACHE"], hardware.CACHE_PATH, probe_cache.CACHE_PATH = before
+
+
 @pytest.fixture(scope="module")
-def calibration():
+def calibration(private_cache):
     """One real calibration of jax, tensorflow and torch on a tiny FC (one round)."""
     return beststack.calibrate(Workload(SPEC, 16), MeasureSettings(**FAST), refresh=True, rounds=1, budget_s=0.5)
 
@@ -140,3 +160,67 @@ def test_a_speedup_of_best_stacks_says_which_stack_each_side_used():
     assert sp.attrs["a"].endswith("at its best stack (jax)") and sp.attrs["comparison"] == "best stack"
     with pytest.raises(ParadnnError, match="no records of a run at the best stack"):
         best_stack_speedup(a, b[b["framework"] == "jax"].drop(columns=["framework_choice", "best_calibration"]))
+
+
+def test_a_best_stack_sweep_measures_each_config_with_its_familys_choice(calibration, tmp_path):
+    """best_stack in a sweep: every record of the family names the framework its calibration
+    chose and carries that calibration, as a `run --framework best` record does."""
+    grid = paradnn.grid("fc", layers=1, nodes=[32, 48], input=64, output=10, batch=16)
+    lines = []
+
+    class Lines:
+        def write(self, text):
+            lines.append(text)
+
+        def flush(self):
+            pass
+
+    df = paradnn.sweep(grid, store=tmp_path / "best.db", best_stack=True, settings=FAST, progress=Lines(),
+                       retry_unstable_s=0)
+    assert len(df) == 2 and set(df["status"]) == {"ok"}
+    assert set(df["framework"]) == {calibration["chosen"]}
+    assert set(df["framework_choice"]) == {"best"}
+    assert {json.loads(c)["id"] for c in df["best_calibration"]} == {calibration["id"]}
+    text = "".join(lines)
+    assert f"fc: {calibration['chosen']} ({calibration['rule']}; calibration {calibration['id']})" in text
+    assert "differs from the one predicted" not in text  # the records' keys are the configs' own
+    # Resumed, nothing is measured again: the keys are those of the chosen framework.
+    again = paradnn.sweep(grid, store=tmp_path / "best.db", best_stack=True, settings=FAST, progress=False,
+                          retry_unstable_s=0)
+    assert again.attrs["written"] == [] and len(again) == 2
+
+
+def test_best_stack_is_refused_where_the_calibration_cannot_choose(tmp_path):
+    store = tmp_path / "never.db"
+    torch_config = paradnn.grid("fc", layers=1, nodes=32, input=64, output=10, batch=16, framework="torch")
+    with pytest.raises(SpecError, match=r"best_stack.*leave framework at its default \(jax\).*names torch"):
+        paradnn.sweep(torch_config, store=store, best_stack=True, progress=False)
+    assert not store.exists()
+    with pytest.raises(SpecError, match=r"best_stack.*only with executor='process' or 'inprocess'"):
+        paradnn.sweep(paradnn.grid("fc", layers=1, nodes=32, input=64, output=10, batch=16), store=store,
+                      best_stack=True, executor="ray", progress=False)
+    assert not store.exists()
+
+
+def test_a_sweep_file_says_framework_best(tmp_path):
+    from paradnn.sweeper import SweepConfig
+
+    base = "family: fc\nfixed: {layers: 1, input: 64, output: 10, batch: 16}\naxes: {nodes: [32, 48]}\n"
+    best = tmp_path / "best.yaml"
+    best.write_text(base + "framework: best\n")
+    config = SweepConfig.resolve(best, tmp_path / "s.db")
+    assert config.best_stack and {w.framework for w in config.workloads} == {backends.DEFAULT}
+    assert config.origins["best_stack"] == "sweep file run.best_stack"
+    for extra, key, reason in [
+            ("framework: [jax, best]\n", "framework", "best stands alone"),
+            ("framework: best\nrun: {best_stack: false}\n", "run.best_stack", "false, but framework is best")]:
+        bad = tmp_path / "bad.yaml"
+        bad.write_text(base + extra)
+        with pytest.raises(ParadnnError, match=f"{key}.*{reason}"):
+            SweepConfig.resolve(bad, tmp_path / "s.db")
+    parts = tmp_path / "parts.yaml"
+    parts.write_text("parts:\n"
+                     "  - {family: fc, layers: 1, nodes: 32, input: 64, output: 10, batch: 16, framework: best}\n"
+                     "  - {family: fc, layers: 1, nodes: 48, input: 64, output: 10, batch: 16, framework: torch}\n")
+    with pytest.raises(ParadnnError, match=r"parts\[0\]\.framework.*other configs name framework torch"):
+        SweepConfig.resolve(parts, tmp_path / "s.db")

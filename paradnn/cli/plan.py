@@ -70,6 +70,10 @@ def format_plan(result: Plan, rows: int = 10) -> str:
                         "of it, so all its configs are to measure)" if len(skipped) == 1 else
                         f" ({', '.join(skipped)} not started to plan: the store holds no record "
                         "of them, so all their configs are to measure)" if skipped else ""))
+    if s.get("best_stack"):
+        lines.insert(3, "frameworks       best stack: the sweep's first step chooses one per family by a "
+                        "short measured calibration, stored and reused (docs/frameworks.md); the "
+                        f"figures below are those of {frameworks.DEFAULT}")
     cal = s["calibration"]
     if s["wall_s"] is None:
         lines.append(f"estimated time   unknown: {cal['source']}")

@@ -289,6 +289,11 @@ def check_combination(values: Mapping[str, Any]) -> None:
             raise SpecError(name, dict(value) if isinstance(value, Mapping) else value,
                             "only with executor='ray'")
     check_overlap(executor, values.get("overlap", "auto"))
+    if values.get("best_stack") and executor == "ray":
+        # The calibration times the frameworks on the machine the sweep starts on; a Ray
+        # cluster's nodes may be other machines.
+        raise SpecError("best_stack", True, "only with executor='process' or 'inprocess' (the "
+                        "best-stack calibration measures the machine the sweep runs on)")
 
 
 def check_overlap(executor: Any, overlap: Any) -> None:
@@ -403,6 +408,14 @@ register(RunSetting(
     "0 to the CPU cores, or auto = 1 on a GPU host, 0 elsewhere (default: the file's, else "
     "auto; docs/performance.md)", annotation="int | str", key="overlap", flag="--overlap",
     metavar="N|auto"))
+register(RunSetting(
+    "best_stack", False, parse_switch, "true or false",
+    "measure every config with the framework that trains its family fastest on this machine, "
+    "chosen by a short measured calibration per family that is stored and reused "
+    "(docs/frameworks.md, \"The platform at its best stack\"); every record names the framework that ran and "
+    "carries the calibration (framework_choice, best_calibration). The configs must leave "
+    "framework at its default; a sweep file can also say framework: best",
+    annotation="bool", key="best_stack", flag="--best-stack", switch=True, plan=True))
 
 __all__ = ["DEFAULT_RETRY_UNSTABLE_S", "DEFAULT_TIMEOUT_S", "MAX_REPEAT", "RETRY_BUDGET_FACTOR", "RUN_KEYS", "RUN_SETTINGS", "RunSetting", "add_flags", "check_combination",
            "check_overlap", "check_run_value", "default_retry_unstable_s", "from_flags",

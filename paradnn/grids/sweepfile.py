@@ -12,7 +12,7 @@ import os
 from collections.abc import Iterable
 from typing import Any, Union
 
-from paradnn import families
+from paradnn import families, frameworks
 from paradnn.errors import ParadnnError, SpecError, echo
 from paradnn.families.ranges import MAX_CONFIGS, geometric, linear_range
 from paradnn.grids.product import Zipped, axes_of, check_size, concat, grid, max_params
@@ -75,8 +75,20 @@ def _yaml_axis(path: str, key: str, value: Any) -> Any:
     return value
 
 
+#: The framework value of a sweep file that asks for the platform's best stack (run.best_stack).
+BEST_STACK = "best"
+
+
+def _asks_best(value: Any) -> bool:
+    values = value if isinstance(value, list) else [value]
+    return any(isinstance(v, str) and v.strip().lower() == BEST_STACK for v in values)
+
+
 def _group_workloads(path: str, prefix: str, group: dict[str, Any],
-                     max_configs: int) -> list[Workload]:
+                     max_configs: int, best_groups: list[str]) -> list[Workload]:
+    """The configs of one family's group (the whole file, or one of its ``parts``); a group
+    whose framework is ``best`` leaves framework at its default and appends the key that said
+    so to ``best_groups``."""
     family = group.get("family")
     if family is None:
         raise _file_error(path, prefix + "family", "required: one of " + ", ".join(families.names()))
@@ -144,6 +156,14 @@ def _group_workloads(path: str, prefix: str, group: dict[str, Any],
             raise _file_error(path, keypath, "zipped axes must have equal lengths, got "
                               + ", ".join(f"{a}: {len(v)}" for a, v in lists.items()))
         zips.append(Zipped(lists))
+    if _asks_best(axes.get("framework")):
+        # framework: best is the run setting best_stack (load_sweep_file): the configs are
+        # the default framework's until the sweep's calibration chooses.
+        if axes["framework"] not in (BEST_STACK, [BEST_STACK]):
+            raise _file_error(path, where["framework"], f"{echo(axes['framework'])}: best stands "
+                              "alone (the calibration chooses one framework per family)")
+        del axes["framework"]
+        best_groups.append(where["framework"])
     # Count the product from the axes' lengths before building a single point.
     size = math.prod([len(z.points()) for z in zips]
                      + [len(v) if isinstance(v, (list, range)) else 1 for v in axes.values()])
@@ -187,6 +207,7 @@ def load_sweep_file(path: str | Any, max_configs: int | None = None, text: str |
     cap = MAX_CONFIGS if max_configs is None else parse_int(max_configs, "max_configs")
 
     workloads: list[Workload] = []
+    best_groups: list[str] = []  # the keys that said framework: best
     if "parts" in data:
         stray = sorted(set(data) - {"description", "settings", "run", "parts"})
         if stray:
@@ -201,9 +222,10 @@ def load_sweep_file(path: str | Any, max_configs: int | None = None, text: str |
             for bad in ("settings", "run", "parts", "description"):
                 if bad in part:
                     raise _file_error(path, f"parts[{i}].{bad}", "belongs at the top level")
-            workloads.extend(_group_workloads(path, f"parts[{i}].", part, cap - len(workloads)))
+            workloads.extend(_group_workloads(path, f"parts[{i}].", part, cap - len(workloads),
+                                              best_groups))
     else:
-        workloads = _group_workloads(path, "", data, cap)
+        workloads = _group_workloads(path, "", data, cap, best_groups)
     workloads = concat(workloads)
 
     settings = data.get("settings") or {}
@@ -230,10 +252,20 @@ def load_sweep_file(path: str | Any, max_configs: int | None = None, text: str |
         reason = check_run_value(key, value)
         if reason:
             raise _file_error(path, f"run.{key}", f"{echo(value)} is not {reason}")
+    run = dict(run)
+    if best_groups:
+        if run.get("best_stack") is False:
+            raise _file_error(path, "run.best_stack", f"false, but {best_groups[0]} is best")
+        others = sorted({w.framework for w in workloads} - {frameworks.DEFAULT})
+        if others:
+            raise _file_error(path, best_groups[0], f"best, but other configs name framework "
+                              f"{others[0]}: best applies to the whole sweep (every part leaves "
+                              "framework out or says best)")
+        run["best_stack"] = True
     description = data.get("description", "")
     if not isinstance(description, str):
         raise _file_error(path, "description", "a string")
-    return SweepPlan(path, workloads, dict(settings), dict(run), description)
+    return SweepPlan(path, workloads, dict(settings), run, description)
 
 
 #: What :func:`paradnn.sweep` and :func:`paradnn.plan.plan` accept as a sweep.

@@ -11,6 +11,7 @@ The package is named ``sweeper``, not ``sweep``: ``paradnn.sweep`` is the public
 * :mod:`~paradnn.sweeper.state`: what a run keeps (resume counts, its tally) and the commit of
   each record the moment it exists.
 * :mod:`~paradnn.sweeper.retry`: the automatic retry of unstable configs.
+* :mod:`~paradnn.sweeper.stacks`: a sweep at the platform's best stack (``best_stack``).
 * :mod:`~paradnn.sweeper.estimates`: the one estimate of a retry's cost (also ``paradnn plan``'s).
 * :mod:`~paradnn.sweeper.display`: the progress line and its time estimates.
 """

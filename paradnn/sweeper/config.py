@@ -87,6 +87,9 @@ class SweepConfig:
     #: Where each run setting's value came from (name -> ``"argument"`` or ``"sweep file
     #: run.KEY"``; a setting at its default is absent): ``paradnn plan`` names it.
     origins: Mapping[str, str] = dataclasses.field(default_factory=dict, compare=False)
+    #: Workload key -> the best-stack calibration that chose the config's framework (set when a
+    #: ``best_stack`` sweep starts: :func:`paradnn.sweeper.stacks.resolve_best`); empty otherwise.
+    calibrations: Mapping[str, Mapping[str, Any]] = dataclasses.field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
         # Checked here, not only in resolve(), so that no unchecked config reaches the sweep;
@@ -112,6 +115,7 @@ class SweepConfig:
             raise SpecError("store", self.store, "the path of a SQLite store file")
         put("store", Path(self.store))
         put("origins", FrozenDict(self.origins))
+        put("calibrations", FrozenDict(self.calibrations))
 
     @property
     def stale_after_s(self) -> float:

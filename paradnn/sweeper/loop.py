@@ -42,6 +42,7 @@ from paradnn.sweeper import retry
 from paradnn.sweeper.config import SweepConfig
 from paradnn.sweeper.display import Progress, progress_estimates
 from paradnn.sweeper.estimates import retry_budget_s
+from paradnn.sweeper.stacks import resolve_best, with_calibration
 from paradnn.sweeper.state import Resume, Tally, commit
 from paradnn.workload import Workload, short_name
 
@@ -98,6 +99,9 @@ def sweep(config: SweepConfig | GridLike, store: str | os.PathLike | None = None
                               else progress)
     Progress.announce(stream, len(config.workloads), config.source)
     tally = Tally(start=time.perf_counter())
+    # best_stack: each family's framework chosen (a stored calibration, or one measured now)
+    # before any worker starts, so that the calibration has the machine to itself.
+    config = resolve_best(config, stream)
     with make_executor(config.executor, timeout_s=config.timeout_s,
                        cache_dir=config.cache_dir, run_fn=run_fn, address=config.address,
                        resources=None if config.resources is None else dict(config.resources),
@@ -262,12 +266,14 @@ def _execute(config: SweepConfig, resume: Resume, ex: Any, db: Store, bar: Progr
                     bar.begin(w)
                 yield task
 
-    def replacing(task: Task, record: Record) -> Record:
+    def stored(task: Task, record: Record) -> Record:
+        record = with_calibration(config, task.workload, record)
         # A remeasurement of an unstable config names the attempt it replaces (once per config).
         named = resume.replaces.pop(task.key, None)
         return record.with_metrics(retry_of=named) if named and record.key == task.key else record
 
-    commit(ex.execute(tasks()), claimed, db, bar, stream, tally, replacing if resume.replaces else None)
+    commit(ex.execute(tasks()), claimed, db, bar, stream, tally,
+           stored if resume.replaces or config.calibrations else None)
 
 
 

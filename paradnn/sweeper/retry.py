@@ -18,6 +18,7 @@ from paradnn.store import Store, current_rows
 from paradnn.sweeper.config import SweepConfig
 from paradnn.sweeper.display import Progress
 from paradnn.sweeper.estimates import retry_budget_s, retry_estimate_s, retry_would_help
+from paradnn.sweeper.stacks import with_calibration
 from paradnn.sweeper.state import Resume, Tally, commit
 
 __all__ = ["RETRY_BUDGET_FACTOR", "QUIET_WAIT_S", "retry_budget_s", "retry_would_help",
@@ -105,6 +106,7 @@ def retry_unstable(config: SweepConfig, resume: Resume, ex: Any, db: Store,
 
     def as_asked(task: Task, record: Record) -> Record:
         running.pop(task.claim, None)
+        record = with_calibration(config, task.workload, record)
         record = dataclasses.replace(record, settings={**record.settings,
                                                        "time_budget_s": asked.time_budget_s},
                                      metrics={**record.metrics, "time_budget_used_s": budget_s,
