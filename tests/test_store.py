@@ -4,6 +4,7 @@ record was measured."""
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import subprocess
@@ -149,6 +150,29 @@ def test_merge_without_duplicates_and_round_trips(tmp_path):
     assert from_csv["examples_per_sec"].equals(merged["examples_per_sec"].astype(float))
     with pytest.raises(ParadnnError, match=r"\.csv or \.parquet"):
         export(out, tmp_path / "all.xlsx")
+
+
+def test_export_csv_writes_lists_as_json_and_reads_back_typed(tmp_path):
+    """The CSV (Arrow's writer): a list field is one JSON text, a flag reads back as a bool, a
+    number as the same float, a missing value as empty."""
+    import csv
+
+    db, out = tmp_path / "r.db", tmp_path / "r.csv"
+    r = record(32)
+    r = r.with_metrics(step_times_s=[0.0081, 0.0079, 1e-05], stable=True, step_time_cv=0.0123456789012345)
+    with Store(db) as s:
+        s.add(r)
+        s.add(record(64, status="error"))
+    assert export(db, out) == 2
+    rows = list(csv.DictReader(out.open()))
+    ok = next(row for row in rows if row["status"] == "ok")
+    assert json.loads(ok["step_times_s"]) == [0.0081, 0.0079, 1e-05]
+    assert ok["stable"] == "true" and float(ok["step_time_cv"]) == 0.0123456789012345
+    failed = next(row for row in rows if row["status"] == "error")
+    assert failed["step_times_s"] == "" and failed["error"] == "boom"
+    frame = pd.read_csv(out)
+    assert frame["stable"].dropna().tolist() == [True]
+    assert frame["examples_per_sec"].dropna().tolist() == [1032.0]
 
 
 WRITER = textwrap.dedent("""

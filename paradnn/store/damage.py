@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import threading
 import warnings
 from bisect import bisect_right
 from collections.abc import Sequence
@@ -17,7 +16,7 @@ from typing import Any
 
 from paradnn.errors import ParadnnWarning, SpecError, echo
 from paradnn.rowschema import RowSchema, read_row, row_schema
-from paradnn.store.files import is_damage, reopen
+from paradnn.store.files import is_damage
 from paradnn.store.schema import PathLike, migrate_row
 
 #: Why a stored row cannot be read back intact (:class:`Unreadable` ``cause``), and the words
@@ -202,34 +201,6 @@ def quick_check(con: sqlite3.Connection, path: Path) -> list[str]:
     # One problem per line; SQLite prefixes the first with the database's name.
     return found + [line for m in checked for line in m.splitlines()
                     if line.strip() and not line.startswith("*** in database")]
-
-
-def scan_and_check(con: sqlite3.Connection, path: Path
-                   ) -> tuple[list[tuple[int, dict[str, Any]]], list[Unreadable], list[str]]:
-    """:func:`scan` and :func:`quick_check` of the store ``con`` (from
-    :func:`paradnn.store.files.open_readonly`) reads, at once: quick_check runs in SQLite's C
-    code on a second connection in a thread (SQLite lets go of Python's lock while it reads),
-    while this thread decodes the rows. On a 40,000-row store that hides quick_check's 2 s
-    behind the decoding. Returns (rows, unreadable rows, quick_check's problems)."""
-    second = reopen(con)
-    box: dict[str, Any] = {}
-
-    def check() -> None:
-        try:
-            box["problems"] = quick_check(second, path)
-        except BaseException as exc:  # re-raised below, on the caller's thread
-            box["error"] = exc
-
-    thread = threading.Thread(target=check, name="paradnn-quick-check", daemon=True)
-    thread.start()
-    try:
-        rows, lost = scan(con, path)
-    finally:
-        thread.join()
-        second.close()  # before con: see reopen
-    if "error" in box:
-        raise box["error"]
-    return rows, lost, box["problems"]
 
 
 def damage_message(path: PathLike, lost: Sequence[Unreadable], problems: Sequence[str]) -> str:

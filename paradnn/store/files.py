@@ -77,9 +77,6 @@ class Connection(sqlite3.Connection):
     """The connection every store opens (``factory=`` of ``sqlite3.connect``): its cursors are
     :class:`_Cursor`, so a damaged file's bytes are SQLite damage wherever they are read."""
 
-    #: (URI, query_only) it was opened with, for :func:`reopen`; None for a writer's connection.
-    opened_as: tuple[str, bool] | None = None
-
     def cursor(self, factory: Any = _Cursor) -> Any:  # type: ignore[override]
         return super().cursor(factory)
 
@@ -327,7 +324,10 @@ def open_readonly(path: Path) -> sqlite3.Connection:
              and not any(Path(f"{path}{side}").exists() for side in _SIDE_FILES))
     try:
         # mode=rw never creates the file: a store that vanished meanwhile is an error here.
-        con = _connect(file_uri(path, "mode=rw" if alone else "mode=ro"), query_only=alone)
+        con = sqlite3.connect(file_uri(path, "mode=rw" if alone else "mode=ro"), uri=True,
+                              timeout=BUSY_TIMEOUT_S, factory=Connection)
+        if alone:
+            con.execute("PRAGMA query_only = ON")
         con.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
         return con
     except sqlite3.Error as exc:
@@ -339,7 +339,8 @@ def open_readonly(path: Path) -> sqlite3.Connection:
             raise store_error(path, exc, "be read", opening=True) from None
     con = None
     try:
-        con = _connect(file_uri(path, "immutable=1"), query_only=False)
+        con = sqlite3.connect(file_uri(path, "immutable=1"), uri=True, timeout=BUSY_TIMEOUT_S,
+                              factory=Connection)
         con.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
     except sqlite3.Error as exc:
         if con is not None:
@@ -350,26 +351,6 @@ def open_readonly(path: Path) -> sqlite3.Connection:
     return con
 
 
-
-
-def _connect(uri: str, query_only: bool, same_thread: bool = True) -> Connection:
-    """A :class:`Connection` to ``uri``, refusing every write when ``query_only``; it remembers
-    both, so that :func:`reopen` opens the store again the same way."""
-    con = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S, factory=Connection,
-                          check_same_thread=same_thread)
-    if query_only:
-        con.execute("PRAGMA query_only = ON")
-    con.opened_as = (uri, query_only)
-    return con
-
-
-def reopen(con: Connection) -> Connection:
-    """A second connection to the store ``con`` (from :func:`open_readonly`) reads, opened as
-    ``con`` was and usable from another thread: a read-only pass over the file (quick_check)
-    can then run beside this one. Close it before ``con``: where both may write (and only
-    refuse to), the last one to close removes the side files the first one's open created."""
-    uri, query_only = con.opened_as
-    return _connect(uri, query_only, same_thread=False)
 
 
 def is_damage(exc: sqlite3.Error) -> bool:

@@ -15,7 +15,7 @@ from typing import Any
 import pandas as pd
 
 from paradnn.errors import ParadnnError, ParadnnWarning, echo
-from paradnn.store.damage import DAMAGE_ATTR, Unreadable, scan_and_check, warn_damage
+from paradnn.store.damage import DAMAGE_ATTR, Unreadable, quick_check, scan, warn_damage
 from paradnn.store.files import Guard, check_file, check_meta, empty_file, open_readonly
 from paradnn.store.schema import PathLike, current_rows, rows_frame
 from paradnn.store.writer import Store
@@ -111,7 +111,8 @@ def _raw(path: Path) -> tuple[list[dict[str, Any]], list[Unreadable], list[str]]
     con = open_readonly(path)
     try:
         with Guard(path, "be read"):
-            rows, lost, problems = scan_and_check(con, path)
+            problems = quick_check(con, path)
+            rows, lost = scan(con, path)
     finally:
         con.close()
     warn_damage(path, lost, problems)
@@ -180,10 +181,18 @@ def _write_csv(frame: pd.DataFrame, path: PathLike) -> None:
     for name in frame.columns:
         column = frame[name]
         if column.dtype == object:
-            column = pd.Series([None if _missing(v) else json.dumps(v) if isinstance(v, (list, dict))
-                                else str(v) for v in column], dtype=object)
+            column = pd.Series([_csv_text(v) for v in column], dtype=object)
         columns[name] = pa.array(column, from_pandas=True)
     pacsv.write_csv(pa.table(columns), str(path))
+
+
+def _csv_text(value: Any) -> str | None:
+    """A value of a column of Python objects as CSV text, as Arrow writes a typed column's."""
+    if _missing(value):
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return json.dumps(value) if isinstance(value, (list, dict)) else str(value)
 
 
 def _parquet_kind(value: Any) -> str:
