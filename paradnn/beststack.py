@@ -284,10 +284,19 @@ def run_best(workload: Any, settings: Any = None, memory_limit_bytes: int | None
     """Measure ``workload`` at the best stack: :func:`resolve`, then
     :func:`paradnn.runner.run_workload` with the chosen framework; its record carries
     :func:`record_metrics`. Options in ``settings`` apply to their own framework only."""
+    chosen, calibration = resolve(workload, settings, refresh=refresh)
+    return run_resolved(chosen, calibration, settings, memory_limit_bytes)
+
+
+def run_resolved(chosen: Any, calibration: Mapping[str, Any], settings: Any = None,
+                 memory_limit_bytes: int | None = None) -> Any:
+    """Measure ``chosen`` (the workload :func:`resolve` gave, with its framework) and add
+    :func:`record_metrics` of ``calibration`` to its record: the second half of
+    :func:`run_best`, for a caller that does something between the two (the CLI sets up the
+    chosen framework's compilation cache)."""
     from paradnn.measure import MeasureSettings
     from paradnn.runner import run_workload
 
-    chosen, calibration = resolve(workload, settings, refresh=refresh)
     settings = settings or MeasureSettings()
     own = set(registry.option_names(chosen.framework))
     settings = MeasureSettings(options=tuple((k, v) for k, v in settings.options if k in own),
@@ -303,7 +312,7 @@ def _protocol() -> tuple[str, ...]:
 
 
 __all__ = ["BEST", "CALIBRATION_BUDGET_S", "MARGIN", "ROUNDS", "cache_key", "cache_path", "cached", "calibrate",
-           "candidates", "choose", "record_metrics", "resolve", "run_best", "time_in_child", "versions"]
+           "candidates", "choose", "record_metrics", "resolve", "run_best", "run_resolved", "time_in_child", "versions"]
 
 
 if __name__ == "__main__":

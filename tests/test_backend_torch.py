@@ -544,3 +544,23 @@ def test_transformer_bfloat16_autocast_trains(attention, tiny_settings):
     state, first = program.call(state, data, 1)
     state, second = program.call(state, data, 1)
     assert first.dtype == torch.float32 and B.loss_value(second) < B.loss_value(first)
+
+
+def test_the_same_max_pool_without_a_pad_takes_the_padded_pools_windows():
+    """Where SAME adds one row and column at the end only, the pool uses ceil_mode instead of a
+    -inf pad: the same values on every map size, kernel and stride tried."""
+    import itertools
+
+    import torch.nn.functional as F
+
+    from paradnn.backends.torch.models.generated import _max_pool_same, same_pads
+
+    gen = torch.Generator().manual_seed(0)
+    fast = 0
+    for n, m, k, s in itertools.product(range(1, 40), range(1, 12), (1, 2, 3, 4), (1, 2, 3)):
+        x = torch.randn(1, 2, n, m, generator=gen)
+        (lo_h, hi_h), (lo_w, hi_w) = same_pads(n, k, s), same_pads(m, k, s)
+        padded = F.max_pool2d(F.pad(x, (lo_w, hi_w, lo_h, hi_h), value=float("-inf")), k, s)
+        assert torch.equal(_max_pool_same(x, k, s), padded), (n, m, k, s)
+        fast += lo_h == lo_w == 0 and 0 < max(hi_h, hi_w) <= 1
+    assert fast > 100  # the ceil_mode path is among the shapes tried (the stem's: 32x32, 3, 2)

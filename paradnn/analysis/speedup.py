@@ -8,7 +8,6 @@ frameworks; a store that holds several of them is split by :func:`comparisons`.
 from __future__ import annotations
 
 import json
-
 from dataclasses import dataclass
 from typing import Callable, Sequence
 

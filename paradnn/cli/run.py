@@ -363,13 +363,12 @@ def _cmd_run_best(args: argparse.Namespace, workload: Workload, settings: Any) -
           f"{beststack.cache_path()})", file=sys.stderr, flush=True)
     with progress.heartbeat("run"):
         progress.phase("calibrating the best stack")
-        chosen, _ = beststack.resolve(workload, settings)
+        chosen, calibration = beststack.resolve(workload, settings)
         from paradnn.executors import Caches, default_cache_dir
 
-        # The chosen framework's compilation cache, as a plain run of it uses; run_best then
-        # finds the calibration just stored.
+        # The chosen framework's compilation cache, as a plain run of it uses.
         Caches(None if args.no_cache else default_cache_dir()).ensure(chosen.framework)
-        record = beststack.run_best(workload, settings, args.memory_limit)
+        record = beststack.run_resolved(chosen, calibration, settings, args.memory_limit)
     if args.json:
         print(json.dumps(record.to_dict(), default=str))
     else:

@@ -177,12 +177,9 @@ def _write_csv(frame: pd.DataFrame, path: PathLike) -> None:
     import pyarrow as pa
     import pyarrow.csv as pacsv
 
-    columns = {}
-    for name in frame.columns:
-        column = frame[name]
-        if column.dtype == object:
-            column = pd.Series([_csv_text(v) for v in column], dtype=object)
-        columns[name] = pa.array(column, from_pandas=True)
+    columns = {name: pa.array([_csv_text(v) for v in frame[name]], pa.string())
+               if frame[name].dtype == object else pa.array(frame[name], from_pandas=True)
+               for name in frame.columns}
     pacsv.write_csv(pa.table(columns), str(path))
 
 

@@ -9,10 +9,19 @@ import json
 import math
 from dataclasses import dataclass
 from statistics import NormalDist
+from types import ModuleType
 from typing import Any, Sequence
 
 import numpy as np
 import pandas as pd
+
+def scipy_stats() -> ModuleType:
+    """``scipy.stats``, imported on first use: it takes 0.5 s, and every command imports
+    ``paradnn.analysis``."""
+    from scipy import stats
+
+    return stats
+
 
 #: Confidence level of every interval.
 LEVEL = 0.95
@@ -41,8 +50,6 @@ def mann_whitney_many(pairs: Sequence[tuple[Sequence[float], Sequence[float]]]) 
     the same sample sizes and method are tested in one call of ``scipy.stats.mannwhitneyu``
     (one row each): a call costs about 1 ms whatever its rows, and the configs of a compare
     share a few sample sizes."""
-    from scipy import stats as scipy_stats  # lazily: 0.5 s to import, and every command imports analysis
-
     out = np.full(len(pairs), np.nan)
     groups: dict[tuple[int, int, str], list[int]] = {}
     arrays = [(np.asarray(x, dtype=float), np.asarray(y, dtype=float)) for x, y in pairs]
@@ -58,7 +65,7 @@ def mann_whitney_many(pairs: Sequence[tuple[Sequence[float], Sequence[float]]]) 
         groups.setdefault((n, m, method), []).append(i)
     for (_, _, method), idx in groups.items():
         xs, ys = np.stack([arrays[i][0] for i in idx]), np.stack([arrays[i][1] for i in idx])
-        out[idx] = scipy_stats.mannwhitneyu(xs, ys, alternative="two-sided", method=method, axis=1).pvalue
+        out[idx] = scipy_stats().mannwhitneyu(xs, ys, alternative="two-sided", method=method, axis=1).pvalue
     return out
 
 
@@ -101,11 +108,9 @@ def relative_spread(samples: Sequence[float]) -> float:
 def t_two_sided(t: float, df: float) -> float:
     """Two-sided p-value of Student's t statistic ``t`` with ``df`` degrees of freedom
     (``scipy.stats.t``); 0 for an infinite ``t``, NaN for NaN."""
-    from scipy import stats as scipy_stats  # lazily: 0.5 s to import, and every command imports analysis
-
     if not np.isfinite(t):
         return 0.0 if abs(t) == math.inf else math.nan
-    return float(2.0 * scipy_stats.t.sf(abs(t), df))
+    return float(2.0 * scipy_stats().t.sf(abs(t), df))
 
 
 @functools.lru_cache(maxsize=256)
@@ -113,9 +118,7 @@ def t_quantile(level: float, df: float) -> float:
     """The two-sided ``level`` critical value of Student's t with ``df`` degrees of freedom
     (1.96 for a large df at 95%; ``scipy.stats.t``). Kept per (level, df): the configs of a
     compare share a few run counts."""
-    from scipy import stats as scipy_stats  # lazily: 0.5 s to import, and every command imports analysis
-
-    return float(scipy_stats.t.ppf(0.5 + level / 2, df))
+    return float(scipy_stats().t.ppf(0.5 + level / 2, df))
 
 
 def run_test(base_medians: np.ndarray, new_medians: np.ndarray,

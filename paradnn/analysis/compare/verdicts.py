@@ -8,6 +8,8 @@ from typing import Sequence
 
 import numpy as np
 
+from paradnn.analysis.compare.stats import scipy_stats
+
 #: The verdicts of a config, in the order tables list them.
 VERDICTS = ("regression", "improvement", "inconclusive", "unchanged")
 #: Default regression threshold (x, NEW over BASE step time): asv's default factor.
@@ -21,13 +23,11 @@ def benjamini_hochberg(p: Sequence[float]) -> np.ndarray:
     (``scipy.stats.false_discovery_control``) over the finite values of ``p``; NaN stays NaN.
     ``q < alpha`` keeps the expected share of false discoveries among the significant configs
     at most ``alpha``."""
-    from scipy import stats as scipy_stats  # lazily: 0.5 s to import, and every command imports analysis
-
     p = np.asarray(p, dtype=float)
     q = np.full(len(p), np.nan)
     idx = np.flatnonzero(np.isfinite(p))
     if len(idx):
-        q[idx] = scipy_stats.false_discovery_control(p[idx], method="bh")
+        q[idx] = scipy_stats().false_discovery_control(p[idx], method="bh")
     return q
 
 
