@@ -564,3 +564,45 @@ def test_the_same_max_pool_without_a_pad_takes_the_padded_pools_windows():
         assert torch.equal(_max_pool_same(x, k, s), padded), (n, m, k, s)
         fast += lo_h == lo_w == 0 and 0 < max(hi_h, hi_w) <= 1
     assert fast > 100  # the ceil_mode path is among the shapes tried (the stem's: 32x32, 3, 2)
+
+
+_FAULTS_PER_STEP = """
+import json, resource, sys
+import paradnn
+from paradnn import backends
+from paradnn.measure import MeasureSettings
+from paradnn.workload import Workload
+b = backends.get("torch")
+work = Workload(paradnn.FC(layers=2, nodes=1024, input=1024, output=512), 256, "float32", None, 1, "torch")
+program = b.compile(work, MeasureSettings(steps_per_call=1, torch_compile="eager", cpu_allocator=sys.argv[1]))
+state, data = b.init(program)
+state, loss = program.call(state, data, 10)
+before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+state, loss = program.call(state, data, 20)
+faults = (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / 20
+print(json.dumps({"faults": faults, "used": program.metrics["cpu_allocator_used"]}))
+"""
+
+
+@pytest.mark.skipif(tb.allocator._mallopt() is None, reason="needs glibc's mallopt (a Linux host with glibc)")
+def test_the_reuse_allocator_ends_the_page_faults_of_every_step():
+    """With glibc's default thresholds each CPU step faults in the memory the last one freed
+    (thousands of minor faults per step on this FC); ``cpu_allocator="reuse"`` keeps it. Each
+    setting in a fresh process: mallopt is process-wide and cannot be undone."""
+    found = {}
+    for choice in ("system", "reuse"):
+        out = subprocess.run([sys.executable, "-c", _FAULTS_PER_STEP, choice], capture_output=True, text=True,
+                             timeout=300, check=True)
+        found[choice] = json.loads(out.stdout.strip().splitlines()[-1])
+    assert found["system"]["used"] == "glibc malloc, defaults"
+    assert "kept for reuse" in found["reuse"]["used"] and "32 MiB" in found["reuse"]["used"]
+    assert found["system"]["faults"] > 100, found
+    assert found["reuse"]["faults"] < found["system"]["faults"] / 10, found
+
+
+def test_the_allocator_setting_is_an_option_and_bad_values_say_what_is_allowed():
+    from paradnn.measure import MeasureSettings
+
+    assert MeasureSettings().options_for("torch").cpu_allocator == "reuse"
+    with pytest.raises(SpecError, match="cpu_allocator='fast'.*reuse, system"):
+        MeasureSettings(cpu_allocator="fast")

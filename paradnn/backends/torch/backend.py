@@ -34,7 +34,7 @@ import time
 from typing import Any, Callable
 
 from paradnn import hardware, precision
-from paradnn.backends.torch import gemm
+from paradnn.backends.torch import allocator, gemm
 from paradnn.backends.torch.options import COMPILE_MODES
 from paradnn.errors import SpecError
 from paradnn.frameworks import Program
@@ -307,11 +307,14 @@ class TorchBackend:
         if workload.devices != 1:
             raise SpecError("devices", workload.devices, "1 for framework torch (one device per run)")
         mode = compile_mode(settings)
-        setting = settings.options_for(self.name).matmul_precision
+        chosen = settings.options_for(self.name)
+        setting = chosen.matmul_precision
         apply_matmul_precision(setting)
         device = self._device()
+        malloc = None
         if device.type == "cpu":
             set_cpu_threads()
+            malloc = allocator.apply(chosen.cpu_allocator)
         model = families.builder(workload.spec, "torch")(workload.spec, workload.dtype)
         torch.manual_seed(SEED)
         with device:
@@ -377,6 +380,7 @@ class TorchBackend:
             "step_loop_used": "host",
             "matmul_precision_used": used,
             "matmul_precision_bits": bits,
+            "cpu_allocator_used": malloc,
         }
         memory: dict[str, Any] = {}
         if device.type == "cuda":
@@ -385,7 +389,8 @@ class TorchBackend:
             metrics.update(memory)
         handle = {"model": model, "module": module, "optimizer": opt, "batch": batch, "initial": initial,
                   "device": device, "memory": memory, "scaler": scaler,
-                  "scaler_state": scaler_state, "matmul_precision": setting}
+                  "scaler_state": scaler_state, "matmul_precision": setting,
+                  "cpu_allocator": chosen.cpu_allocator if device.type == "cpu" else None}
         tags = {"torch_compile": mode, **model.tags}
         if device.type != "cuda":
             tags["memory_note"] = "no allocator statistics on the CPU (torch reports device memory on CUDA only)"
@@ -400,6 +405,8 @@ class TorchBackend:
         # The flags are process-wide: the timed calls run with this program's, whatever was
         # compiled since (another config, a prepare step).
         apply_matmul_precision(h["matmul_precision"])
+        if h["cpu_allocator"] is not None:  # what the timed calls run with is what the record says
+            program.metrics["cpu_allocator_used"] = allocator.apply(h["cpu_allocator"])
         with torch.no_grad():
             for name, value in h["module"].state_dict().items():
                 value.copy_(h["initial"][name])
