@@ -41,13 +41,16 @@ from paradnn.workload import Workload, short_name, stable_hash
 # 5: the protocol settings stop_rule and ci_target (the timed phase stops on the precision of
 #    the median, not the spread of calls); rows before it stopped by the spread and read as
 #    stop_rule "cv" (their ci_target was not used: the value the setting had when it came).
-SCHEMA_VERSION = 5
+# 6: PyTorch's option cpu_allocator (glibc malloc kept freed memory for reuse on a CPU); rows
+#    before it ran with the system's malloc and read as cpu_allocator "system".
+SCHEMA_VERSION = 6
 #: Settings added after the first schema: schema version -> {setting: the value rows of earlier
 #: versions ran with}. Migration (``paradnn.store.migrate_row``) fills in a protocol setting on
 #: every row and a framework option where the row's framework declares it, so that an old row
 #: keys as the same config run now with those values.
 SETTINGS_ADDED: dict[int, dict[str, Any]] = {4: {"matmul_precision": "default"},
-                                             5: {"stop_rule": "cv", "ci_target": 0.02}}
+                                             5: {"stop_rule": "cv", "ci_target": 0.02},
+                                             6: {"cpu_allocator": "system"}}
 
 #: A predicted row (paradnn.predictor) is not a measurement: no analysis or figure of measured
 #: rows uses it (they take ``ok`` rows), and it never counts as a config's record on resume.

@@ -11,24 +11,27 @@ import shutil
 import sqlite3
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 import paradnn
 from paradnn import backends
 from paradnn.measure import PROTOCOL_FIELDS, MeasureSettings
-from paradnn.record import CORE_SOFTWARE_FIELDS, PLATFORM_FIELDS, Record, row_key
+from paradnn.record import CORE_SOFTWARE_FIELDS, PLATFORM_FIELDS, SCHEMA_VERSION, Record, row_key
 from paradnn.families.fc import FC
 from paradnn.workload import Workload
 from paradnn.store import STORE_SCHEMA_VERSION, Store, migrate_row
 
 OLD = Path(__file__).parent / "data" / "store_schema2.db"
 SPEC, BATCH = FC(2, 16, 8, 4), 8
-#: The settings the old store's records ran with (PyTorch's record with torch_compile eager),
+#: The settings the old store's records ran with (PyTorch's record with torch_compile eager and
+#: the system's malloc),
 #: but for their 2-3 timed calls, which the protocol refuses since record schema 5 (at least 6):
 #: the resume test gives the old rows 6 (:func:`_as_if_written_here`). The old rows stopped by
 #: the calls' spread: stop_rule cv, as the migration reads them.
 SETTINGS = MeasureSettings(steps_per_call=2, warmup_calls=1, warmup_s=0.0, min_calls=6, max_calls=6,
-                           cv_target=0.5, time_budget_s=0.2, torch_compile="eager", stop_rule="cv")
+                           cv_target=0.5, time_budget_s=0.2, torch_compile="eager", stop_rule="cv",
+                           cpu_allocator="system")
 
 
 def _raw_rows() -> list[dict]:
@@ -51,14 +54,15 @@ def test_reading_and_opening_give_the_current_keys(tmp_path):
     df = paradnn.load(OLD)
     assert list(df["key"]) == [row_key(migrate_row(dict(r))) for r in raw]
     assert all(k != r["key"] for k, r in zip(df["key"], raw))  # the keys did change
-    assert (df["schema_version"] == 5).all() and set(raw[0]) <= set(df.columns)  # every field kept
+    assert (df["schema_version"] == SCHEMA_VERSION).all() and set(raw[0]) <= set(df.columns)  # every field kept
     assert list(df["matmul_precision"]) == ["default", "default"]  # what paradnn then ran with
     assert list(df["stop_rule"]) == ["cv", "cv"]  # the spread of calls stopped their timing
+    assert df["cpu_allocator"].tolist()[1] == "system" and pd.isna(df["cpu_allocator"].tolist()[0])  # torch's only
     copy = tmp_path / "old.db"
     shutil.copy(OLD, copy)
     with Store(copy) as db:
         version = db._con.execute("SELECT value FROM paradnn_meta WHERE name='schema_version'").fetchone()[0]
-        assert int(version) == STORE_SCHEMA_VERSION == 5
+        assert int(version) == STORE_SCHEMA_VERSION == 6
         assert db.counts_by_key() == {k: 1 for k in df["key"]}
     assert paradnn.load(copy).equals(df)
 
@@ -152,7 +156,7 @@ def test_a_schema_3_row_keys_as_the_same_config_at_default_precision():
     del old["matmul_precision"]
     assert row_key(old) != new.key  # without the migration the old row would be measured again
     migrated = migrate_row(dict(old))
-    assert migrated["matmul_precision"] == "default" and migrated["schema_version"] == 5
+    assert migrated["matmul_precision"] == "default" and migrated["schema_version"] == SCHEMA_VERSION
     assert migrated["key"] == new.key
     tf32 = Record("ok", workload, platform, software, SETTINGS.replace().to_dict("jax") | {"matmul_precision": "tf32"})
     assert tf32.key != new.key
@@ -170,7 +174,28 @@ def test_a_schema_4_row_keys_as_the_same_config_under_the_cv_rule():
     old = {**new.to_dict(), "schema_version": 4}
     del old["stop_rule"], old["ci_target"]
     migrated = migrate_row(dict(old))
-    assert (migrated["stop_rule"], migrated["ci_target"], migrated["schema_version"]) == ("cv", 0.02, 5)
+    assert (migrated["stop_rule"], migrated["ci_target"], migrated["schema_version"]) == ("cv", 0.02, SCHEMA_VERSION)
     assert migrated["key"] == new.key
     today = Record("ok", workload, platform, software, SETTINGS.replace(stop_rule="ci").to_dict("jax"))
     assert today.key != new.key
+
+
+def test_a_schema_5_torch_row_keys_as_the_same_config_with_the_systems_malloc():
+    """Rows before schema 6 ran PyTorch on the system's malloc: they read as cpu_allocator
+    "system" and key as a run of today with that setting does; today's default (reuse) is
+    another config. A JAX row does not gain the option."""
+    from paradnn.runner import context
+
+    platform, software = context("torch")
+    workload = Workload(SPEC, BATCH, framework="torch").to_dict()
+    new = Record("ok", workload, platform, software, SETTINGS.to_dict("torch"))
+    old = {**new.to_dict(), "schema_version": 5}
+    del old["cpu_allocator"]
+    migrated = migrate_row(dict(old))
+    assert (migrated["cpu_allocator"], migrated["schema_version"]) == ("system", SCHEMA_VERSION)
+    assert migrated["key"] == new.key
+    today = Record("ok", workload, platform, software, SETTINGS.replace(cpu_allocator="reuse").to_dict("torch"))
+    assert today.key != new.key
+    jax_platform, jax_software = context("jax")
+    jax = Record("ok", Workload(SPEC, BATCH).to_dict(), jax_platform, jax_software, SETTINGS.to_dict("jax"))
+    assert "cpu_allocator" not in migrate_row({**jax.to_dict(), "schema_version": 5})
