@@ -13,9 +13,9 @@ are compared with).
 
 The calibration is stored and reused: ``$PARADNN_CACHE/best_stack.json`` (next to the probe
 cache, :data:`paradnn.hardware.CACHE_PATH`), keyed by the platform (host, CPU model and
-affinity, device platform, kind and count as the reference framework sees them), the family and
-the installed versions of paradnn and every candidate framework: a new jaxlib or torch, another
-host or another device calibrates again. ``refresh=True`` (``--refresh-best``) always does.
+affinity, device platform, kind and count as the reference framework sees them), the family,
+the installed versions of paradnn and every candidate framework, and the candidates' options: a
+new jaxlib or torch, another host or device, or other options calibrate again. ``refresh=True`` (``--refresh-best``) always does.
 
 Every record of a ``best`` run carries two metrics beside its measurement: ``framework_choice``
 (``"best"``) and ``best_calibration``, the calibration it came from as JSON text (its id and
@@ -94,10 +94,13 @@ def platform_key(platform: Mapping[str, Any]) -> dict[str, Any]:
     return {k: platform.get(k) for k in ("host", "cpu_model", "device_platform", "device_kind", "device_count")}
 
 
-def cache_key(platform: Mapping[str, Any], family: str, frameworks: list[str]) -> str:
-    """The calibration cache key: platform, family, candidate frameworks and their versions."""
+def cache_key(platform: Mapping[str, Any], family: str, frameworks: list[str],
+              options: Mapping[str, Mapping[str, Any]] | None = None) -> str:
+    """The calibration cache key: platform, family, candidate frameworks, their versions and
+    ``options`` (framework -> its options as the candidates ran: a calibration under another
+    torch_compile mode or cpu_allocator is another calibration)."""
     text = json.dumps({"platform": platform_key(platform), "family": family, "frameworks": frameworks,
-                       "versions": versions(frameworks)}, sort_keys=True, default=str)
+                       "versions": versions(frameworks), "options": options or {}}, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -186,7 +189,7 @@ def calibrate(workload: Any, settings: Any = None, refresh: bool = False, rounds
     framework; ``budget_s`` the time budget (s) of each candidate's run per round; ``rounds``
     interleaved rounds (at least 1); ``frameworks`` the candidates (default :func:`candidates`).
 
-    Returns ``id``, ``key``, ``measured_utc``, ``family``, ``platform``, ``versions``,
+    Returns ``id``, ``key``, ``measured_utc``, ``family``, ``platform``, ``versions``, ``options``,
     ``workload`` (the config timed), ``rounds``, ``examples_per_sec`` (framework -> its best
     round, examples/s, None where it could not run), ``errors`` (framework -> why not),
     ``chosen`` and ``rule``."""
@@ -206,12 +209,13 @@ def calibrate(workload: Any, settings: Any = None, refresh: bool = False, rounds
     if registry.DEFAULT not in names:
         raise SpecError("frameworks", names, f"a list that includes the reference framework {registry.DEFAULT}")
     platform = context(registry.DEFAULT)[0]
-    key = cache_key(platform, workload.family, names)
+    settings = (settings or MeasureSettings()).replace(time_budget_s=budget_s)
+    options = {name: settings.options_for(name).to_dict() for name in names}
+    key = cache_key(platform, workload.family, names, options)
     with _locked():
         hit = None if refresh else cached(key)
         if hit is not None:
             return hit
-        settings = (settings or MeasureSettings()).replace(time_budget_s=budget_s)
         runs: dict[str, list[float]] = {n: [] for n in names}
         errors: dict[str, str] = {}
         for _ in range(rounds):
@@ -233,7 +237,7 @@ def calibrate(workload: Any, settings: Any = None, refresh: bool = False, rounds
                  "key": key, "measured_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(),
                  "family": workload.family, "platform": platform_key(platform), "versions": versions(names),
                  "workload": {k: v for k, v in workload.to_dict().items() if k != "framework"},
-                 "rounds": rounds, "time_budget_s": budget_s,
+                 "options": options, "rounds": rounds, "time_budget_s": budget_s,
                  "examples_per_sec": best, "errors": errors, "chosen": chosen, "rule": rule}
         cache = _read()
         cache[key] = entry

@@ -100,12 +100,12 @@ METRICS: dict[str, tuple[str, str]] = {
                               "framework with the run's settings against exact products "
                               "(paradnn.precision); a reduced compute dtype's name (bfloat16, "
                               "float16) where the run multiplies in it; settings matmul_precision"),
-    "cpu_allocator_used": ("", "PyTorch on a CPU: how malloc served the run's tensors (glibc "
-                           "thresholds that keep freed memory for reuse, or the system's), "
-                           "settings cpu_allocator; empty on a GPU and for other frameworks"),
     "matmul_precision_bits": ("bits", "measured: effective mantissa bits of that probe (the fewer of "
                               "matmul and convolution): about 22-24 full float32, 16 bf16x3, 11 "
                               "tf32, 8 bf16; empty for a reduced compute dtype"),
+    "cpu_allocator_used": ("", "PyTorch on a CPU: how malloc served the run's tensors (glibc "
+                           "thresholds that keep freed memory for reuse, or the system's), "
+                           "settings cpu_allocator; empty on a GPU and for other frameworks"),
     "warmup_calls_used": ("1", "measured: untimed warm-up calls"),
     "warmup_elapsed_s": ("s", "measured: wall time of the warm-up calls (the setting warmup_s is "
                          "their minimum)"),

@@ -94,6 +94,10 @@ def test_the_cache_key_covers_platform_family_and_versions():
     assert key != beststack.cache_key({**platform, "device_kind": "cpu (2 of 8 cores)"}, "fc", ["jax", "torch"])
     assert key != beststack.cache_key(platform, "cnn", ["jax", "torch"])
     assert key != beststack.cache_key(platform, "fc", ["jax"])
+    # A calibration under other options of a candidate (the system's malloc for torch) is another.
+    reuse = beststack.cache_key(platform, "fc", ["jax", "torch"], {"torch": {"cpu_allocator": "reuse"}})
+    assert reuse != key and reuse != beststack.cache_key(platform, "fc", ["jax", "torch"],
+                                                         {"torch": {"cpu_allocator": "system"}})
     assert "jaxlib" in beststack.versions(["jax"]) and beststack.versions(["jax"])["jaxlib"]
 
 
@@ -110,14 +114,27 @@ def test_bad_calibration_arguments_are_refused():
 
 
 def test_a_best_run_names_the_framework_and_its_calibration(calibration):
-    # An option of another framework is allowed and applies to its own framework only.
-    record = paradnn.run(SPEC, batch=16, framework="best", xla_preset="stock", torch_compile="eager", **FAST)
+    record = paradnn.run(SPEC, batch=16, framework="best", **FAST)
     assert record.status == "ok", record.error
     assert record.workload["framework"] == calibration["chosen"]
     assert record.metrics["framework_choice"] == "best"
-    assert json.loads(record.metrics["best_calibration"]) == calibration
+    assert json.loads(record.metrics["best_calibration"]) == calibration  # the stored one, reused
     row = record.to_dict()
     assert row["framework_choice"] == "best" and json.loads(row["best_calibration"])["id"] == calibration["id"]
+
+
+@pytest.mark.slow
+def test_options_of_a_best_run_apply_to_their_own_framework_and_key_its_calibration(calibration):
+    """Options of other frameworks are allowed; each applies to its own framework only, and the
+    calibration a run uses is one measured under the same options (not the default-options one)."""
+    settings = MeasureSettings(**FAST, xla_preset="stock", torch_compile="eager")
+    mine = beststack.calibrate(Workload(SPEC, 16), settings, rounds=1, budget_s=0.5)
+    assert mine["key"] != calibration["key"]
+    assert mine["options"]["torch"]["torch_compile"] == "eager" and mine["options"]["jax"]["xla_preset"] == "stock"
+    record = paradnn.run(SPEC, batch=16, framework="best", xla_preset="stock", torch_compile="eager", **FAST)
+    assert record.status == "ok", record.error
+    assert json.loads(record.metrics["best_calibration"]) == mine
+    assert record.workload["framework"] == mine["chosen"]
     # Only the chosen framework's options are in its settings (the key of a plain run of it).
     assert set(record.settings) - set(MeasureSettings().to_dict(record.workload["framework"])) == set()
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import ctypes
 import platform
+from typing import Any
 
 #: The ``cpu_allocator`` option's values.
 CHOICES = ("reuse", "system")
@@ -39,7 +40,9 @@ _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
 _state = {"tuned": False}
 
 
-def _mallopt() -> "ctypes._CFuncPtr | None":
+def _mallopt() -> Any:
+    """glibc's ``mallopt`` (``int mallopt(int param, int value)``, 1 on success), or None on a
+    host without glibc."""
     if platform.libc_ver()[0] != "glibc":
         return None
     return getattr(ctypes.CDLL(None), "mallopt", None)
