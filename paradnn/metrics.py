@@ -167,9 +167,10 @@ METRICS: dict[str, tuple[str, str]] = {
 }
 
 #: Metrics that only some measured records carry (None on the others, by design): the row an
-#: attempt replaces exists only for a retry or a remeasurement; the time ledger's metrics and
-#: its phase only for a run with the ``ledger`` setting (added below, with the ledger's metrics).
-ONLY_SOME_METRICS: frozenset[str] = frozenset({"retry_of"})
+#: attempt replaces exists only for a retry or a remeasurement; how malloc served the tensors
+#: only for PyTorch on a CPU; the time ledger's metrics and its phase only for a run with the
+#: ``ledger`` setting (added below, with the ledger's metrics).
+ONLY_SOME_METRICS: frozenset[str] = frozenset({"retry_of", "cpu_allocator_used"})
 
 #: Where a config's wall time goes, in the order the work happens: phase -> what it covers. Each
 #: is the metric ``phase_<name>_s`` (s, measured with ``time.perf_counter`` in the process that did

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from paradnn.errors import ParadnnWarning, SpecError, echo
+from paradnn.errors import ParadnnWarning, SpecError, StoreError, echo
 from paradnn.rowschema import RowSchema, read_row, row_schema
 from paradnn.store.files import is_damage
 from paradnn.store.schema import PathLike, migrate_row
@@ -201,6 +201,16 @@ def quick_check(con: sqlite3.Connection, path: Path) -> list[str]:
     # One problem per line; SQLite prefixes the first with the database's name.
     return found + [line for m in checked for line in m.splitlines()
                     if line.strip() and not line.startswith("*** in database")]
+
+
+def refuse_damaged_header(path: Path, problems: Sequence[str], header: str | None, doing: str) -> None:
+    """Raise one StoreError where quick_check found ``problems`` and the file's header explains
+    them (``header``: :func:`paradnn.store.files.header_field_damage`, read before the file was
+    held): a damaged header makes every page suspect, so no row is read or written, rather than
+    the rows reported lost one by one."""
+    if problems and header is not None:
+        raise StoreError(f"store {path}: cannot {doing}: {header}; restore it from a copy (SQLite's "
+                         f"`sqlite3 {path} .recover` may salvage rows into a new file)")
 
 
 def damage_message(path: PathLike, lost: Sequence[Unreadable], problems: Sequence[str]) -> str:

@@ -166,6 +166,47 @@ def _page_size(head: bytes) -> int:
     return 65536 if raw == 1 else raw  # the file format stores 65536 as 1
 
 
+def _field_damage(head: bytes) -> str | None:
+    """What is wrong with the fields of a full 100-byte SQLite header; None when they look right."""
+    raw, page = int.from_bytes(head[16:18], "big"), _page_size(head)
+    if not 512 <= page <= 65536 or page & (page - 1):
+        return (f"its header is damaged: the page size (bytes 16-17) reads {raw}, not a power "
+                "of two from 512 to 65536 B")
+    if head[18] not in (1, 2) or head[19] not in (1, 2):
+        return (f"its header is damaged: the file format versions (bytes 18-19) read "
+                f"{head[18]} and {head[19]}, not 1 or 2")
+    if head[20]:
+        # SQLite reserves bytes at the end of each page only for an extension that asks for them
+        # (encryption, checksums); paradnn's stores never do, and a wrong count misplaces the
+        # cells of every page, so that SQLite opens the file and reads no row of it.
+        return (f"its header is damaged: the reserved space (byte 20) reads {head[20]} B, not 0 "
+                "(paradnn's stores reserve none)")
+    if head[21:24] != b"\x40\x20\x20":
+        return (f"its header is damaged: the payload fractions (bytes 21-23) read "
+                f"{', '.join(map(str, head[21:24]))}, not 64, 32, 32")
+    if int.from_bytes(head[44:48], "big") not in (1, 2, 3, 4):
+        return (f"its header is damaged: the schema format (bytes 44-47) reads "
+                f"{int.from_bytes(head[44:48], 'big')}, not 1 to 4")
+    if int.from_bytes(head[56:60], "big") not in (1, 2, 3):
+        return (f"its header is damaged: the text encoding (bytes 56-59) reads "
+                f"{int.from_bytes(head[56:60], 'big')}, not 1 to 3")
+    return None
+
+
+def header_field_damage(path: Path) -> str | None:
+    """What is wrong with the fields of a store file's 100-byte header (not its length: a file
+    cut short still gives the rows before the cut); None when they look right, the file is
+    shorter than a header, or a Store of this process holds it. Used only once SQLite found
+    damage, so it never refuses a file SQLite reads whole."""
+    try:
+        head = _head(path, _HEADER_BYTES)
+    except OSError:
+        return None
+    if head is None or len(head) < _HEADER_BYTES:
+        return None
+    return _field_damage(head)
+
+
 def header_damage(path: Path) -> str | None:
     """What is wrong with a store file that SQLite refused, read from its 100-byte header and
     its length (https://www.sqlite.org/fileformat.html#the_database_header); None when both
@@ -180,19 +221,10 @@ def header_damage(path: Path) -> str | None:
         return None
     if len(head) < _HEADER_BYTES:
         return f"truncated: the file is {size} B, shorter than SQLite's {_HEADER_BYTES}-byte header"
-    raw, page = int.from_bytes(head[16:18], "big"), _page_size(head)
-    if not 512 <= page <= 65536 or page & (page - 1):
-        return (f"its header is damaged: the page size (bytes 16-17) reads {raw}, not a power "
-                "of two from 512 to 65536 B")
-    if head[18] not in (1, 2) or head[19] not in (1, 2):
-        return (f"its header is damaged: the file format versions (bytes 18-19) read "
-                f"{head[18]} and {head[19]}, not 1 or 2")
-    if page - head[20] < 480:
-        return (f"its header is damaged: the reserved space (byte 20) reads {head[20]} B, "
-                f"leaving less than 480 B of a {page}-byte page")
-    if head[21:24] != b"\x40\x20\x20":
-        return (f"its header is damaged: the payload fractions (bytes 21-23) read "
-                f"{', '.join(map(str, head[21:24]))}, not 64, 32, 32")
+    found = _field_damage(head)
+    if found is not None:
+        return found
+    page = _page_size(head)
     pages = int.from_bytes(head[28:32], "big")
     # The header's page count is valid only when the change counter (bytes 24-27) equals the
     # version-valid-for number (bytes 92-95).
@@ -201,12 +233,6 @@ def header_damage(path: Path) -> str | None:
                 f"{page} B ({pages * page} B)")
     if size % page:
         return f"truncated: the file is {size} B, not a whole number of {page}-byte pages"
-    if int.from_bytes(head[44:48], "big") not in (1, 2, 3, 4):
-        return (f"its header is damaged: the schema format (bytes 44-47) reads "
-                f"{int.from_bytes(head[44:48], 'big')}, not 1 to 4")
-    if int.from_bytes(head[56:60], "big") not in (1, 2, 3):
-        return (f"its header is damaged: the text encoding (bytes 56-59) reads "
-                f"{int.from_bytes(head[56:60], 'big')}, not 1 to 3")
     return None
 
 

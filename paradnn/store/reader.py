@@ -15,8 +15,8 @@ from typing import Any
 import pandas as pd
 
 from paradnn.errors import ParadnnError, ParadnnWarning, echo
-from paradnn.store.damage import DAMAGE_ATTR, Unreadable, quick_check, scan, warn_damage
-from paradnn.store.files import Guard, check_file, check_meta, empty_file, open_readonly
+from paradnn.store.damage import DAMAGE_ATTR, Unreadable, quick_check, refuse_damaged_header, scan, warn_damage
+from paradnn.store.files import Guard, check_file, check_meta, empty_file, header_field_damage, open_readonly
 from paradnn.store.schema import PathLike, current_rows, rows_frame
 from paradnn.store.writer import Store
 
@@ -112,6 +112,7 @@ def _raw(path: Path) -> tuple[list[dict[str, Any]], list[Unreadable], list[str]]
     try:
         with Guard(path, "be read"):
             problems = quick_check(con, path)
+            refuse_damaged_header(path, problems, header_field_damage(path) if problems else None, "be read")
             rows, lost = scan(con, path)
     finally:
         con.close()

@@ -20,7 +20,7 @@ import pandas as pd
 from paradnn.errors import ParadnnError, StoreError
 from paradnn.record import Record
 from paradnn.rowschema import row_schema
-from paradnn.store.damage import ROW_COLUMNS, decode_row, quick_check, scan, warn_damage
+from paradnn.store.damage import ROW_COLUMNS, decode_row, quick_check, refuse_damaged_header, scan, warn_damage
 from paradnn.store.files import (
     BUSY_TIMEOUT_S,
     Connection,
@@ -31,6 +31,7 @@ from paradnn.store.files import (
     file_identity,
     file_uri,
     header_damage,
+    header_field_damage,
     hold,
     is_damage,
     open_readonly,
@@ -175,6 +176,9 @@ class Store:
         # because a damaged page met inside a write transaction fails the rest of it.
         self._lost: set[int] = set()
         self._held: tuple[int, int] | None = None
+        # The header as it is before this Store holds the file (reading it later would drop the
+        # connection's locks, see paradnn.store.files._HELD); used only if SQLite finds damage.
+        header = header_field_damage(self.path) if kind not in ("new", "empty") else None
         try:
             # Only a new store is created: a store that vanished since _writable looked (see
             # _discard) is an error, not an empty file made in its place.
@@ -207,6 +211,7 @@ class Store:
             # Damage is found before anything is added: the warning names the rows that cannot
             # be read, which count as not measured (counts_by_key, claim).
             self._problems = quick_check(self._con, self.path)
+            refuse_damaged_header(self.path, self._problems, header, "be opened for writing")
             if self._problems:
                 self._read()
         except sqlite3.Error as exc:
