@@ -108,11 +108,14 @@ def _raw(path: Path) -> tuple[list[dict[str, Any]], list[Unreadable], list[str]]
         raise ParadnnError(f"store {path}: no such paradnn store")
     if check_meta(path) == 0:
         return [], [], []  # an empty SQLite file: no rows yet
+    # The header before SQLite opens the file: reading it with a connection open would drop
+    # that connection's locks (paradnn.store.files._HELD); used only if SQLite finds damage.
+    header = header_field_damage(path)
     con = open_readonly(path)
     try:
         with Guard(path, "be read"):
             problems = quick_check(con, path)
-            refuse_damaged_header(path, problems, header_field_damage(path) if problems else None, "be read")
+            refuse_damaged_header(path, problems, header, "be read")
             rows, lost = scan(con, path)
     finally:
         con.close()
