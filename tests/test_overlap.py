@@ -82,13 +82,27 @@ class KillOnCompileAhead(io.StringIO):
         return super().write(text)
 
 
+def first_at_once(workload, settings, memory_limit_bytes):
+    """layers 1: an ok record at once, so that the sweep waits for the prepare worker that has
+    only just started on the second config (its start and compile take seconds, the heartbeat
+    0.05 s); with a real first measurement a fast prepare worker could finish first and the
+    wait would never come. Other configs: the real measurement."""
+    from paradnn.runner import context, run_workload
+
+    if workload.spec.layers == 1:
+        platform, software = context(workload.framework)
+        return Record(status="ok", workload=workload.to_dict(), platform=platform, software=software,
+                      settings=settings.to_dict(), metrics={"examples_per_sec": 1.0})
+    return run_workload(workload, settings, memory_limit_bytes)
+
+
 @pytest.mark.slow
 def test_a_prepare_worker_killed_mid_sweep_costs_nothing(tmp_path, monkeypatch):
     monkeypatch.setattr(progress, "EVERY_S", 0.05)
     stream = KillOnCompileAhead()
     g = grid("fc", layers=[1, 2], nodes=16, input=16, output=4, batch=4)
     df = sweep(g, store=tmp_path / "r.db", cache_dir=tmp_path / "c", settings=TINY, progress=stream,
-               timeout_s=300, overlap=1)
+               timeout_s=300, overlap=1, run_fn=first_at_once)
     assert stream.killed == 1, stream.getvalue()
     assert list(df["status"]) == ["ok", "ok"], df["error"].tolist()
     # The killed worker's config was compiled by the measuring worker itself: nothing recorded
