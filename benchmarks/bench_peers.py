@@ -90,7 +90,7 @@ def paradnn_runner(spec, batch: int, preset: str, k: int) -> Runner:
     model = paradnn.backends.jax.models.build(spec, "float32")
     opt = model.default_optimizer
     state, data = wl.init_inputs(work, model, opt)
-    compiled, loop = wl.compile_measured(model, opt, None, state, data, preset)
+    compiled, loop, _ = wl.compile_measured(model, opt, None, state, data, preset)
     call = wl.k_step_call(compiled, loop)
     box = [state]
 

@@ -94,6 +94,10 @@ METRICS: dict[str, tuple[str, str]] = {
     "steps_per_call_used": ("1", "measured: training steps per timed call (K) the protocol chose"),
     "step_loop_used": ("", "measured program: device (K steps in a loop inside the compiled program) "
                        "or host (a one-step program called K times); settings step_loop"),
+    "xla_options_used": ("", "JAX: the XLA compile options of the measured program, as JSON ({}: XLA's "
+                         "defaults): the xla_preset's options, plus its fallback's where the preset's "
+                         "own options compiled a known slow path (software field xla_compile_options "
+                         "says what each preset and fallback means; paradnn.backends.jax.xla_stack)"),
     "matmul_precision_used": ("", "measured: the internal precision of the run's float32 matmuls and "
                               "convolutions (highest, bf16x3, tf32, bf16; 'matmul X, conv Y' where "
                               "they differ), from a probe matmul and convolution run by the "
@@ -170,7 +174,7 @@ METRICS: dict[str, tuple[str, str]] = {
 #: attempt replaces exists only for a retry or a remeasurement; how malloc served the tensors
 #: only for PyTorch on a CPU; the time ledger's metrics and its phase only for a run with the
 #: ``ledger`` setting (added below, with the ledger's metrics).
-ONLY_SOME_METRICS: frozenset[str] = frozenset({"retry_of", "cpu_allocator_used"})
+ONLY_SOME_METRICS: frozenset[str] = frozenset({"retry_of", "cpu_allocator_used", "xla_options_used"})
 
 #: Where a config's wall time goes, in the order the work happens: phase -> what it covers. Each
 #: is the metric ``phase_<name>_s`` (s, measured with ``time.perf_counter`` in the process that did

@@ -100,7 +100,7 @@ def _jax_flops(spec, batch: int, optimizer: str) -> float:
     w = Workload(spec, batch, "float32", optimizer)
     model = build(spec, "float32")
     state, data = wl.abstract_inputs(w, model, optimizer)
-    compiled, _ = wl.compile_measured(model, optimizer, None, state, data, loop="device")
+    compiled, _, _ = wl.compile_measured(model, optimizer, None, state, data, loop="device")
     return costs.xla_step_costs(w, model, optimizer, compiled)["flops_per_step"]
 
 

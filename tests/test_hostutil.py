@@ -119,7 +119,7 @@ def test_window_around_a_compiled_step_gives_registered_metrics(tmp_path, tiny_s
     model = paradnn.backends.jax.models.build(w_.spec)
     opt = model.default_optimizer
     state_shapes, batch_shapes = wl.abstract_inputs(w_, model, opt)
-    compiled, _ = wl.compile_measured(model, opt, None, state_shapes, batch_shapes, loop="device")
+    compiled, _, _ = wl.compile_measured(model, opt, None, state_shapes, batch_shapes, loop="device")
     state, batch = wl.init_inputs(w_, model, opt)
     k = 3
     with meters.window("cpu", jax.devices()[:1], powercap_root=tmp_path, min_window_s=0.0) as w:

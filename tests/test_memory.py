@@ -36,7 +36,7 @@ def test_parts_sum_to_the_compiled_total_and_feature_maps_grow_linearly():
     sizes = {}
     for batch in (64, 128):
         w, model, state, batch_shapes = _inputs(FC, batch)
-        compiled, _ = wl.compile_measured(model, model.default_optimizer, None, state, batch_shapes, loop="device")
+        compiled, _, _ = wl.compile_measured(model, model.default_optimizer, None, state, batch_shapes, loop="device")
         b = memory_breakdown(w, model, state, batch_shapes, compiled)
         m = b.metrics()
         assert set(m) == set(MEMORY_PARTS)

@@ -87,7 +87,7 @@ def test_k_step_call_costs_one_step():
     workload, model = Workload(spec, 32), build(spec)
     single = costs._cost_dict(costs.lower_single_step(workload, model, "rmsprop").compile())["flops"]
     state, data = wl.abstract_inputs(workload, model, "rmsprop")
-    compiled, _ = wl.compile_measured(model, "rmsprop", None, state, data, loop="device")
+    compiled, _, _ = wl.compile_measured(model, "rmsprop", None, state, data, loop="device")
     assert costs.has_while_loop(compiled)
     xla, _ = _xla_flops(spec, 32)
     assert abs(xla / single - 1) < 0.01, (xla, single)

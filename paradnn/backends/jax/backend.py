@@ -87,22 +87,23 @@ def _count_cache_event(event: str, **_: Any) -> None:
 jax.monitoring.register_event_listener(_count_cache_event)
 
 
-def _load_program(key: str) -> tuple[Any, str, Any, Any] | None:
-    """(compiled, loop, state shapes, batch shapes) of a measured program kept by
+def _load_program(key: str) -> tuple[Any, str, dict[str, Any], Any, Any] | None:
+    """(compiled, loop, XLA options used, state shapes, batch shapes) of a measured program kept by
     :func:`_save_program` under ``key``, or None. An entry that cannot be loaded (damaged, or
     written by another jaxlib) is a miss: the program is compiled again."""
     blob = analyses.load_blob("program", key)
     if blob is None:
         return None
     try:
-        payload, in_tree, out_tree, loop, state_shapes, batch_shapes = pickle.loads(blob)
+        payload, in_tree, out_tree, loop, used, state_shapes, batch_shapes = pickle.loads(blob)
         compiled = serialize_executable.deserialize_and_load(payload, in_tree, out_tree)
     except Exception:  # noqa: BLE001 - any unreadable entry is a cache miss, never a result
         return None
-    return compiled, loop, state_shapes, batch_shapes
+    return compiled, loop, used, state_shapes, batch_shapes
 
 
-def _save_program(key: str, compiled: Any, loop: str, state_shapes: Any, batch_shapes: Any) -> None:
+def _save_program(key: str, compiled: Any, loop: str, used: dict[str, Any], state_shapes: Any,
+                  batch_shapes: Any) -> None:
     """Keep a measured program that this process has just compiled, serialized with its step
     loop and abstract inputs, so that a warm run neither traces nor lowers it. Only fresh
     compiles are kept (the caller checks): an XLA:CPU executable that JAX loaded from its own
@@ -110,7 +111,7 @@ def _save_program(key: str, compiled: Any, loop: str, state_shapes: Any, batch_s
     call of such a blob fails ("Function ... fusion not found")."""
     try:
         payload, in_tree, out_tree = serialize_executable.serialize(compiled)
-        blob = pickle.dumps((payload, in_tree, out_tree, loop, state_shapes, batch_shapes))
+        blob = pickle.dumps((payload, in_tree, out_tree, loop, used, state_shapes, batch_shapes))
     except Exception:  # noqa: BLE001 - a program that cannot be serialized is compiled each time
         return
     analyses.save_blob("program", key, blob)
@@ -180,7 +181,7 @@ class JaxBackend:
         t_load = time.perf_counter()
         kept = _load_program(program_key) if mesh is None and analyses.enabled() else None
         if kept is not None:
-            compiled, loop, state_shapes, batch_shapes = kept
+            compiled, loop, xla_used, state_shapes, batch_shapes = kept
             t0 = time.perf_counter()
             # Loading the kept program is this run's compile.
             phases: dict[str, float] = {"trace": t_load - t_build, "compile": t0 - t_load}
@@ -193,7 +194,7 @@ class JaxBackend:
             # analyses cache's key): once known, it is not looked for again (a trace saved).
             known = analyses.lookup("step_loop", workload.key) if options.step_loop == "auto" else None
             before = dict(_JAX_CACHE_COUNTS)
-            compiled, loop = wl.compile_measured(model, optimizer, mesh, state_shapes, batch_shapes,
+            compiled, loop, xla_used = wl.compile_measured(model, optimizer, mesh, state_shapes, batch_shapes,
                                                  options.xla_preset, known or options.step_loop,
                                                  phases=phases, precision_setting=options.matmul_precision)
             hit = _JAX_CACHE_COUNTS["hits"] > before["hits"]
@@ -204,7 +205,7 @@ class JaxBackend:
                 analyses.store("step_loop", workload.key, loop)
             if fresh and mesh is None and analyses.enabled():
                 t_save = time.perf_counter()
-                _save_program(program_key, compiled, loop, state_shapes, batch_shapes)
+                _save_program(program_key, compiled, loop, xla_used, state_shapes, batch_shapes)
                 phases["compile"] = phases.get("compile", 0.0) + time.perf_counter() - t_save
         used, bits = precision.used(workload.dtype, wl.precision_bits(options.matmul_precision)
                                     if workload.dtype == "float32" else None,
@@ -217,6 +218,7 @@ class JaxBackend:
             "compile_s": phases.get("compile", 0.0) if kept is not None else time.perf_counter() - t0,
             "compile_source": source,
             "step_loop_used": loop,
+            "xla_options_used": xla_stack.options_text(xla_used),
             "phase_trace_s": phases["trace"],
             "phase_compile_s": phases.get("compile", 0.0),
         }

@@ -161,8 +161,9 @@ def jit_step(model: ModelDef, optimizer_name: str, mesh=None, donate: bool = Fal
 
 def compile_step(call: Callable, *args: Any, preset: str = xla_stack.DEFAULT_PRESET) -> jax.stages.Compiled:
     """Compile the jitted ``call`` ahead of time for ``args`` (arrays or ``jax.ShapeDtypeStruct``
-    trees) with the XLA options of ``preset`` on the default backend."""
-    return call.lower(*args).compile(xla_stack.compile_options(preset, jax.default_backend()))
+    trees) with the XLA options of ``preset`` on the default backend (its fallback included:
+    :func:`paradnn.backends.jax.xla_stack.compile_lowered`)."""
+    return xla_stack.compile_lowered(call.lower(*args), preset, jax.default_backend())[0]
 
 
 def _has_convolution(jaxpr: Any) -> bool:
@@ -212,16 +213,17 @@ def precision_bits(setting: str) -> dict[str, float]:
 def compile_measured(model: ModelDef, optimizer_name: str, mesh, state, batch,
                      preset: str = xla_stack.DEFAULT_PRESET, loop: str = "auto",
                      phases: dict[str, float] | None = None, precision_setting: str = "default",
-                     ) -> tuple[jax.stages.Compiled, str]:
+                     ) -> tuple[jax.stages.Compiled, str, dict[str, Any]]:
     """The measured program, compiled ahead of time for abstract ``state``/``batch`` with the XLA
-    options of ``preset`` and the ``matmul_precision`` setting ``precision_setting``, and the step
-    loop it uses (``STEP_LOOPS``: "device" or "host"). The runner, ``maxbatch`` and ``plan`` all
-    compile it here, so what fits is what runs. ``phases``, when given, gets the seconds spent
-    tracing and lowering (``"trace"``) and compiling (``"compile"``) added to it."""
+    options of ``preset`` (:func:`paradnn.backends.jax.xla_stack.compile_lowered`) and the
+    ``matmul_precision`` setting ``precision_setting``, the step loop it uses (``STEP_LOOPS``:
+    "device" or "host") and the XLA options it was compiled with. The runner, ``maxbatch`` and
+    ``plan`` all compile it here, so what fits is what runs. ``phases``, when given, gets the
+    seconds spent tracing and lowering (``"trace"``) and compiling (``"compile"``) added to it."""
     if loop not in STEP_LOOPS:
         raise SpecError("step_loop", loop, "one of " + ", ".join(STEP_LOOPS))
     phases = {} if phases is None else phases
-    options = xla_stack.compile_options(preset, jax.default_backend())
+    platform = jax.default_backend()
     matmul_precision(precision_setting)  # a bad setting fails before any tracing
 
     def timed(phase: str, fn: Callable[[], Any]) -> Any:
@@ -234,7 +236,6 @@ def compile_measured(model: ModelDef, optimizer_name: str, mesh, state, batch,
         finally:
             phases[phase] = phases.get(phase, 0.0) + time.perf_counter() - t0
 
-    platform = jax.default_backend()
     if loop == "auto" and auto_step_loop(platform, framework="jax") == "host":
         loop = "host"  # the platform decides alone (a GPU): the K-step loop is never traced
     if loop != "host":
@@ -244,9 +245,11 @@ def compile_measured(model: ModelDef, optimizer_name: str, mesh, state, batch,
         # as a K-step loop.
         if loop == "device" or auto_step_loop(platform, _has_convolution(traced.jaxpr), "jax") == "device":
             lowered = timed("trace", traced.lower)
-            return timed("compile", lambda: lowered.compile(options)), "device"
+            compiled, used = timed("compile", lambda: xla_stack.compile_lowered(lowered, preset, platform))
+            return compiled, "device", used
     lowered = timed("trace", lambda: jit_step(model, optimizer_name, mesh, donate=True).lower(state, batch))
-    return timed("compile", lambda: lowered.compile(options)), "host"
+    compiled, used = timed("compile", lambda: xla_stack.compile_lowered(lowered, preset, platform))
+    return compiled, "host", used
 
 
 def k_step_call(compiled: jax.stages.Compiled, loop: str) -> Callable:
