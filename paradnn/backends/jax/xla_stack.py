@@ -7,7 +7,8 @@ nothing else the process compiles is affected.
 
 * ``best`` (default): the options that gave the fastest correct training steps for FC, CNN and
   RNN workloads in ``benchmarks/bench_stack.py`` (see docs/performance.md for the measurements
-  and what was tried; on x86 CPUs with jaxlib 0.10.2 that is XLA's defaults).
+  and what was tried; on x86 CPUs with jaxlib 0.10.2 and 0.12 that is XLA's defaults, with a
+  fallback for the convolutions XLA:CPU would emit as plain loops).
 * ``stock``: XLA's own defaults, for users who want them (``--xla-preset stock``).
 
 A preset may also name a fallback on a backend (``FALLBACKS``): options for the programs its own
@@ -39,7 +40,9 @@ PRESETS: dict[str, dict[str, dict[str, Any]]] = {
     # "LIBRARY_FUSION_TYPE_DOT"``) changes FC and
     # CNN by less than the noise and slows the LSTM step by about 17%; the oneDNN and XNNPACK
     # switches leave the program unchanged; Eigen alone is slower (docs/performance.md). So
-    # "best" is XLA's defaults on the CPU until a measured winner replaces it here.
+    # "best" is XLA's defaults on the CPU (jaxlib 0.12 too: docs/performance.md, "XLA:CPU
+    # options new in jaxlib 0.12"), plus the fallback below for convolutions smaller than their
+    # kernel.
     "best": {"cpu": {}},
     "stock": {},
 }
