@@ -52,12 +52,25 @@ CANDIDATES = {
     "ynn-dot+vector-512": {YNN: "LIBRARY_FUSION_TYPE_DOT", "xla_cpu_prefer_vector_width": 512},
     "no-fusion-emitters": {"xla_cpu_use_fusion_emitters": False},
     "concurrency-scheduler": {"xla_cpu_enable_concurrency_optimized_scheduler": True},
+    # The best preset's fallback on a CPU (paradnn/backends/jax/xla_stack.py, FALLBACKS): no
+    # algebraic simplifier, so no operand-swapped, loop-emitted convolutions.
+    "no-algsimp": {"xla_disable_hlo_passes": "algsimp"},
 }
 CONFIGS = {
     "fc": (paradnn.FC(layers=4, nodes=1024, input=2000, output=1000), 256),
     # The compute-bound FC at a batch a shared 2-core host runs in about a second per step.
     "fc-big": (paradnn.FC(layers=4, nodes=4096, input=2000, output=1000), 512),
     "cnn": (paradnn.CNN(block="residual", blocks=1, filters=16, image=64, output=100), 32),
+    # CNNs whose last stage is smaller than the 3x3 kernel (images 32 and 64: 1x1 and 2x2) or not
+    # (96 and 224: 3x3 and 7x7), for the fallback's measurements (docs/performance.md).
+    "cnn-tiny": (paradnn.CNN(block="residual", blocks=1, filters=4, image=32, output=10), 8),
+    "cnn-f16-32": (paradnn.CNN(block="residual", blocks=1, filters=16, image=32, output=10), 32),
+    "cnn-32": (paradnn.CNN(block="residual", blocks=2, filters=32, image=32, output=10), 32),
+    "cnn-bn-32": (paradnn.CNN(block="bottleneck", blocks=1, filters=8, image=32, output=10), 16),
+    "cnn-bneck": (paradnn.CNN(block="bottleneck", blocks=1, filters=16, image=64, output=100), 32),
+    "cnn-f64-64": (paradnn.CNN(block="residual", blocks=1, filters=64, image=64, output=100), 16),
+    "cnn-96": (paradnn.CNN(block="residual", blocks=1, filters=16, image=96, output=100), 16),
+    "cnn-224": (paradnn.CNN(block="residual", blocks=1, filters=16, image=224, output=100), 8),
     "lstm": (paradnn.RNN(cell="lstm", layers=1, embed=256, length=20, vocab=1024), 64),
 }
 
