@@ -83,8 +83,8 @@ FALLBACKS: dict[str, dict[str, Fallback]] = {
         # GFLOP/s where YNNPACK's convolutions reach 40-170 on the 2-core host of
         # docs/performance.md. Without the pass the convolutions keep their layout: the residual
         # CNN (blocks 1, filters 16, image 64, batch 32) ran 1.40x faster, a CIFAR-size one
-        # (blocks 2, filters 32, image 32) 2.27x, with the same losses; a CNN on 224-pixel images
-        # has no swapped convolution and keeps the defaults (there, without the pass: 0.95x).
+        # (blocks 2, filters 32, image 32) 2.2x, with the same losses; a CNN on 224-pixel images
+        # has no swapped convolution and keeps the defaults (there, without the pass: 0.86-0.95x).
         # The flag turns off every algebraic-simplifier pass, so it applies only where the slow
         # path is found (FC and LSTM steps ran 0.75x and 0.91x without it).
         "cpu": Fallback(options={"xla_disable_hlo_passes": "algsimp"}, count=loop_emitted_convolutions,
