@@ -172,8 +172,9 @@ METRICS: dict[str, tuple[str, str]] = {
 
 #: Metrics that only some measured records carry (None on the others, by design): the row an
 #: attempt replaces exists only for a retry or a remeasurement; how malloc served the tensors
-#: only for PyTorch on a CPU; the XLA options that compiled the program only for JAX; the time ledger's metrics and its phase only for a run with the
-#: ``ledger`` setting (added below, with the ledger's metrics).
+#: only for PyTorch on a CPU; the XLA options that compiled the program only for JAX; the time
+#: ledger's metrics and its phase only for a run with the ``ledger`` setting (added below, with
+#: the ledger's metrics).
 ONLY_SOME_METRICS: frozenset[str] = frozenset({"retry_of", "cpu_allocator_used", "xla_options_used"})
 
 #: Where a config's wall time goes, in the order the work happens: phase -> what it covers. Each
