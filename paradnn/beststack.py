@@ -14,8 +14,10 @@ are compared with).
 The calibration is stored and reused: ``$PARADNN_CACHE/best_stack.json`` (next to the probe
 cache, :data:`paradnn.hardware.CACHE_PATH`), keyed by the platform (host, CPU model and
 affinity, device platform, kind and count as the reference framework sees them), the family,
-the installed versions of paradnn and every candidate framework, and the candidates' options: a
-new jaxlib or torch, another host or device, or other options calibrate again. ``refresh=True`` (``--refresh-best``) always does.
+the installed versions of paradnn and every candidate framework, the candidates' options and the
+reference framework's software fields (for JAX: what each ``xla_preset`` means, so a preset
+whose meaning changed calibrates again): a new jaxlib or torch, another host or device, or other
+options calibrate again. ``refresh=True`` (``--refresh-best``) always does.
 
 Every record of a ``best`` run carries two metrics beside its measurement: ``framework_choice``
 (``"best"``) and ``best_calibration``, the calibration it came from as JSON text (its id and
@@ -95,12 +97,16 @@ def platform_key(platform: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def cache_key(platform: Mapping[str, Any], family: str, frameworks: list[str],
-              options: Mapping[str, Mapping[str, Any]] | None = None) -> str:
-    """The calibration cache key: platform, family, candidate frameworks, their versions and
+              options: Mapping[str, Mapping[str, Any]] | None = None,
+              reference_software: Mapping[str, Any] | None = None) -> str:
+    """The calibration cache key: platform, family, candidate frameworks, their versions,
     ``options`` (framework -> its options as the candidates ran: a calibration under another
-    torch_compile mode or cpu_allocator is another calibration)."""
+    torch_compile mode or cpu_allocator is another calibration) and ``reference_software`` (the
+    reference framework's ``FrameworkInfo.software_fields`` as its runs report them: what its
+    options mean, e.g. JAX's ``xla_compile_options``)."""
     text = json.dumps({"platform": platform_key(platform), "family": family, "frameworks": frameworks,
-                       "versions": versions(frameworks), "options": options or {}}, sort_keys=True, default=str)
+                       "versions": versions(frameworks), "options": options or {},
+                       "reference_software": reference_software or {}}, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -208,10 +214,11 @@ def calibrate(workload: Any, settings: Any = None, refresh: bool = False, rounds
             raise SpecError("frameworks", name, one_of(registry.names(), "a registered framework"))
     if registry.DEFAULT not in names:
         raise SpecError("frameworks", names, f"a list that includes the reference framework {registry.DEFAULT}")
-    platform = context(registry.DEFAULT)[0]
+    platform, software = context(registry.DEFAULT)
     settings = (settings or MeasureSettings()).replace(time_budget_s=budget_s)
     options = {name: settings.options_for(name).to_dict() for name in names}
-    key = cache_key(platform, workload.family, names, options)
+    meaning = {f: software.get(f) for f in registry.meta(registry.DEFAULT).software_fields}
+    key = cache_key(platform, workload.family, names, options, meaning)
     with _locked():
         hit = None if refresh else cached(key)
         if hit is not None:

@@ -98,6 +98,10 @@ def test_the_cache_key_covers_platform_family_and_versions():
     reuse = beststack.cache_key(platform, "fc", ["jax", "torch"], {"torch": {"cpu_allocator": "reuse"}})
     assert reuse != key and reuse != beststack.cache_key(platform, "fc", ["jax", "torch"],
                                                          {"torch": {"cpu_allocator": "system"}})
+    # A preset whose meaning changed (JAX's xla_compile_options) is another calibration.
+    before = beststack.cache_key(platform, "fc", ["jax", "torch"], None, {"xla_compile_options": '{"best":{}}'})
+    assert before != key and before != beststack.cache_key(
+        platform, "fc", ["jax", "torch"], None, {"xla_compile_options": '{"best":{},"best fallback":{}}'})
     assert "jaxlib" in beststack.versions(["jax"]) and beststack.versions(["jax"])["jaxlib"]
 
 
