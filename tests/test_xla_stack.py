@@ -166,6 +166,16 @@ def test_the_best_presets_fallback_replaces_loop_emitted_convolutions_with_the_s
     assert xla_stack.compile_lowered(lowered, "stock", "cpu")[1] == {}
 
 
+def test_an_operation_profile_compiles_the_program_a_run_measures():
+    # paradnn profile must time the program paradnn run times: with the fallback, not XLA's defaults
+    if jax.default_backend() != "cpu":
+        pytest.skip("the fallback is XLA:CPU's; this backend is " + jax.default_backend())
+    from paradnn.backends.jax.profile import _compile_for_profile
+
+    lowered, _ = _small_spatial_conv_grad()
+    assert xla_stack.loop_emitted_convolutions(_compile_for_profile(lowered).as_text()) == 0
+
+
 def test_a_program_without_the_slow_path_keeps_the_presets_own_options():
     work = Workload(SPEC, 32, "float32", None, 1)
     model = build(SPEC, "float32")

@@ -11,6 +11,7 @@ from typing import Any, Callable, ContextManager
 
 import jax
 
+from paradnn.backends.jax import xla_stack
 from paradnn.errors import ParadnnError
 
 
@@ -38,13 +39,16 @@ _NO_COMMAND_BUFFERS = {"xla_gpu_enable_command_buffer": ""}
 def _compile_for_profile(lowered: Any) -> Any:
     """``lowered`` compiled for an operation-level profile: on a GPU with command buffers off
     (:data:`_NO_COMMAND_BUFFERS`), falling back to the default compile where this jaxlib does
-    not take the option; elsewhere as it is."""
-    if jax.default_backend() == "gpu":
+    not take the option; elsewhere as a run measures it by default (the default ``xla_preset``,
+    its fallback included: a CPU CNN with convolutions smaller than their kernel is profiled
+    as the program that runs, not the one XLA's defaults give)."""
+    backend = jax.default_backend()
+    if backend == "gpu":
         try:
             return lowered.compile(compiler_options=_NO_COMMAND_BUFFERS)
         except Exception:  # noqa: BLE001 - an option this XLA does not know: profile as compiled
             pass
-    return lowered.compile()
+    return xla_stack.compile_lowered(lowered, xla_stack.DEFAULT_PRESET, backend)[0]
 
 
 def trace_step(step: Any, state: Any, batch: Any, steps: int, warmup: int,

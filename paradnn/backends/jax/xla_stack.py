@@ -111,19 +111,16 @@ def compile_lowered(lowered: Any, preset: str, backend: str) -> tuple[Any, dict[
     """Compile ``lowered`` (a ``jax.stages.Lowered``) with ``preset``'s options on ``backend``,
     and with its fallback's options added where the fallback applies (``FALLBACKS``). Returns
     the compiled program and the options it was compiled with (``{}``: XLA's defaults)."""
-    options = compile_options(preset, backend)
-    compiled = lowered.compile(options)
+    options = compile_options(preset, backend) or {}
+    compiled = lowered.compile(options or None)
     fallback = FALLBACKS.get(preset, {}).get(backend)
-    if fallback is None:
-        return compiled, dict(options or {})
-    slow = fallback.count(compiled.as_text())
-    if slow == 0:
-        return compiled, dict(options or {})
-    wider = {**(options or {}), **fallback.options}
-    second = lowered.compile(wider)
-    if fallback.count(second.as_text()) < slow:
-        return second, wider
-    return compiled, dict(options or {})
+    slow = fallback.count(compiled.as_text()) if fallback is not None else 0
+    if slow:
+        wider = {**options, **fallback.options}
+        second = lowered.compile(wider)
+        if fallback.count(second.as_text()) < slow:
+            return second, wider
+    return compiled, options
 
 
 def describe(backend: str) -> str:
