@@ -177,3 +177,70 @@ def test_custom_call_flops_counts_cublas_gemms_from_their_shapes():
     assert profile.custom_call_flops(_CUBLAS_HLO) == 2 * 64 * 16 * 32
     # A module without GEMM or convolution custom calls (every CPU module here) adds nothing.
     assert profile.custom_call_flops(_CUBLAS_HLO.replace("__cublas$lt$matmul", "Sharding")) == 0.0
+
+
+def _xla_conv_flops(x_shape, w_shape, layout, stride, pad):
+    """XLA's own count (CPU cost analysis) of one strided, padded convolution."""
+    def conv(x, w):
+        return jax.lax.conv_general_dilated(x, w, stride, pad, dimension_numbers=layout)
+    cost = jax.jit(conv).lower(jnp.ones(x_shape), jnp.ones(w_shape)).compile().cost_analysis()
+    return (cost[0] if isinstance(cost, (list, tuple)) else cost)["flops"]
+
+
+def _cudnn_call(target, operands, result, labels):
+    """A cuDNN convolution custom call as XLA:GPU prints it (window and dim_labels are those of
+    the forward convolution, whatever the kind)."""
+    params = ", ".join(f"p{i}: bf16[{s}]" for i, s in enumerate(operands))
+    body = "\n".join(f"  %p{i} = bf16[{s}]{{3,2,1,0}} parameter({i})" for i, s in enumerate(operands))
+    args = ", ".join(f"bf16[{s}]{{3,2,1,0}} %p{i}" for i, s in enumerate(operands))
+    return f'''HloModule jit_step
+
+ENTRY %main ({params}) -> bf16[{result}] {{
+{body}
+  %conv = (bf16[{result}]{{3,2,1,0}}, u8[0]{{0}}) custom-call({args}), window={{size=3x3 stride=2x2 pad=1_1x1_1}}, dim_labels={labels}, custom_call_target="{target}"
+  ROOT %gte = bf16[{result}]{{3,2,1,0}} get-tuple-element((bf16[{result}]{{3,2,1,0}}, u8[0]{{0}}) %conv), index=0
+}}
+'''
+
+
+@pytest.mark.parametrize("layout", ["NHWC", "NCHW"])
+def test_cudnn_convolution_calls_count_the_forward_convolutions_multiply_adds(layout):
+    # Input [4, 9x9, 8], kernel 3x3 8 -> 16 with stride 2 and padding 1: output [4, 5x5, 16]. The
+    # backward-input and backward-filter calls of the same convolution do its multiply-adds again
+    # (their operands and result are the forward one's output, kernel and input in other roles).
+    # Before: the backward-input call counted 2 x input-gradient elements x kernel / output
+    # features (0.5x here, 4x for a 1x1 convolution from 256 to 64 features), the backward-filter
+    # call read the output gradient as a kernel (its batch as output features in `oi01`), so
+    # ResNet-50 read 1.38x its analytic count on an H100.
+    if layout == "NHWC":
+        x, w, y, labels = "4,9,9,8", "16,3,3,8", "4,5,5,16", "b01f_o01i->b01f"
+        expected = _xla_conv_flops((4, 9, 9, 8), (16, 3, 3, 8), ("NHWC", "OHWI", "NHWC"), (2, 2), "SAME")
+    else:
+        x, w, y, labels = "4,8,9,9", "16,8,3,3", "4,16,5,5", "bf01_oi01->bf01"
+        expected = _xla_conv_flops((4, 8, 9, 9), (16, 8, 3, 3), ("NCHW", "OIHW", "NCHW"), (2, 2), "SAME")
+    # XLA's count leaves out the taps on padding: per spatial dimension the first output
+    # position has one on the low pad and the last one on the high pad, so 5 x 3 - 2 taps.
+    assert expected == 2 * 4 * 16 * 8 * 13 ** 2
+    calls = {"__cudnn$convForward": ([x, w], y), "__cudnn$convBackwardInput": ([y, w], x),
+             "__cudnn$convBackwardFilter": ([x, y], w)}
+    for target, (operands, result) in calls.items():
+        got = profile.custom_call_flops(_cudnn_call(target, operands, result, labels))
+        assert got == pytest.approx(expected, rel=1e-6), target
+
+
+def test_native_convolutions_count_what_xla_counts_padding_and_input_holes_left_out():
+    # A strided, padded 7x7 convolution and its gradients: XLA:CPU writes the input gradient as a
+    # convolution over the output gradient dilated by the stride, whose holes do no work.
+    x, w = jnp.ones((2, 14, 14, 8)), jnp.ones((7, 7, 8, 16))
+
+    def loss(x, w):
+        y = jax.lax.conv_general_dilated(x, w, (2, 2), [(3, 3), (3, 3)],
+                                         dimension_numbers=("NHWC", "HWIO", "NHWC"))
+        return jnp.sum(y)
+
+    compiled = jax.jit(jax.grad(loss, argnums=(0, 1))).lower(x, w).compile()
+    cost = compiled.cost_analysis()
+    xla = (cost[0] if isinstance(cost, (list, tuple)) else cost)["flops"]
+    ops = profile.hlo_ops(compiled.as_text())
+    assert compiled.as_text().count(" convolution(") >= 1
+    assert ops["flops"].sum() == pytest.approx(xla, rel=1e-3)

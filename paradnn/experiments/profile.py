@@ -8,9 +8,11 @@ instruction name. The parsing here is framework-free: XLA's HLO text and TensorB
 
 Counting rules (per execution of an operation):
 
-* FLOPs: ``dot`` 2 x output elements x contracted size; ``convolution`` 2 x output elements x
-  kernel elements per output feature (padding not excluded, so edge-heavy convolutions are
-  over-counted); elementwise arithmetic 1 per output element; ``reduce`` 1 per input
+* FLOPs: ``dot`` 2 x output elements x contracted size; ``convolution`` (and the cuDNN and
+  oneDNN convolution custom calls, each counted as the forward convolution it computes or
+  differentiates) 2 x batch x output features x input features per group x the valid (output
+  position, kernel tap) pairs of its window: padding and the holes of a dilated input count
+  nothing, as in XLA's cost analysis; elementwise arithmetic 1 per output element; ``reduce`` 1 per input
   element; ``reduce-window`` 1 per output element and window element. A fusion sums its fused
   computation. Transcendentals (exp, log, tanh, ...) are counted apart, as XLA does.
 * Bytes: the operands and the output of the top-level (fused) instruction, i.e. the memory
@@ -34,6 +36,7 @@ import tempfile
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+import numpy as np
 import pandas as pd
 
 from paradnn import frameworks, sizes
@@ -183,6 +186,70 @@ def _dims_attr(attrs: str, key: str) -> list[int]:
     return [int(x) for x in m.group(1).split(",") if x] if m else []
 
 
+#: The operands and result of a cuDNN convolution custom call by the kind of convolution it
+#: computes: which of them is the forward convolution's input, kernel and output. Its window and
+#: ``dim_labels`` describe the forward convolution whatever the kind (XLA:GPU's conv rewriter), so
+#: a backward call is counted as the forward convolution it differentiates: the same multiply-adds.
+#: Entries: ("operand", i) or ("result", 0). Other convolution calls (forward, bias-activation,
+#: oneDNN) take (input, kernel) and give the output.
+_CONV_ROLES = {
+    "__cudnn$convbackwardinput": (("result", 0), ("operand", 1), ("operand", 0)),
+    "__cudnn$convbackwardfilter": (("operand", 0), ("result", 0), ("operand", 1)),
+}
+_FORWARD_ROLES = (("operand", 0), ("operand", 1), ("result", 0))
+_WINDOW_FIELD = re.compile(r"(size|stride|pad|lhs_dilate|rhs_dilate)=([-0-9x_]+)")
+
+
+def _valid_taps(n: int, m: int, k: int, stride: int, lo: int, lhs_dilate: int, rhs_dilate: int) -> int:
+    """Pairs (output position, kernel tap) of one spatial dimension whose input position is a real
+    element: not padding and not a hole of the input's dilation. ``n`` input size, ``m`` output
+    size, ``k`` window size, ``lo`` low padding."""
+    pos = (np.arange(m)[:, None] * stride + np.arange(k)[None, :] * rhs_dilate) - lo
+    return int(((pos >= 0) & (pos <= (n - 1) * lhs_dilate) & (pos % lhs_dilate == 0)).sum())
+
+
+def _conv_flops(ins: Instruction, comp: Computation) -> float:
+    """FLOPs of one execution of a convolution (the ``convolution`` instruction or a convolution
+    custom call): 2 x batch x output features x input features per group x the valid (output
+    position, kernel tap) pairs of its window, so padding and the holes of a dilated input (a
+    strided convolution's input gradient) count nothing, as in XLA's cost analysis. 0.0 where the
+    shapes or labels cannot be read."""
+    labels = re.search(r"dim_labels=([0-9a-z]+)_([0-9a-z]+)->([0-9a-z]+)", ins.attrs)
+    roles = _FORWARD_ROLES
+    if ins.opcode == "custom-call":
+        target = re.search(r'custom_call_target="([^"]+)"', ins.attrs)
+        roles = _CONV_ROLES.get(target.group(1).lower() if target else "", _FORWARD_ROLES)
+    shapes = []
+    for where, i in roles:
+        text = ins.shape if where == "result" else (
+            comp.shapes.get(ins.operands[i], "") if i < len(ins.operands) else "")
+        arrays = _arrays(text)
+        shapes.append(arrays[0][1] if arrays else [])
+    lhs, rhs, out = shapes
+    if not labels or not all(shapes) or [len(lhs), len(rhs), len(out)] != [len(x) for x in labels.groups()]:
+        return 0.0
+    lhs_l, rhs_l, out_l = labels.groups()
+    window = dict(_WINDOW_FIELD.findall(re.search(r"window=\{([^}]*)\}", ins.attrs).group(1))
+                  if "window={" in ins.attrs else "")
+    spatial = sorted(c for c in lhs_l if c.isdigit())
+
+    def per_dim(name: str, default: int) -> list[int]:
+        return [int(x) for x in window[name].split("x")] if name in window else [default] * len(spatial)
+
+    size = per_dim("size", 1)
+    stride, lhs_dil, rhs_dil = per_dim("stride", 1), per_dim("lhs_dilate", 1), per_dim("rhs_dilate", 1)
+    pad_lo = [int(p.split("_")[0]) for p in window["pad"].split("x")] if "pad" in window else [0] * len(spatial)
+    taps = 1
+    for d, c in enumerate(spatial):
+        taps *= _valid_taps(lhs[lhs_l.index(c)], out[out_l.index(c)], size[d], stride[d], pad_lo[d],
+                            lhs_dil[d], rhs_dil[d])
+    groups = re.search(r"feature_group_count=(\d+)", ins.attrs)
+    batch_groups = re.search(r"batch_group_count=(\d+)", ins.attrs)
+    batch = lhs[lhs_l.index("b")] // (int(batch_groups.group(1)) if batch_groups else 1)
+    in_features = lhs[lhs_l.index("f")] // (int(groups.group(1)) if groups else 1)
+    return 2.0 * batch * out[out_l.index("f")] * in_features * taps
+
+
 def _flops(ins: Instruction, comp: Computation, comps: dict[str, Computation]) -> tuple[float, float, set[str]]:
     """(FLOPs, transcendentals, opcodes inside) of one execution of ``ins``."""
     op = ins.opcode
@@ -205,15 +272,7 @@ def _flops(ins: Instruction, comp: Computation, comps: dict[str, Computation]) -
         k = math.prod(dims[d] for d in _dims_attr(ins.attrs, "lhs_contracting_dims") if d < len(dims))
         return 2.0 * out * k, 0.0, set()
     if op == "convolution" or (op == "custom-call" and "conv" in ins.attrs.lower()):
-        rhs = _arrays(comp.shapes.get(ins.operands[1], "")) if len(ins.operands) > 1 else []
-        m = re.search(r"dim_labels=[^_]+_([^-]+)->", ins.attrs)
-        if rhs and m and "o" in m.group(1):
-            kdims = rhs[0][1]
-            o = kdims[m.group(1).index("o")]
-            out_arrays = _arrays(ins.shape)
-            out_el = math.prod(out_arrays[0][1]) if out_arrays else out
-            return 2.0 * out_el * math.prod(kdims) / max(o, 1), 0.0, set()
-        return 0.0, 0.0, set()
+        return _conv_flops(ins, comp), 0.0, set()
     if op == "custom-call":
         target = re.search(r'custom_call_target="([^"]+)"', ins.attrs)
         if target and any(t in target.group(1).lower() for t in ("gemm", "matmul", "dot")):
