@@ -244,3 +244,52 @@ def test_native_convolutions_count_what_xla_counts_padding_and_input_holes_left_
     ops = profile.hlo_ops(compiled.as_text())
     assert compiled.as_text().count(" convolution(") >= 1
     assert ops["flops"].sum() == pytest.approx(xla, rel=1e-3)
+
+
+def _fmha_module(backward: bool, mask: str, b=2, t=128, h=4, d=64):
+    """cuDNN fused-attention calls as ``jax.nn.dot_product_attention(implementation="cudnn")``
+    compiles them on a GPU: Q, K, V ``[batch, length, heads, head_dim]`` first, the score matrix
+    ``[batch, heads, queries, keys]`` in the backend config."""
+    qkv = f"bf16[{b},{t},{h},{d}]{{3,2,1,0}}"
+    stats = f"f32[{b},{h},{t}]{{2,1,0}}"
+    names = ["q", "k", "v"] + (["stats", "do", "o"] if backward else [])
+    shapes = [qkv, qkv, qkv] + ([stats, qkv, qkv] if backward else [])
+    result = f"({qkv}, {qkv}, {qkv}, u8[0]{{0}})" if backward else f"({qkv}, {stats}, u8[0]{{0}})"
+    target = "__cudnn$fmhaSoftmaxBackward" if backward else "__cudnn$fmhaSoftmax"
+    config = ('{"operation_queue_id":"0","cudnn_fmha_backend_config":{"fmha_scale":0.125,'
+              f'"intermediate_tensor_shape":{{"element_type":"BF16","dimensions":["{b}","{h}","{t}","{t}"],'
+              f'"tuple_shapes":[],"layout":{{"minor_to_major":["3","2","1","0"]}}}},"mask_type":"{mask}"}}}}')
+    params = "\n".join(f"  %{n} = {s} parameter({i})" for i, (n, s) in enumerate(zip(names, shapes)))
+    args = ", ".join(f"{s} %{n}" for n, s in zip(names, shapes))
+    return f'''HloModule jit_attention
+
+ENTRY %main ({", ".join(f"{n}: {s.split('{')[0]}" for n, s in zip(names, shapes))}) -> {qkv} {{
+{params}
+  %fmha = {result} custom-call({args}), custom_call_target="{target}", backend_config={config}
+  ROOT %out = {qkv} get-tuple-element({result} %fmha), index=0
+}}
+'''
+
+
+def _xla_attention_product_flops(b=2, t=128, h=4, d=64):
+    """XLA's own count (CPU cost analysis) of attention's two products, Q.K^T and P.V."""
+    q, p = jnp.ones((b, t, h, d)), jnp.ones((b, h, t, t))
+
+    def products(q, k, v, p):
+        return jnp.einsum("bqhd,bkhd->bhqk", q, k), jnp.einsum("bhqk,bkhd->bqhd", p, v)
+
+    cost = jax.jit(products).lower(q, q, q, p).compile().cost_analysis()
+    return (cost[0] if isinstance(cost, (list, tuple)) else cost)["flops"]
+
+
+def test_fused_attention_calls_count_their_matrix_products():
+    forward = profile.custom_call_flops(_fmha_module(False, "NO_MASK"))
+    backward = profile.custom_call_flops(_fmha_module(True, "NO_MASK"))
+    assert forward == 2 * 2 * 4 * 128 * 128 * (64 + 64)
+    assert forward == _xla_attention_product_flops()
+    # The backward pass: the gradients of both operands of both products (twice the forward),
+    # and the scores Q.K^T once more (flash attention keeps no score matrix): 2.5x the forward.
+    assert backward == 2.5 * forward
+    # A causal mask: cuDNN computes the scores on and below the diagonal only.
+    causal = profile.custom_call_flops(_fmha_module(False, "CAUSAL"))
+    assert causal == forward * (128 + 1) / (2 * 128)

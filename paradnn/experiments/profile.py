@@ -250,6 +250,31 @@ def _conv_flops(ins: Instruction, comp: Computation) -> float:
     return 2.0 * batch * out[out_l.index("f")] * in_features * taps
 
 
+def _attention_flops(ins: Instruction, comp: Computation, backward: bool) -> float:
+    """FLOPs of one cuDNN fused-attention call (``__cudnn$fmha*``, what
+    ``jax.nn.dot_product_attention(implementation="cudnn")`` compiles to): its matrix products,
+    counted from the score matrix ``[batch, heads, queries, keys]`` in the call's
+    ``intermediate_tensor_shape`` and the head sizes of Q and V (operands 0 and 2, head
+    dimension minor). Forward: ``Q.K^T`` and ``P.V``, 2 x scores x (d_qk + d_v). Backward: the
+    scores again (flash attention keeps no score matrix), then the gradients of P, V, Q and K,
+    2 x scores x (3 d_qk + 2 d_v). Under a causal mask cuDNN skips the masked scores, so only the
+    scores on and below the diagonal count. 0.0 where the shapes cannot be read."""
+    scores = re.search(r'"intermediate_tensor_shape":\s*\{[^{}]*?"dimensions":\s*\[([^\]]*)\]', ins.attrs)
+    q, v = (_arrays(comp.shapes.get(ins.operands[i], "")) if i < len(ins.operands) else [] for i in (0, 2))
+    if not scores or not q or not v:
+        return 0.0
+    dims = [int(x.strip('" ')) for x in scores.group(1).split(",") if x.strip('" ')]
+    if len(dims) != 4:
+        return 0.0
+    batch, heads, queries, keys = dims
+    pairs = queries * keys
+    if re.search(r'"mask_type":\s*"[A-Z_]*CAUSAL', ins.attrs):
+        pairs = sum(min(i + 1, keys) for i in range(queries))
+    d_qk, d_v = q[0][1][-1], v[0][1][-1]
+    products = 3 * d_qk + 2 * d_v if backward else d_qk + d_v
+    return 2.0 * batch * heads * pairs * products
+
+
 def _flops(ins: Instruction, comp: Computation, comps: dict[str, Computation]) -> tuple[float, float, set[str]]:
     """(FLOPs, transcendentals, opcodes inside) of one execution of ``ins``."""
     op = ins.opcode
@@ -271,11 +296,18 @@ def _flops(ins: Instruction, comp: Computation, comps: dict[str, Computation]) -
         dims = lhs[0][1] if lhs else []
         k = math.prod(dims[d] for d in _dims_attr(ins.attrs, "lhs_contracting_dims") if d < len(dims))
         return 2.0 * out * k, 0.0, set()
-    if op == "convolution" or (op == "custom-call" and "conv" in ins.attrs.lower()):
+    if op == "convolution":
         return _conv_flops(ins, comp), 0.0, set()
     if op == "custom-call":
-        target = re.search(r'custom_call_target="([^"]+)"', ins.attrs)
-        if target and any(t in target.group(1).lower() for t in ("gemm", "matmul", "dot")):
+        # What a call computes is read from its target's name, never from the rest of its
+        # attributes (metadata names the framework op, which may say "conv" for a GEMM).
+        found = re.search(r'custom_call_target="([^"]+)"', ins.attrs)
+        target = found.group(1).lower() if found else ""
+        if "$fmha" in target:
+            return _attention_flops(ins, comp, backward="backward" in target), 0.0, set()
+        if "conv" in target:
+            return _conv_flops(ins, comp), 0.0, set()
+        if any(t in target for t in ("gemm", "matmul", "dot")):
             shapes = [_arrays(comp.shapes.get(o, "")) for o in ins.operands[:2]]
             if all(shapes):
                 lhs = shapes[0][0][1]
@@ -299,12 +331,12 @@ def _flops(ins: Instruction, comp: Computation, comps: dict[str, Computation]) -
     return 0.0, 0.0, set()
 
 
-_COSTED_CALL = re.compile(r'custom_call_target="[^"]*(gemm|matmul|conv)', re.IGNORECASE)
+_COSTED_CALL = re.compile(r'custom_call_target="[^"]*(gemm|matmul|conv|fmha)', re.IGNORECASE)
 
 
 def custom_call_flops(text: str) -> float:
     """FLOPs (FLOP per execution; loop bodies once, as XLA's cost analysis counts them) of the
-    GEMM and convolution custom calls (cuBLAS, cuBLASLt, cuDNN, oneDNN) of an optimized HLO
+    GEMM, convolution and fused-attention custom calls (cuBLAS, cuBLASLt, cuDNN, oneDNN) of an optimized HLO
     module, counted from their operand shapes; 0.0 when it has none. XLA's cost analysis gives
     custom calls no FLOPs."""
     if not _COSTED_CALL.search(text):

@@ -295,7 +295,7 @@ class JaxBackend:
         h: _Compiled = program.handle
         out: dict[str, Any] = costs.xla_step_costs(program.workload, h.model, h.optimizer, h.compiled)
         added = out.pop("custom_call_flops_per_step")
-        out["flops_source"] = ("XLA cost analysis + GEMM/convolution custom calls counted from HLO shapes "
+        out["flops_source"] = ("XLA cost analysis + GEMM/convolution/attention custom calls counted from HLO shapes "
                                f"({added / out['flops_per_step']:.0%} of the FLOPs)" if added else "XLA cost analysis")
         return out
 

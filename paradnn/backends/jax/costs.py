@@ -15,9 +15,9 @@ Sharded programs report per-device costs; totals here are per step over all devi
 XLA's cost analysis gives a custom call no FLOPs. On a GPU the matmuls and convolutions of the
 optimized module are custom calls to cuBLAS and cuDNN, so the cost analysis of an FC step there
 holds its element-wise work alone (an H100, jax 0.11.2: 2.7e11 of 1.25e13 FLOPs, a utilization
-of 1.3% for 58%). Those calls' FLOPs are counted from their shapes in the HLO text
-(:func:`paradnn.experiments.profile.custom_call_flops`) and added, unless the cost analysis already
-exceeds them (a version that costs them itself).
+of 1.3% for 58%); cuDNN's fused attention is such a call too. Those calls' FLOPs are counted from
+their shapes in the HLO text (:func:`paradnn.experiments.profile.custom_call_flops`) and added,
+unless the cost analysis already exceeds them (a version that costs them itself).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from paradnn.workload import Workload
 
 def _cost_dict(compiled: jax.stages.Compiled) -> dict[str, float]:
     """FLOPs and bytes of one execution of ``compiled``: XLA's cost analysis plus the FLOPs of
-    the GEMM and convolution custom calls it leaves uncounted (``custom_call_flops``: FLOP)."""
+    the GEMM, convolution and attention custom calls it leaves uncounted (``custom_call_flops``: FLOP)."""
     cost = compiled.cost_analysis()
     if isinstance(cost, (list, tuple)):  # older jaxlibs return one dict per program
         cost = cost[0] if cost else {}
