@@ -542,6 +542,28 @@ try:
 except Exception as exc:  # noqa: BLE001 - no store when its steps failed
     check("Transformer family sweep", f"{type(exc).__name__}: {exc}", "6 records", False, step="sweep_transformer")
 
+# Executed FLOPs (XLA's count plus the custom calls counted from the HLO) against the analytic
+# count of every measured record: on a GPU the matmuls, convolutions and attention are cuBLAS and
+# cuDNN custom calls, counted by paradnn (the first H100 run read ResNet-50 at 1.38x before the
+# backward-convolution calls were counted right).
+counted = {name: load(f"{name}.json") for name in ("fc_bfloat16", "fc_float32", "lstm", "cnn")}
+counted["resnet50"] = (load("resnet_loop.json") or {}).get("paradnn_record")
+if df is not None and "model_flops_per_step" in df.columns:
+    for r in df.to_dict("records"):
+        counted[f"{r.get('family')} {r.get('framework')} b{r.get('batch')} ({str(r.get('key'))[:6]})"] = r
+ratios, flagged = {}, []
+for name, r in counted.items():
+    if not r or r.get("status") != "ok" or not r.get("flops_per_step") or not r.get("model_flops_per_step"):
+        continue
+    ratios[name] = r["flops_per_step"] / r["model_flops_per_step"]
+    if "flops_mismatch" in str(r.get("warnings") or ""):
+        flagged.append(name)
+check("executed / analytic FLOPs of every ok record",
+      (f"{len(ratios)} records, {min(ratios.values()):.3f}x to {max(ratios.values()):.3f}x; flops_mismatch: "
+       + (", ".join(f"{n} {ratios[n]:.3f}x" for n in flagged) or "none")) if ratios else "no records",
+      "no flops_mismatch on a GPU", (not flagged) if gpu and ratios else None,
+      "; ".join(f"{n} {v:.3f}x" for n, v in ratios.items() if "(" not in n))
+
 ops_cnn = load("profile_cnn/ops.json")
 check("paradnn profile of a CNN", (f"device platform {ops_cnn.get('device_platform')}, FLOPs matched "
       f"{pct(ops_cnn.get('flops_matched_fraction'))}") if ops_cnn else steps.get("profile_cnn", {}).get("status"),
