@@ -17,6 +17,7 @@ import jax.numpy as jnp
 
 from paradnn.families.cnn import GROUP_STRIDE, GROUP_WIDTH, train_flops_per_example
 from paradnn.backends.jax.models.base import ModelDef, softmax_xent
+from paradnn.backends.jax.models.pooling import max_pool
 from paradnn.families.cnn import CNN
 
 
@@ -58,7 +59,7 @@ class ResNetV1(nn.Module):
     def __call__(self, x: jax.Array, train: bool = True) -> jax.Array:
         x = nn.Conv(self.filters, (7, 7), (2, 2), padding="SAME", use_bias=False, dtype=self.dtype)(x)
         x = nn.BatchNorm(use_running_average=not train, momentum=0.9, epsilon=1e-5, dtype=self.dtype)(x)
-        x = nn.max_pool(nn.relu(x), (3, 3), (2, 2), padding="SAME")
+        x = max_pool(nn.relu(x), (3, 3), (2, 2), padding="SAME")
         for width, stride in zip(GROUP_WIDTH, GROUP_STRIDE):
             for i in range(self.blocks):
                 x = Block(self.filters * width, stride if i == 0 else 1,

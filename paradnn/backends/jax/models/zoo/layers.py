@@ -16,6 +16,7 @@ import jax.numpy as jnp
 
 from paradnn.errors import SpecError
 from paradnn.backends.jax.models.base import ModelDef, softmax_xent
+from paradnn.backends.jax.models import pooling
 from paradnn.families.real import Real
 
 IMAGENET_CLASSES = 1000
@@ -48,7 +49,7 @@ def max_pool(x: jax.Array, window: int, stride: int, padding: int = 0, ceil_mode
             out -= 1
         extra = max(0, (out - 1) * stride + window - (side + 2 * padding))
         pads.append((padding, padding + extra))
-    return nn.max_pool(x, (window, window), (stride, stride), padding=pads)
+    return pooling.max_pool(x, (window, window), (stride, stride), padding=pads)
 
 
 def adaptive_avg_pool(x: jax.Array, out: int) -> jax.Array:

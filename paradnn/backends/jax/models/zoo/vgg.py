@@ -15,7 +15,7 @@ import jax.numpy as jnp
 
 from paradnn.backends.jax.models.base import ModelDef
 from paradnn.backends.jax.models.registry import Entry, register
-from paradnn.backends.jax.models.zoo.layers import IMAGENET_CLASSES, adaptive_avg_pool, conv, image_classifier
+from paradnn.backends.jax.models.zoo.layers import IMAGENET_CLASSES, adaptive_avg_pool, conv, image_classifier, max_pool
 from paradnn.families.real import Real
 
 GROUPS = ((64, 2), (128, 2), (256, 3), (512, 3), (512, 3))  # (channels, convs)
@@ -31,7 +31,7 @@ class VGG16(nn.Module):
         for channels, convs in GROUPS:
             for _ in range(convs):
                 x = nn.relu(conv(channels, 3, 1, 1, use_bias=True, dtype=self.dtype)(x))
-            x = nn.max_pool(x, (2, 2), (2, 2))
+            x = max_pool(x, 2, 2)
         x = adaptive_avg_pool(x, 7).reshape(x.shape[0], -1)
         x = nn.relu(nn.Dense(4096, dtype=self.dtype)(x))
         x = nn.relu(nn.Dense(4096, dtype=self.dtype)(x))
