@@ -12,8 +12,10 @@ select-and-scatter adds overlapping windows (window order, so descending tap ord
 input position). The result is bitwise the same (tested for float32 and bfloat16, overlapping
 and strided windows, SAME and explicit padding, ties from ReLU zeros).
 
-Used on CPUs only, where it was measured; elsewhere (GPU, TPU) the model keeps XLA's
-select-and-scatter. The forward pass is ``flax.linen.max_pool`` everywhere.
+Used on the platforms in :data:`FUSED_GRADIENT_PLATFORMS` (CPUs, where it was measured:
+``benchmarks/bench_pool.py``); elsewhere (GPU, TPU) the model keeps XLA's select-and-scatter.
+The forward pass is ``flax.linen.max_pool`` everywhere. The choice is made when a step is
+traced.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ import jax.numpy as jnp
 from jax import lax
 
 Padding = str | Sequence[tuple[int, int]]
+#: JAX platforms whose max-pool gradient is the fused one (a benchmark empties it to trace XLA's).
+FUSED_GRADIENT_PLATFORMS: set[str] = {"cpu"}
 
 
 def _pads(shape: Sequence[int], window: tuple[int, int], strides: tuple[int, int],
@@ -82,9 +86,9 @@ def max_pool(x: jax.Array, window: tuple[int, int], strides: tuple[int, int],
     """``flax.linen.max_pool`` of an NHWC array (``window`` and ``strides`` in pixels,
     ``padding`` "SAME", "VALID" or (low, high) pairs), with the fused gradient above on a CPU."""
     pads = _pads(x.shape, tuple(window), tuple(strides), padding)
-    if jax.default_backend() != "cpu":
+    if jax.default_backend() not in FUSED_GRADIENT_PLATFORMS:
         return nn.max_pool(x, tuple(window), tuple(strides), padding=pads)
     return _max_pool(x, tuple(window), tuple(strides), tuple(tuple(p) for p in pads))
 
 
-__all__ = ["max_pool"]
+__all__ = ["FUSED_GRADIENT_PLATFORMS", "max_pool"]
