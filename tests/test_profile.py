@@ -179,12 +179,17 @@ def test_custom_call_flops_counts_cublas_gemms_from_their_shapes():
     assert profile.custom_call_flops(_CUBLAS_HLO.replace("__cublas$lt$matmul", "Sharding")) == 0.0
 
 
+def _xla_count(compiled) -> float:
+    """XLA's own FLOP count of a compiled program (its CPU cost analysis)."""
+    cost = compiled.cost_analysis()
+    return (cost[0] if isinstance(cost, (list, tuple)) else cost)["flops"]
+
+
 def _xla_conv_flops(x_shape, w_shape, layout, stride, pad):
-    """XLA's own count (CPU cost analysis) of one strided, padded convolution."""
+    """XLA's own count of one strided, padded convolution."""
     def conv(x, w):
         return jax.lax.conv_general_dilated(x, w, stride, pad, dimension_numbers=layout)
-    cost = jax.jit(conv).lower(jnp.ones(x_shape), jnp.ones(w_shape)).compile().cost_analysis()
-    return (cost[0] if isinstance(cost, (list, tuple)) else cost)["flops"]
+    return _xla_count(jax.jit(conv).lower(jnp.ones(x_shape), jnp.ones(w_shape)).compile())
 
 
 def _cudnn_call(target, operands, result, labels):
@@ -239,11 +244,9 @@ def test_native_convolutions_count_what_xla_counts_padding_and_input_holes_left_
         return jnp.sum(y)
 
     compiled = jax.jit(jax.grad(loss, argnums=(0, 1))).lower(x, w).compile()
-    cost = compiled.cost_analysis()
-    xla = (cost[0] if isinstance(cost, (list, tuple)) else cost)["flops"]
     ops = profile.hlo_ops(compiled.as_text())
     assert compiled.as_text().count(" convolution(") >= 1
-    assert ops["flops"].sum() == pytest.approx(xla, rel=1e-3)
+    assert ops["flops"].sum() == pytest.approx(_xla_count(compiled), rel=1e-3)
 
 
 def _fmha_module(backward: bool, mask: str, b=2, t=128, h=4, d=64):
@@ -272,14 +275,13 @@ ENTRY %main ({", ".join(f"{n}: {s.split('{')[0]}" for n, s in zip(names, shapes)
 
 
 def _xla_attention_product_flops(b=2, t=128, h=4, d=64):
-    """XLA's own count (CPU cost analysis) of attention's two products, Q.K^T and P.V."""
+    """XLA's own count of attention's two products, Q.K^T and P.V."""
     q, p = jnp.ones((b, t, h, d)), jnp.ones((b, h, t, t))
 
     def products(q, k, v, p):
         return jnp.einsum("bqhd,bkhd->bhqk", q, k), jnp.einsum("bhqk,bkhd->bqhd", p, v)
 
-    cost = jax.jit(products).lower(q, q, q, p).compile().cost_analysis()
-    return (cost[0] if isinstance(cost, (list, tuple)) else cost)["flops"]
+    return _xla_count(jax.jit(products).lower(q, q, q, p).compile())
 
 
 def test_fused_attention_calls_count_their_matrix_products():
