@@ -148,8 +148,10 @@ def make_frame(seed: int = 0) -> pd.DataFrame:
                   "dtype": "float32", "optimizer": None, "devices": 1}
             costs = (params, fpe * batch, bytes1 * 4 + 4.0 * 4 * params, width)
             rows.append(_record(wd, costs, plat, 1.0, SOFTWARE, rng, kind="real"))
-    # Stores written before the measurement-trust fields existed have no such columns.
-    return pd.DataFrame(rows).drop(columns=list(TRUST_COLUMNS))
+    # Stores written before the measurement-trust fields existed have no such columns. copy():
+    # one block per dtype, as paradnn.load's frame has (a frame built from dicts keeps a block
+    # per column, and pandas warns on every column added to it).
+    return pd.DataFrame(rows).drop(columns=list(TRUST_COLUMNS)).copy()
 
 
 # -- the measurement-trust columns (issue 8), on a copy of the golden store ---------------------
@@ -231,7 +233,7 @@ def make_trust_frame(seed: int = 0) -> pd.DataFrame:
     df.loc[mismatch, "flops_per_step"] = df.loc[mismatch, "model_flops_per_step"] * 3.4
     df.loc[mismatch, "flops_utilization"] = df.loc[mismatch, "model_flops_utilization"] * 3.4
     df.loc[mismatch, "warnings"] = "flops_mismatch"
-    return df
+    return df.copy()  # consolidated, as make_frame
 
 
 if __name__ == "__main__":
