@@ -164,7 +164,11 @@ def test_warm_rerun_reuses_analyses_with_the_same_numbers(tmp_path):
     assert cold[same].to_dict("records") == warm[same].to_dict("records")
     for row in warm.to_dict("records"):
         check_phases(row)
-    assert warm["phase_init_s"].sum() < cold["phase_init_s"].sum()
+    # Per config, not summed: the damaged initial state is computed again, and one recompute
+    # on a loaded host can outweigh what the other config's load saved. The loaded one takes a
+    # fraction of its compile (milliseconds against 0.1-0.3 s).
+    init_cold, init_warm = cold["phase_init_s"].to_numpy(), warm["phase_init_s"].to_numpy()
+    assert (init_warm < init_cold / 2).any(), (init_cold, init_warm)
     assert warm["phase_costs_s"].sum() < cold["phase_costs_s"].sum()
     assert warm["phase_trace_s"].sum() < cold["phase_trace_s"].sum()
 

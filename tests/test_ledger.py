@@ -177,10 +177,16 @@ def test_planted_causes_come_out_on_top():
     assert share["useful"] + share["below_roof"] > 0.5, ledger.summary(big)
     assert big["ledger_largest_part"] in ("useful", "below_roof"), ledger.summary(big)
     # Element-wise-heavy (a wide, shallow RNN: its gates are element-wise work over 256 units at
-    # every step): memory-bound time above 5% of its step, and a larger share than the large FC's.
+    # every step): memory-bound time above 5% of its operations' time (about 18% on a quiet host),
+    # and a larger share than the large FC's. Of the operations' time, not of the step: a loaded
+    # host stretches the 4-ms step's time outside operations (dispatch), not its bytes.
     wide = _run(RNN(cell="rnn", layers=1, embed=256, length=8, vocab=16), 32, steps_per_call=4)
     _check_adds_up(wide)
-    assert ledger.shares(wide)["memory"] > max(0.05, share["memory"]), (ledger.summary(wide), ledger.summary(big))
+
+    def memory_of_ops(m):
+        return m[ledger_metric("memory")] / m["ledger_ops_s"]
+
+    assert memory_of_ops(wide) > max(0.05, memory_of_ops(big)), (ledger.summary(wide), ledger.summary(big))
 
 
 @pytest.mark.slow

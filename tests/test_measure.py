@@ -367,8 +367,10 @@ def test_real_big_model_is_timed_in_the_fewest_steps(tiny_settings):
     m = rec.metrics
     assert rec.status == "ok", rec.error
     assert (m["steps_per_call_used"], m["warmup_calls_used"], m["timed_calls"]) == (1, 1, MIN_TIMED_CALLS)
-    # The phase is the warm-up call plus the timed calls, nothing else.
-    assert m["timing_s"] == pytest.approx(m["warmup_elapsed_s"] + sum(m["step_times_s"]), rel=0.05)
+    # The phase is the warm-up call plus the timed calls, nothing else: the gaps between the
+    # calls (the meter's reads, a pause of the loaded host) add up to less than half a step.
+    calls = m["warmup_elapsed_s"] + sum(m["step_times_s"])
+    assert calls <= m["timing_s"] < calls + 0.5 * min(m["step_times_s"]), (m["timing_s"], calls)
 
 
 def test_row_field_names_never_collide():

@@ -51,7 +51,11 @@ def test_overlap_forced_on_a_cpu_gives_the_configs_and_statuses_of_a_sequential_
     # FC are compiled ahead, so their measurement loads the compiled program from the cache.
     assert ok["prepared_ahead"].sum() >= 2, ok[["nodes", "prepared_ahead"]]
     ahead = ok[ok["prepared_ahead"].astype(bool)]
-    assert (ahead["phase_compile_s"] < seq.set_index("workload_key").loc[ahead["workload_key"], "phase_compile_s"].values).all()
+    assert set(ahead["compile_source"]) == {"paradnn program cache"}, ahead[["nodes", "compile_source"]]
+    # Loading is a fraction of a fresh compile (about 10x): summed, so one load delayed on the
+    # shared cores (the prepare worker compiles beside it) does not decide it.
+    fresh = seq.set_index("workload_key").loc[ahead["workload_key"], "phase_compile_s"]
+    assert ahead["phase_compile_s"].sum() < fresh.sum(), (ahead["phase_compile_s"], fresh)
     assert ok["preparers_stopped"].astype(bool).all()
 
 

@@ -40,9 +40,10 @@ from paradnn.sweeper import sweep  # noqa: E402
 
 RAY_BIN = str(Path(sys.executable).parent / "ray")
 
-#: The head's health checks: a node that stops answering is dead after about 2 s.
+#: The head's health checks: a node that stops answering is dead after about 3 s (6 missed
+#: checks: a raylet starved of CPU for a second on a loaded 2-core host is not declared dead).
 FAST_HEALTH = {"RAY_health_check_period_ms": "500", "RAY_health_check_timeout_ms": "500",
-               "RAY_health_check_failure_threshold": "3", "RAY_health_check_initial_delay_ms": "0"}
+               "RAY_health_check_failure_threshold": "6", "RAY_health_check_initial_delay_ms": "0"}
 
 
 def tagged_ok(workload, settings, memory_limit_bytes, sleep_s=0.3):
@@ -64,6 +65,17 @@ def tagged_ok(workload, settings, memory_limit_bytes, sleep_s=0.3):
 def slow_ok(workload, settings, memory_limit_bytes):
     """tagged_ok that takes 2 s: long enough to kill its node while it runs."""
     return tagged_ok(workload, settings, memory_limit_bytes, sleep_s=2.0)
+
+
+def gated_ok(workload, settings, memory_limit_bytes):
+    """slow_ok that first waits (120 s at most) while the file ``hold`` exists in
+    $PARADNN_TEST_MARKS: a test holds the nodes there until a node it adds has joined, so that
+    node finds configs left however slowly it starts."""
+    marks = os.environ.get("PARADNN_TEST_MARKS")
+    deadline = time.monotonic() + 120
+    while marks and Path(marks, "hold").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return slow_ok(workload, settings, memory_limit_bytes)
 
 
 def faulty(workload, settings, memory_limit_bytes):
@@ -273,7 +285,11 @@ def test_ray_failures_are_recorded(cluster, tmp_path):
 @pytest.mark.slow
 def test_node_killed_and_node_added_mid_sweep(cluster, tmp_path):
     """A node SIGKILLed while it measures: its config runs again elsewhere; a node that joins
-    mid-sweep takes configs; every config is stored exactly once, none missing."""
+    mid-sweep takes configs; every config is stored exactly once, none missing.
+
+    From the kill until the new node has joined, the other nodes hold the configs they start
+    (``gated_ok``): otherwise they could drain the queue before a node that starts slowly on a
+    loaded host registers, and whether it took configs would be a race."""
     victim = cluster.add("victim")
     db = tmp_path / "r.db"
     g = fc_grid(range(32, 46))
@@ -282,7 +298,7 @@ def test_node_killed_and_node_added_mid_sweep(cluster, tmp_path):
     def run():
         try:
             out["df"] = sweep(g, store=db, executor="ray", address=cluster.address,
-                              settings=TINY, run_fn=slow_ok, cache_dir=None, progress=False,
+                              settings=TINY, run_fn=gated_ok, cache_dir=None, progress=False,
                               timeout_s=120)
         except BaseException as exc:  # noqa: BLE001 - re-raised in the test's thread
             out["error"] = exc
@@ -296,9 +312,14 @@ def test_node_killed_and_node_added_mid_sweep(cluster, tmp_path):
         return started - (set(load(db)["nodes"]) if started and db.exists() else set())
 
     wait_for("the victim node to measure a config", measuring, timeout_s=120)
-    kill_node(victim)
-    killed_at = time.monotonic()
-    cluster.add("late", wait=False)
+    hold = cluster.marks / "hold"
+    hold.touch()
+    try:
+        kill_node(victim)
+        killed_at = time.monotonic()
+        cluster.add("late")  # waits until it has joined
+    finally:
+        hold.unlink()
     thread.join(timeout=180)
     assert not thread.is_alive() and "error" not in out, out.get("error")
     df = out["df"]
