@@ -149,8 +149,8 @@ def make_frame(seed: int = 0) -> pd.DataFrame:
             costs = (params, fpe * batch, bytes1 * 4 + 4.0 * 4 * params, width)
             rows.append(_record(wd, costs, plat, 1.0, SOFTWARE, rng, kind="real"))
     # Stores written before the measurement-trust fields existed have no such columns. copy():
-    # one block per dtype, as paradnn.load's frame has (a frame built from dicts keeps a block
-    # per column, and pandas warns on every column added to it).
+    # consolidated, one block per NumPy dtype as paradnn.load's frame has (a frame built from
+    # dicts keeps a block per column, and pandas warns on every column added to it).
     return pd.DataFrame(rows).drop(columns=list(TRUST_COLUMNS)).copy()
 
 
