@@ -199,7 +199,7 @@ def test_fast_pipeline_keeps_up(paradnn_cmd, tmp_path):
     out, _ = _infeed(paradnn_cmd, tmp_path, "--workers", "2", "--no-synthetic", model=model, steps=30)
     (row,) = out["rows"]
     assert row["status"] == "ok" and row["feed"] == "pipeline" and row["workers"] == 2
-    # Decoding four 74-px JPEG files takes about a millisecond: the prefetched pipeline keeps
+    # Decoding four 73-px JPEG files takes about a millisecond: the prefetched pipeline keeps
     # up, the device hardly waits.
     assert row["infeed_bound_fraction"] < 0.3
     assert 0 <= row["infeed_wait_s"] <= row["step_time_s"]

@@ -44,12 +44,12 @@ def _per_key(rows: pd.DataFrame, on: list[str], metric: str) -> pd.DataFrame:
     # Repeats of one workload on one side collapse to their median; other columns keep the
     # first row's value.
     rows = rows.assign(**{metric: pd.to_numeric(rows[metric], errors="coerce")})
+    groups = rows.groupby(on, dropna=False, sort=False)
     # copy(): groupby's result holds a block per column; consolidated before columns are set.
-    first = rows.groupby(on, dropna=False, sort=False).first().copy()
-    med = rows.groupby(on, dropna=False, sort=False)[metric].median()
-    first[metric] = med
+    first = groups.first().copy()
+    first[metric] = groups[metric].median()
     # A workload's value rests on unstable runs only when every repeat was unstable.
-    first["unstable"] = rows.groupby(on, dropna=False, sort=False)["unstable"].all()
+    first["unstable"] = groups["unstable"].all()
     return first.reset_index()
 
 

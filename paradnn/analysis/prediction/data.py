@@ -167,10 +167,11 @@ def config_table(rows: pd.DataFrame) -> pd.DataFrame:
     else:
         ident = rows[key]
     g = rows.assign(_id=ident.to_numpy(), step_time_s=numeric(rows, "step_time_s"))
+    groups = g.groupby("_id", sort=False)
     # copy(): groupby's result holds a block per column; consolidated before columns are set.
-    first = g.groupby("_id", sort=False).first().copy()
-    first["step_time_s"] = g.groupby("_id", sort=False)["step_time_s"].median()
-    first["repeats"] = g.groupby("_id", sort=False).size()
+    first = groups.first().copy()
+    first["step_time_s"] = groups["step_time_s"].median()
+    first["repeats"] = groups.size()
     return first.reset_index(drop=True)
 
 
