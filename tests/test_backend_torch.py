@@ -567,37 +567,56 @@ def test_the_same_max_pool_without_a_pad_takes_the_padded_pools_windows():
 
 
 _FAULTS_PER_STEP = """
-import json, resource, sys
+import json, resource, statistics, sys
 import paradnn
 from paradnn import backends
+from paradnn.backends.torch import allocator
 from paradnn.measure import MeasureSettings
 from paradnn.workload import Workload
+choice = sys.argv[1]
+if choice == "fixed":  # the product's path for `system` after `reuse` in one process
+    allocator.apply("reuse")
+    choice = "system"
 b = backends.get("torch")
 work = Workload(paradnn.FC(layers=2, nodes=1024, input=1024, output=512), 256, "float32", None, 1, "torch")
-program = b.compile(work, MeasureSettings(steps_per_call=1, torch_compile="eager", cpu_allocator=sys.argv[1]))
+program = b.compile(work, MeasureSettings(steps_per_call=1, torch_compile="eager", cpu_allocator=choice))
 state, data = b.init(program)
 state, loss = program.call(state, data, 10)
-before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-state, loss = program.call(state, data, 20)
-faults = (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / 20
-print(json.dumps({"faults": faults, "used": program.metrics["cpu_allocator_used"]}))
+per_step = []
+for _ in range(20):
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    state, loss = program.call(state, data, 1)
+    per_step.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+print(json.dumps({"median": statistics.median(per_step), "per_step": per_step,
+                  "used": program.metrics["cpu_allocator_used"]}))
 """
+
+
+def _faults_per_step(choice: str) -> dict:
+    out = subprocess.run([sys.executable, "-c", _FAULTS_PER_STEP, choice], capture_output=True, text=True,
+                         timeout=300, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 @pytest.mark.skipif(tb.allocator._mallopt() is None, reason="needs glibc's mallopt (a Linux host with glibc)")
 def test_the_reuse_allocator_ends_the_page_faults_of_every_step():
-    """With glibc's default thresholds each CPU step faults in the memory the last one freed
-    (thousands of minor faults per step on this FC); ``cpu_allocator="reuse"`` keeps it. Each
-    setting in a fresh process: mallopt is process-wide and cannot be undone."""
-    found = {}
-    for choice in ("system", "reuse"):
-        out = subprocess.run([sys.executable, "-c", _FAULTS_PER_STEP, choice], capture_output=True, text=True,
-                             timeout=300, check=True)
-        found[choice] = json.loads(out.stdout.strip().splitlines()[-1])
-    assert found["system"]["used"] == "glibc malloc, defaults"
-    assert "kept for reuse" in found["reuse"]["used"] and "32 MiB" in found["reuse"]["used"]
-    assert found["system"]["faults"] > 100, found
-    assert found["reuse"]["faults"] < found["system"]["faults"] / 10, found
+    """With glibc's thresholds at their 128 KiB defaults, each CPU step faults in the memory the
+    last one freed (about 8,000 minor faults per step on this FC); ``cpu_allocator="reuse"`` keeps
+    it. Each setting in a fresh process: mallopt is process-wide and cannot be undone.
+
+    The fixed 128 KiB thresholds (what ``system`` sets back after ``reuse``), not a process with
+    glibc's untouched defaults, are the reference: glibc's dynamic threshold makes the untouched
+    defaults settle in some processes and not in others (median 0 in 4 of 8 fresh processes here,
+    2,016-3,040 faults per step in the other 4; a CI run read 51 per step), so they cannot be
+    asserted to fault. Medians of per-step counts, because a one-time allocation (a 4 MiB buffer:
+    1,025 faults) can land in any step of either setting."""
+    fixed, reuse, untouched = (_faults_per_step(choice) for choice in ("fixed", "reuse", "system"))
+    assert "default thresholds (128 KiB) set back" in fixed["used"], fixed
+    assert "kept for reuse" in reuse["used"] and "32 MiB" in reuse["used"], reuse
+    assert untouched["used"] == "glibc malloc, defaults", untouched
+    assert fixed["median"] > 1000, fixed
+    assert reuse["median"] < 50, reuse
+    assert sum(reuse["per_step"]) < sum(fixed["per_step"]) / 10, (reuse, fixed)
 
 
 def test_the_allocator_setting_is_an_option_and_bad_values_say_what_is_allowed():

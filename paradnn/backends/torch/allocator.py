@@ -3,7 +3,9 @@
 torch allocates CPU tensors with ``posix_memalign`` and frees them at once (no caching
 allocator on the CPU, unlike CUDA). With glibc's default thresholds, a training step's large
 temporaries (activations, gradients, GEMM packing buffers) are handed back to the kernel when
-freed and faulted in again, page by page, on the next step. Measured on the 2-core host
+freed and faulted in again, page by page, on the next step (in some processes: glibc's dynamic
+threshold settles in others, so the defaults also make the count vary from one run to the next;
+docs/frameworks-torch.md). Measured on the 2-core host
 (``resource.getrusage`` over 40 steps, docs/performance.md): the FC of ``bench_peers.py`` took
 858 minor page faults per step in a plain ``torch.compile`` loop and 4,029 in paradnn's backend,
 the CNN 906 and 2,439; with the thresholds below, 0-51 on both, and the CNN step went from
