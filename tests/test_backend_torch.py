@@ -587,7 +587,14 @@ for _ in range(20):
     before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     state, loss = program.call(state, data, 1)
     per_step.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
-print(json.dumps({"median": statistics.median(per_step), "per_step": per_step,
+# What faulting 4 MiB of fresh memory costs on this host: 1,024 with 4 KiB pages; a few where the
+# kernel backs anonymous mappings with transparent huge pages (THP "always").
+import ctypes, mmap
+before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+block = mmap.mmap(-1, 4 << 20)
+ctypes.memset(ctypes.addressof(ctypes.c_char.from_buffer(block)), 1, 4 << 20)
+per_4mib = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
+print(json.dumps({"median": statistics.median(per_step), "per_step": per_step, "faults_per_4mib": per_4mib,
                   "used": program.metrics["cpu_allocator_used"]}))
 """
 
@@ -611,6 +618,9 @@ def test_the_reuse_allocator_ends_the_page_faults_of_every_step():
     asserted to fault. Medians of per-step counts, because a one-time allocation (a 4 MiB buffer:
     1,025 faults) can land in any step of either setting."""
     fixed, reuse, untouched = (_faults_per_step(choice) for choice in ("fixed", "reuse", "system"))
+    if fixed["faults_per_4mib"] < 512:
+        pytest.skip(f"this host faults fresh memory in large pages ({fixed['faults_per_4mib']} faults per "
+                    "4 MiB; transparent huge pages): the per-step counts cannot show 4 KiB pages faulted in")
     assert "default thresholds (128 KiB) set back" in fixed["used"], fixed
     assert "kept for reuse" in reuse["used"] and "32 MiB" in reuse["used"], reuse
     assert untouched["used"] == "glibc malloc, defaults", untouched
