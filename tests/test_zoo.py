@@ -1,9 +1,10 @@
-"""The real-model zoo: published parameter counts and forward costs, one training step each.
+"""The real-model zoo: published parameter counts and forward costs, one training step each
+(ResNet-101 and -152: ResNet-50's, STEP_AS_RESNET50).
 
 Parameter counts and FLOPs come from shapes and jaxprs (no compile). The training steps go
 through ``paradnn.runner.run_workload`` at reduced input sizes, batch 2; the steps of the
-deepest and largest models are marked slow (30-120 s each to compile and run on a loaded 2-core
-CPU; all of them about 10 minutes).
+deepest and largest models are marked slow (up to 140 s each, densenet121's, to compile and run
+on a loaded 2-core CPU: ``pytest --durations``).
 """
 
 import dataclasses
