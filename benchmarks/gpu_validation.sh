@@ -19,7 +19,8 @@
 #     on the FC; the smoke sweep and its report (energy per example and the memory limit come
 #     with every GPU record).
 #   part 2 (BUDGET_S 200 s): PyTorch ResNet-50 against torch.compile, out-of-memory prediction,
-#     op-level profile, the paper LSTM and CNN, a 20-config FC grid, maxbatch, the Transformer
+#     op-level profile, issue 37's CNN and LSTM against the plain loops and `--framework best`
+#     on its CNN, the paper LSTM and CNN, a 20-config FC grid, maxbatch, the Transformer
 #     family, a CNN profile, the report of everything in the store.
 # Steps run in priority order; a step that would not fit the budget is recorded as skipped, a
 # failing step does not stop the others. The exit status is 0 when every check passed, 1
@@ -131,6 +132,9 @@ if [ "$MODE" = gpu ]; then
   GRID_NODES="[512, 1024, 2048, 4096, 8192]"; GRID_BATCH="[256, 1024, 4096, 16384]"
   PEERS_ARGS=(--models fc1024,fc8192 --pair-timeout 110)
   PEERS_RESNET_ARGS=(--models resnet50 --frameworks torch --pair-timeout 190)
+  PEERS_CNN_LSTM_ARGS=(--models cnn,lstm --pair-timeout 100)
+  # bench_peers.py's CNN (issue 37), bfloat16 as every GPU comparison here.
+  BEST_CNN_ARGS=(--block residual --blocks 1 --filters 16 --image 64 --output 100 --batch 32 --dtype bfloat16)
   TRANSFORMER_FIXED="{layers: 2, d_model: 1024, heads: 16, d_ff: 4096, length: 512, vocab: 32000}"
   TRANSFORMER_BATCH="[8, 32, 128]"
   CNN_PROFILE_ARGS=(--block residual --blocks 4 --filters 64 --image 112 --output 1000 --batch 128)
@@ -148,6 +152,8 @@ else
   GRID_NODES="[16, 32, 64, 128, 256]"; GRID_BATCH="[8, 16, 32, 64]"
   PEERS_ARGS=(--tiny --models fc1024 --jax-step-loops host --torch-compile eager)
   PEERS_RESNET_ARGS=(--tiny --models resnet50 --frameworks torch --torch-compile eager)
+  PEERS_CNN_LSTM_ARGS=(--tiny --models cnn,lstm --torch-compile eager)
+  BEST_CNN_ARGS=(--block residual --blocks 1 --filters 4 --image 32 --output 10 --batch 2)
   TRANSFORMER_FIXED="{layers: 1, d_model: 32, heads: 2, d_ff: 64, length: 8, vocab: 64}"
   TRANSFORMER_BATCH="[2, 4, 8]"
   CNN_PROFILE_ARGS=(--block residual --blocks 1 --filters 4 --image 32 --output 10 --batch 2)
@@ -254,9 +260,6 @@ print(json.dumps({"hlo_head": hlo[:6000], "processes": procs, "threads": threads
                   "events_per_pid": {str(k): len(v) for k, v in by_pid.items()},
                   "sample": {str(k): v[:25] for k, v in by_pid.items()}}, indent=1, default=str))
 EOF
-# 5c. PyTorch ResNet-50 bfloat16 against a plain torch.compile loop (JAX's is part 1's resnet_loop).
-step gpu_peers_resnet 200 "$PY" benchmarks/bench_gpu_peers.py "${PEERS_RESNET_ARGS[@]}" --json "$RES/gpu_peers_resnet.json"
-
 # 4. Out-of-memory predicted without allocating: weights + optimizer state just above 80 GB
 #    (26 x 16384^2 float32 weights, 3 copies with rmsprop: ~80.9 GB), and activations above the
 #    device's limit (compiled memory analysis).
@@ -268,6 +271,19 @@ step oom_activations 90 --expect-rc 1 --stdout "$RES/oom_activations.json" "$PY"
 # 6. paradnn profile: per-operation times from the device trace joined with HLO costs.
 step profile 60 "$PY" -m paradnn profile -o "$RES/profile" --steps 3 --warmup 1 fc "${PROFILE_ARGS[@]}" \
   --dtype bfloat16
+
+# 6b. Issue 37 on the GPU: bench_peers.py's CNN and LSTM, paradnn (JAX and PyTorch) against the
+#     plain loop of each framework, and paradnn at its best stack against the fastest plain loop
+#     (the FC's are in gpu_peers' JSON).
+step gpu_peers_cnn_lstm 150 "$PY" benchmarks/bench_gpu_peers.py "${PEERS_CNN_LSTM_ARGS[@]}" \
+  --json "$RES/gpu_peers_cnn_lstm.json"
+# 5c. PyTorch ResNet-50 bfloat16 against a plain torch.compile loop (JAX's is part 1's resnet_loop;
+#     the first H100 run cut this pair at 108 s: torch.compile of ResNet-50 takes longer).
+step gpu_peers_resnet 200 "$PY" benchmarks/bench_gpu_peers.py "${PEERS_RESNET_ARGS[@]}" --json "$RES/gpu_peers_resnet.json"
+# 6c. `--framework best` on issue 37's CNN: its calibration on this GPU (JAX and PyTorch timed in
+#     child processes; this image has no TensorFlow) and the record that names the framework that ran.
+step best_cnn 180 --stdout "$RES/best_cnn.json" "$PY" -m paradnn run cnn "${BEST_CNN_ARGS[@]}" --framework best \
+  "${RUN_SETTINGS[@]}" --json
 
 # 7. A paper LSTM and a paper CNN (bfloat16).
 step lstm 90 --stdout "$RES/lstm.json" "$PY" -m paradnn run rnn "${LSTM_ARGS[@]}" --dtype bfloat16 \
@@ -498,8 +514,20 @@ else:
     check("ResNet-50 vs hand-written Flax loop", steps.get("resnet_loop", {}).get("status"), ">= 0.97x", False,
           step="resnet_loop")
 
-for peers_step in ("gpu_peers", "gpu_peers_resnet"):
-  peers = (load(f"{peers_step}.json") or {}).get("pairs")
+for peers_step in ("gpu_peers", "gpu_peers_resnet", "gpu_peers_cnn_lstm"):
+  loaded = load(f"{peers_step}.json") or {}
+  peers = loaded.get("pairs")
+  # paradnn at its best stack against the fastest plain loop, per model (issue 37): only where
+  # both frameworks were asked for (gpu_peers_resnet runs PyTorch alone).
+  best = [] if peers_step == "gpu_peers_resnet" else loaded.get("best_stack") or []
+  for b in best:
+      check(f"{b['model']}: paradnn at its best stack vs the fastest plain loop",
+            (f"paradnn ({b['paradnn_framework']}) {num(b['paradnn_examples_per_sec'])} vs plain "
+             f"({b['peer_framework']}) {num(b['peer_examples_per_sec'])} examples/s = {b['ratio']:.3f}x"
+             + ("" if b["complete"] else f"; incomplete: {b['frameworks_not_ok']}")) if "ratio" in b
+            else f"no pair ran: {b['frameworks_not_ok']}",
+            f">= {b['target_ratio']}x, both frameworks ran", bool(b.get("pass")) if gpu else b.get("complete"),
+            step=peers_step)
   if peers:
     for p in peers:
         label = f"{p['model']} {p['framework']} vs its plain loop ({p.get('dtype')}, batch {p.get('batch')})"
@@ -522,6 +550,20 @@ for name in ("lstm", "cnn"):
     value = (f"{num(r.get('examples_per_sec'))} examples/s, utilization {pct(r.get('flops_utilization'))} of "
              f"{si(r['peak_flops'], 'FLOP/s')} ({r['peak_source']} peak)") if ok else f"{r.get('status')}: {r.get('error')}"
     check(f"paper {name.upper()} config (bfloat16)", value, "status ok, recorded", ok, step=name)
+
+r = load("best_cnn.json") or {}
+try:
+    calibration = json.loads(r.get("best_calibration") or "null") or {}
+except ValueError:
+    calibration = {}
+check("--framework best on the bench CNN",
+      (f"ran {r.get('framework')} ({r.get('framework_choice')}); calibration {calibration.get('id')}: "
+       + ", ".join(f"{fw} {num(v, '.0f')}" for fw, v in (calibration.get("examples_per_sec") or {}).items())
+       + " examples/s" + (f"; could not run: {calibration.get('errors')}" if calibration.get("errors") else "")
+       + f"; {calibration.get('rule')}") if r.get("status") == "ok" else f"{r.get('status')}: {r.get('error')}",
+      "status ok; the record names the framework that ran and its calibration",
+      r.get("status") == "ok" and r.get("framework_choice") == "best" and calibration.get("chosen") == r.get("framework"),
+      step="best_cnn")
 
 attrs = load("profile/ops.json") if (out / "profile" / "ops.json").exists() else None
 if attrs:

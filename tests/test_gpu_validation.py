@@ -5,6 +5,7 @@ selected by ``STEPS`` and a short budget, so the test stays within seconds of a 
 
 import json
 import os
+import re
 import subprocess
 import sys
 import tarfile
@@ -44,3 +45,32 @@ def test_a_bad_part_is_refused_with_exit_status_2(tmp_path):
                          text=True, timeout=60)
     assert run.returncode == 2 and "--part must be 1, 2 or all, not '3'" in run.stderr
     assert not (tmp_path / "out").exists()
+
+
+def _script_steps() -> set[str]:
+    """The step names gpu_validation.sh can run: every ``step NAME``, with the loop variable of
+    ``for dt in ...; do step "fc_$dt"`` expanded."""
+    text = SCRIPT.read_text()
+    loop = re.search(r"^for dt in ([\w ]+); do$", text, re.M).group(1).split()
+    names = set()
+    for name in re.findall(r"^\s*step\s+(\S+)", text, re.M):
+        name = name.strip('"')
+        if "$dt" in name:
+            names.update(name.replace("$dt", dt) for dt in loop)
+        else:
+            names.add(name)
+    return names
+
+
+def test_the_documented_commands_name_only_steps_the_script_has():
+    """A misspelt name in STEPS runs nothing for it, silently: on a GPU lent for minutes that is a
+    lost step. Every STEPS list in docs/gpu.md must name steps the script has."""
+    steps = _script_steps()
+    assert {"env", "fc_bfloat16", "fc_float32", "gpu_peers_cnn_lstm", "best_cnn", "report"} <= steps, steps
+    lists = re.findall(r"STEPS=([\w,]+)", (ROOT / "docs" / "gpu.md").read_text())
+    assert len(lists) >= 3, lists
+    for listed in lists:
+        names = listed.strip(",").split(",")
+        if names == ["a", "b"]:  # the prose's placeholder
+            continue
+        assert set(names) <= steps, (listed, set(names) - steps)
