@@ -132,7 +132,7 @@ if [ "$MODE" = gpu ]; then
   GRID_NODES="[512, 1024, 2048, 4096, 8192]"; GRID_BATCH="[256, 1024, 4096, 16384]"
   PEERS_ARGS=(--models fc1024,fc8192 --pair-timeout 110)
   PEERS_RESNET_ARGS=(--models resnet50 --frameworks torch --pair-timeout 190)
-  PEERS_CNN_LSTM_ARGS=(--models cnn,lstm --pair-timeout 100)
+  PEERS_CNN_LSTM_ARGS=(--models cnn,lstm --pair-timeout 110)
   # bench_peers.py's CNN (issue 37), bfloat16 as every GPU comparison here.
   BEST_CNN_ARGS=(--block residual --blocks 1 --filters 16 --image 64 --output 100 --batch 32 --dtype bfloat16)
   TRANSFORMER_FIXED="{layers: 2, d_model: 1024, heads: 16, d_ff: 4096, length: 512, vocab: 32000}"
@@ -275,7 +275,7 @@ step profile 60 "$PY" -m paradnn profile -o "$RES/profile" --steps 3 --warmup 1 
 # 6b. Issue 37 on the GPU: bench_peers.py's CNN and LSTM, paradnn (JAX and PyTorch) against the
 #     plain loop of each framework, and paradnn at its best stack against the fastest plain loop
 #     (the FC's are in gpu_peers' JSON).
-step gpu_peers_cnn_lstm 150 "$PY" benchmarks/bench_gpu_peers.py "${PEERS_CNN_LSTM_ARGS[@]}" \
+step gpu_peers_cnn_lstm 200 "$PY" benchmarks/bench_gpu_peers.py "${PEERS_CNN_LSTM_ARGS[@]}" \
   --json "$RES/gpu_peers_cnn_lstm.json"
 # 5c. PyTorch ResNet-50 bfloat16 against a plain torch.compile loop (JAX's is part 1's resnet_loop;
 #     the first H100 run cut this pair at 108 s: torch.compile of ResNet-50 takes longer).
