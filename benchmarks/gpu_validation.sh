@@ -24,7 +24,7 @@
 #     family, a CNN profile, the report of everything in the store.
 # Steps run in priority order; a step that would not fit the budget is recorded as skipped, a
 # failing step does not stop the others. The exit status is 0 when every check passed, 1
-# otherwise; checks of the part not run read "not run".
+# otherwise; checks of steps not run (the other part, not in STEPS, cut by the budget) read "not run".
 #
 # --cpu-smoke runs the same steps and code paths on tiny sizes on the CPU (JAX_PLATFORMS=cpu,
 # explicit memory limits where a CPU reports none). Its checks are only that each step worked:
@@ -166,7 +166,7 @@ from importlib import metadata
 import jax
 out = {"mode": sys.argv[1], "python": platform.python_version(), "packages": {}}
 for name in ("paradnn", "jax", "jaxlib", "jax-cuda12-plugin", "jax-cuda13-plugin", "jax-cuda12-pjrt",
-             "jax-cuda13-pjrt", "flax", "optax", "numpy", "pandas", "torch", "nvidia-ml-py"):
+             "jax-cuda13-pjrt", "flax", "optax", "numpy", "pandas", "torch", "torchvision", "nvidia-ml-py"):
     try:
         out["packages"][name] = metadata.version(name)
     except metadata.PackageNotFoundError:
@@ -377,9 +377,12 @@ def num(x, spec=".1f"):
 
 
 def check(name, value, target, ok, note="", step=None):
-    """One row of the summary; a check whose step this part did not run reads "not run"."""
+    """One row of the summary; a check whose step did not run reads "not run" (never FAIL: a
+    step left out or cut by the budget measured nothing, right or wrong)."""
     if step is not None and step not in steps:
-        value, verdict = "", "not run (the other part)"
+        value, verdict = "", "not run (the other part, or not in STEPS)"
+    elif step is not None and steps[step].get("status") == "skipped":
+        value, verdict = steps[step].get("reason", ""), "not run (skipped)"
     else:
         verdict = "n/a" if ok is None else ("pass" if ok else "FAIL")
     checks.append({"check": name, "value": value, "target": target, "verdict": verdict, "note": note})
