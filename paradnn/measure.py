@@ -41,7 +41,7 @@ import functools
 import math
 import time
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
@@ -317,6 +317,26 @@ def precision_met(times: np.ndarray | list[float], rule: str, target: float) -> 
 def rule_target(settings: "MeasureSettings") -> float:
     """The precision target of ``settings``' stopping rule: ``ci_target`` or ``cv_target``."""
     return settings.ci_target if settings.stop_rule == "ci" else settings.cv_target
+
+
+def rule_text(settings: "MeasureSettings") -> str:
+    """``settings``' stopping rule and its target in words, e.g. ``the median step time's 95% CI
+    within +-2%`` (ci) or ``the step times' cv within 2%`` (cv): what "unstable" missed."""
+    if settings.stop_rule == "ci":
+        return f"the median step time's 95% CI within +-{settings.ci_target * 100:.3g}%"
+    return f"the step times' cv within {settings.cv_target * 100:.3g}%"
+
+
+def precision_text(d: Mapping[str, Any]) -> str:
+    """A record's precision against its stopping rule's target, from its settings and metrics
+    merged (``{**record.settings, **record.metrics}``), e.g. ``median +-1.20% (95% CI; target
+    +-2%: met); calls' cv 3.10%``; rows from before ``stop_rule`` existed name the cv rule."""
+    met = "met" if d.get("stable") else "NOT met"
+    cv = f"cv {d['step_time_cv']:.2%}"
+    if d.get("stop_rule", "cv") == "ci" and d.get("step_time_ci_halfwidth") is not None:
+        return (f"median +-{d['step_time_ci_halfwidth']:.2%} (95% CI; target +-{d['ci_target'] * 100:.3g}%: {met}); "
+                f"calls' {cv}")
+    return f"{cv} (target {d['cv_target'] * 100:.3g}%: {met})"
 
 
 @dataclass(frozen=True)

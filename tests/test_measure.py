@@ -10,7 +10,8 @@ import pytest
 
 from paradnn.errors import SpecError
 from paradnn.measure import (
-    MAX_STEPS_PER_CALL, MIN_TIMED_CALLS, MeasureSettings, choose_steps, ci_halfwidth, median_ci, time_calls,
+    MAX_STEPS_PER_CALL, MIN_TIMED_CALLS, MeasureSettings, choose_steps, ci_halfwidth, median_ci, precision_text,
+    rule_text, time_calls,
 )
 from paradnn.record import WARNING_KINDS, WARNINGS, record_warnings, warning_codes, warning_kind
 
@@ -383,3 +384,18 @@ def test_row_field_names_never_collide():
     for i, a in enumerate(groups):
         for b in groups[i + 1:]:
             assert not a & b, a & b
+
+
+def test_the_precision_texts_name_the_rule_its_target_and_the_verdict():
+    """What a user reads for an unstable run: the rule that was missed, with its own quantity
+    (the median's interval for ci, never only the cv, which ci does not hold to a target)."""
+    ci = MeasureSettings()
+    assert rule_text(ci) == "the median step time's 95% CI within +-2%"
+    assert rule_text(ci.replace(stop_rule="cv", cv_target=0.05)) == "the step times' cv within 5%"
+    row = {**ci.to_dict(), "stable": False, "step_time_ci_halfwidth": 0.0313, "step_time_cv": 0.2750}
+    assert precision_text(row) == "median +-3.13% (95% CI; target +-2%: NOT met); calls' cv 27.50%"
+    assert precision_text({**row, "stable": True, "step_time_ci_halfwidth": 0.012}).startswith(
+        "median +-1.20% (95% CI; target +-2%: met)")
+    # A row from before stop_rule existed was held to its cv.
+    old = {"stable": True, "step_time_cv": 0.015, "cv_target": 0.02}
+    assert precision_text(old) == "cv 1.50% (target 2%: met)"

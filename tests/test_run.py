@@ -181,7 +181,7 @@ def test_cli_summary_says_units_and_sources(paradnn_cmd):
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
     for text in ("examples/s", "s median", "95% CI", "executed (XLA cost analysis)", "useful (analytic)",
-                 "FLOP/s", "(measured; measured ", "FLOP/B", "compiled memory analysis", "cv ", "target +-2.00%",
+                 "FLOP/s", "(measured; measured ", "FLOP/B", "compiled memory analysis", "cv ", "target +-2%",
                  "95% CI; target", "(measured peak)", "host load ",
                  "from useful FLOPs (analytic count)", "from executed FLOPs (XLA cost analysis)",
                  "per device (the device's, as the framework reports it)"):

@@ -370,6 +370,10 @@ def test_unstable_configs_are_retried_once_with_a_longer_budget_within_the_bound
     stream = io.StringIO()
     again = sweep(g, retry_unstable_s=600, progress=stream, **kw)
     assert "2 of 2 unstable config(s) measured again" in stream.getvalue(), stream.getvalue()
+    # The lines name the stopping rule that was missed and each retry's precision against it.
+    assert ("2 config(s) came back unstable (their precision target missed: the median step time's 95% CI "
+            "within +-0.0001%)") in stream.getvalue()
+    assert stream.getvalue().count("still unstable (median +-") == 2 and "target +-0.0001%: NOT met" in stream.getvalue()
     retry = _retries(again)
     # One row per config: each retry replaces the row it retried and names it (retry_of); the
     # store keeps both attempts (attempts=True).

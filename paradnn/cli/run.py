@@ -169,6 +169,8 @@ def check_options(values: dict[str, Any], framework: str) -> None:
 
 
 def _summary(record) -> str:
+    from paradnn.measure import precision_text
+
     d = record.to_dict()
     w = record.workload
     spec = ", ".join(f"{k}={v}" for k, v in w.items() if k not in ("family",) and v is not None)
@@ -181,7 +183,7 @@ def _summary(record) -> str:
         f"throughput        {significant(d['examples_per_sec'], 4)} examples/s",
         f"step time         {t(d['step_time_s'])} median (95% CI {t(d['step_time_ci_low_s'])} to "
         f"{t(d['step_time_ci_high_s'])}; p10 {t(d['step_time_p10_s'])}, p90 {t(d['step_time_p90_s'])})",
-        f"precision         {_precision_text(d)}; {d['timed_calls']} timed calls x "
+        f"precision         {precision_text(d)}; {d['timed_calls']} timed calls x "
         f"{d['steps_per_call_used']} steps after {d['warmup_calls_used']} warm-up calls ({d['warmup_elapsed_s']:.3g} s)",
         (f"utilization       {d['model_flops_utilization']:.1%} of {peak} ({d['peak_source']} peak) from useful "
          "FLOPs (analytic count)"
@@ -211,17 +213,6 @@ def _summary(record) -> str:
                      "compiled memory analysis)")
     lines.insert(next(i for i, line in enumerate(lines) if line.startswith("peak ")) + 1, _ceiling_line(d))
     return "\n".join(lines + _meter_lines(d))
-
-
-def _precision_text(d: dict[str, Any]) -> str:
-    """The stopping rule's precision against its target, e.g. ``median +-1.2% (95% CI; target
-    +-2.0%: met); calls' cv 3.1%``; rows before stop_rule name the cv rule."""
-    met = "met" if d.get("stable") else "NOT met"
-    cv = f"cv {d['step_time_cv']:.2%}"
-    if d.get("stop_rule", "cv") == "ci" and d.get("step_time_ci_halfwidth") is not None:
-        return (f"median +-{d['step_time_ci_halfwidth']:.2%} (95% CI; target +-{d['ci_target']:.2%}: {met}); "
-                f"calls' {cv}")
-    return f"{cv} (target {d['cv_target']:.2%}: {met})"
 
 
 def _ceiling_line(d: dict[str, Any]) -> str:
@@ -277,6 +268,7 @@ def _meter_lines(d: dict[str, Any]) -> list[str]:
 def warning_lines(record) -> list[str]:
     """One line per warning of the record, its kind first (physics, provenance, precision:
     ``paradnn.record.WARNING_KINDS``), physics first."""
+    from paradnn.measure import precision_text
     from paradnn.record import WARNING_KINDS, WARNINGS
 
     if record.status != "ok":
@@ -290,7 +282,7 @@ def warning_lines(record) -> list[str]:
         if code == "contended" and m.get("host_other_busy_cores") is not None:
             detail = f" ({m['host_other_busy_cores']:.2f} CPU cores of other processes)"
         elif code == "unstable":
-            detail = f" ({_precision_text({**record.settings, **m})})"
+            detail = f" ({precision_text({**record.settings, **m})})"
         text = flag.text if flag is not None else "unknown code"
         lines.append(f"paradnn: {flag.kind if flag else 'warning'} note: {code}{detail}: {text}"
                      if flag is not None and flag.kind != "physics"

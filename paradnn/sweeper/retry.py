@@ -13,6 +13,7 @@ from typing import IO, Any
 from paradnn import progress as progress_lines
 from paradnn.executors import Task
 from paradnn.grids.runsettings import RETRY_BUDGET_FACTOR
+from paradnn.measure import precision_text, rule_text
 from paradnn.record import Record, is_retry, unstable_ok
 from paradnn.store import Store, current_rows
 from paradnn.sweeper.config import SweepConfig
@@ -75,8 +76,8 @@ def retry_unstable(config: SweepConfig, resume: Resume, ex: Any, db: Store,
     tally.retry_candidates, tally.retry_budget_s = len(candidates), budget_s
     tally.retry_bound_s = config.retry_unstable_s
     if stream is not None:
-        stream.write(f"paradnn sweep: {len(candidates)} config(s) came back unstable (step time "
-                     f"cv above cv_target {asked.cv_target * 100:.3g}%); measuring them once more with "
+        stream.write(f"paradnn sweep: {len(candidates)} config(s) came back unstable (their precision target "
+                     f"missed: {rule_text(asked)}); measuring them once more with "
                      f"a {budget_s:g} s time budget ({RETRY_BUDGET_FACTOR}x), within "
                      f"{config.retry_unstable_s:g} s of extra time (retry_unstable_s)\n")
         stream.flush()
@@ -115,10 +116,10 @@ def retry_unstable(config: SweepConfig, resume: Resume, ex: Any, db: Store,
         stable = record.status == "ok" and bool(record.metrics.get("stable"))
         tally.retried_stable += stable
         if stream is not None:
-            cv = record.metrics.get("step_time_cv")
             how = (record.status if record.status != "ok" else
                    f"{'stable now' if stable else 'still unstable'}"
-                   + (f" (cv {cv:.2%})" if isinstance(cv, (int, float)) else ""))
+                   + (f" ({precision_text({**asked.to_dict(), **record.settings, **record.metrics})})"
+                      if isinstance(record.metrics.get("step_time_cv"), (int, float)) else ""))
             stream.write(f"paradnn sweep: retried {progress_lines.config_name(task.workload, frameworks)}: "
                          f"{how}\n")
             stream.flush()
