@@ -277,9 +277,6 @@ step profile 60 "$PY" -m paradnn profile -o "$RES/profile" --steps 3 --warmup 1 
 #     (the FC's are in gpu_peers' JSON).
 step gpu_peers_cnn_lstm 200 "$PY" benchmarks/bench_gpu_peers.py "${PEERS_CNN_LSTM_ARGS[@]}" \
   --json "$RES/gpu_peers_cnn_lstm.json"
-# 5c. PyTorch ResNet-50 bfloat16 against a plain torch.compile loop (JAX's is part 1's resnet_loop;
-#     the first H100 run cut this pair at 108 s: torch.compile of ResNet-50 takes longer).
-step gpu_peers_resnet 200 "$PY" benchmarks/bench_gpu_peers.py "${PEERS_RESNET_ARGS[@]}" --json "$RES/gpu_peers_resnet.json"
 # 6c. `--framework best` on issue 37's CNN: its calibration on this GPU (JAX and PyTorch timed in
 #     child processes; this image has no TensorFlow) and the record that names the framework that ran.
 step best_cnn 180 --stdout "$RES/best_cnn.json" "$PY" -m paradnn run cnn "${BEST_CNN_ARGS[@]}" --framework best \
@@ -290,6 +287,10 @@ step lstm 90 --stdout "$RES/lstm.json" "$PY" -m paradnn run rnn "${LSTM_ARGS[@]}
   "${RUN_SETTINGS[@]}" --json
 step cnn 90 --stdout "$RES/cnn.json" "$PY" -m paradnn run cnn "${CNN_ARGS[@]}" --dtype bfloat16 \
   "${RUN_SETTINGS[@]}" --json
+
+# 5c. PyTorch ResNet-50 bfloat16 against a plain torch.compile loop (JAX's is part 1's resnet_loop;
+#     the first H100 run cut this pair at 108 s: torch.compile of ResNet-50 takes longer).
+step gpu_peers_resnet 200 "$PY" benchmarks/bench_gpu_peers.py "${PEERS_RESNET_ARGS[@]}" --json "$RES/gpu_peers_resnet.json"
 
 # 8. Sweeps into one store: the smoke sweep and a 20-config FC grid (5 widths x 4 batches).
 cat > "$RES/fc_grid20.yaml" <<EOF
