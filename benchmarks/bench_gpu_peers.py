@@ -603,7 +603,9 @@ def main(argv: list[str] | None = None) -> int:
               + (f"; ratio {row['ratio']:.3f}" if row.get("ratio") is not None else ""), file=sys.stderr, flush=True)
     wall = time.perf_counter() - t0
     print(table(rows))
-    best = best_stack(rows)
+    # Across frameworks only where more than one was asked for (``--frameworks torch`` alone has
+    # no best stack to choose).
+    best = best_stack(rows) if len(frameworks) > 1 else []
     for line in best_stack_lines(best):
         print(line)
     for r in rows:

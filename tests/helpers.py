@@ -49,3 +49,12 @@ def child_env(**extra: str) -> dict[str, str]:
     if os.environ.get("PYTHONPATH"):
         path.append(os.environ["PYTHONPATH"])
     return {**os.environ, "PYTHONPATH": os.pathsep.join(path), **extra}
+
+
+def paradnn_messages(caught: Any) -> list[str]:
+    """The texts of paradnn's own warnings among ``caught`` (``pytest.warns`` or
+    ``warnings.catch_warnings(record=True)``): a deprecation warning that a new pandas, numpy or
+    pyarrow raises inside ``paradnn.load`` is not what the store tests count."""
+    from paradnn.errors import ParadnnWarning
+
+    return [str(w.message) for w in caught if issubclass(w.category, ParadnnWarning)]

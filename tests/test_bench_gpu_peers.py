@@ -8,8 +8,10 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
+import os
 import subprocess
 import sys
+from unittest import mock
 
 import pytest
 
@@ -39,6 +41,10 @@ def test_tiny_rehearsal_runs_every_pair(tmp_path):
         assert r["device_kind"] and r["policy"].startswith("both sides:")
     assert rows[0]["jax_version"] and rows[1]["torch_version"]
     assert "fc1024" in done.stdout and "ratio" in done.stdout  # the table
+    # Both frameworks ran: the best-stack line and its JSON.
+    (best,) = json.loads(out.read_text())["best_stack"]
+    assert best["model"] == "fc1024" and best["complete"] and best["paradnn_framework"] in ("jax", "torch")
+    assert "fc1024: paradnn at its best stack (" in done.stdout
 
 
 def _load(name: str):
@@ -50,7 +56,9 @@ def _load(name: str):
 
 def test_its_cnn_and_lstm_are_the_cpu_comparisons_configs():
     """Issue 37 on a GPU is "the same comparison": the same CNN and LSTM as bench_peers.py."""
-    gpu, cpu = _load("bench_gpu_peers"), _load("bench_peers")
+    gpu = _load("bench_gpu_peers")
+    with mock.patch.dict(os.environ):  # bench_peers sets KERAS_BACKEND and TF's log level on import
+        cpu = _load("bench_peers")
     for name in ("cnn", "lstm"):
         spec, batch = gpu.model_spec(name, tiny=False)
         cpu_spec, cpu_batch = cpu.CONFIGS[name]

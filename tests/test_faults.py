@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import SMALL_FILE, TINY, TINY_FIELDS, child_env
+from helpers import SMALL_FILE, TINY, TINY_FIELDS, child_env, paradnn_messages
 from paradnn.errors import InfrastructureError, ParadnnError
 from paradnn.grids import grid
 from paradnn.record import Record
@@ -1102,7 +1102,7 @@ def test_rows_on_a_damaged_page_are_named_and_count_as_not_measured(tmp_path, ho
         df = load(store)
     lost = set(keys) - set(df["key"])
     assert 1 <= len(lost) <= 3 and len(df) == 30 - len(lost)
-    messages = [str(w.message) for w in caught if issubclass(w.category, ParadnnWarning)]
+    messages = paradnn_messages(caught)
     assert len(messages) == 1 and f"{len(lost)} row(s) cannot be read" in messages[0]
     assert all(k in messages[0] for k in lost) and "quick_check" in messages[0]
     damage = df.attrs[DAMAGE_ATTR]
@@ -1131,7 +1131,7 @@ def test_unreadable_table_past_a_page_with_no_index_left_is_an_unknown_number(tm
     with pytest.warns(ParadnnWarning) as caught:
         df = load(store)
     assert 0 < len(df) < 30 and list(df["key"]) == keys[:len(df)]  # the rows before the page
-    message = next(str(w.message) for w in caught if issubclass(w.category, ParadnnWarning))
+    message = paradnn_messages(caught)[0]
     assert "an unknown number of row(s) cannot be read" in message
     assert f"the rows after row id {len(df)}" in message
     assert df.attrs[DAMAGE_ATTR]["unreadable"][-1]["cause"] == "unreachable"
@@ -1145,7 +1145,7 @@ def test_store_cut_inside_its_last_page_loads_the_rows_before_the_cut(tmp_path):
     os.truncate(store, store.stat().st_size - 1000)
     with pytest.warns(ParadnnWarning) as caught:
         df = load(store)
-    message = next(str(w.message) for w in caught if issubclass(w.category, ParadnnWarning))
+    message = paradnn_messages(caught)[0]
     assert "truncated" in message and "not a whole number of 4096-byte pages" in message
     lost = set(keys) - set(df["key"])
     assert lost and all(k in message for k in lost) and len(df) == 30 - len(lost)

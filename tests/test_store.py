@@ -15,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from helpers import child_env
+from helpers import child_env, paradnn_messages
 from paradnn import FC, RNN, ParadnnError, Workload
 from paradnn.record import METRICS, Record
 from paradnn.store import COLUMNS, STORE_SCHEMA_VERSION, Store, export, load, merge
@@ -303,7 +303,7 @@ def test_rows_that_do_not_read_back_intact_are_named_and_count_as_not_measured(t
     with pytest.warns(ParadnnWarning) as caught:
         df = load(db)
     assert list(df["nodes"]) == [35]
-    (message,) = [str(w.message) for w in caught if issubclass(w.category, ParadnnWarning)]
+    (message,) = paradnn_messages(caught)
     for i, r in enumerate(recs[:3]):
         assert f"key '{r.key}' (row id {i + 1})" in message
     assert "3 row(s) cannot be read" in message and "differs from its content" in message

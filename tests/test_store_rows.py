@@ -28,7 +28,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from helpers import SMALL_FILE, child_env
+from helpers import SMALL_FILE, child_env, paradnn_messages
 from paradnn import FC, ParadnnError, Workload
 from paradnn.errors import ParadnnWarning, SpecError, StoreError
 from paradnn.record import Record
@@ -138,7 +138,7 @@ def test_rows_of_the_wrong_type_are_unreadable_named_and_not_measured(hostile_st
     db, recs = hostile_store
     with pytest.warns(ParadnnWarning) as caught:
         df = load(db)
-    (message,) = [str(w.message) for w in caught if issubclass(w.category, ParadnnWarning)]
+    (message,) = paradnn_messages(caught)
     assert message.startswith(f"store {db}: ")
     assert f"{len(HOSTILE)} row(s) cannot be read" in message
     # Each unreadable row: its key, row id, field, value and what is allowed (the warning names
@@ -402,7 +402,7 @@ def test_two_stores_with_different_rows_under_one_identity_say_so(tmp_path):
     edit_row(b, 3, examples_per_sec="2.5")
     with pytest.warns(ParadnnWarning) as caught:
         df = load([a, b, c])
-    (message,) = [str(w.message) for w in caught if issubclass(w.category, ParadnnWarning)]
+    (message,) = paradnn_messages(caught)
     assert f"stores {a}, {b}: 2 row(s) share key and time" in message, message
     assert str(c) not in message
     assert len(df) == 5  # both rows of each conflicting pair kept, identical rows once
