@@ -586,6 +586,30 @@ def test_exact_folds_refit_on_arrays_are_the_folds_refit_from_scratch(fc_rows, m
             np.testing.assert_allclose(refits.residuals(mask), expect, rtol=0, atol=1e-6)
 
 
+def test_the_scores_fit_each_distinct_roofline_once_with_the_numbers_of_new_fits(monkeypatch):
+    """Held-out scores make the same roofline fit many times (both corrections, overlapping
+    folds): each distinct one is computed once, and the scores equal those of fits made anew."""
+    from paradnn.analysis.prediction import roofline
+
+    rows = frame(fc_grid(layers=[1, 4], nodes=[32, 128, 1024], batch=[8, 512]))
+    made = []
+    real = roofline._fit_roofline
+    monkeypatch.setattr(roofline, "_fit_roofline", lambda *a: made.append(1) or real(*a))
+    monkeypatch.setattr(roofline, "_FITS", roofline.OrderedDict())
+    kept = P.score(rows, "gp", keep_predictions=True)
+    asked = len(made)
+    assert asked == len(roofline._FITS) > 0
+    # Nothing kept: every call fits anew.
+    monkeypatch.setattr(roofline, "_FITS", roofline.OrderedDict())
+    monkeypatch.setattr(roofline, "_FITS_KEPT", 0)
+    made.clear()
+    fresh = P.score(rows, "gp", keep_predictions=True)
+    assert len(made) > 2 * asked  # the same fits, asked for again and again
+    pd.testing.assert_frame_equal(kept, fresh, check_exact=True)
+    pd.testing.assert_frame_equal(kept.attrs["predictions"], fresh.attrs["predictions"],
+                                  check_exact=True)
+
+
 def test_inducing_gp_with_every_config_is_the_exact_gp():
     L = P.learn()
     rng = np.random.default_rng(0)
