@@ -60,9 +60,9 @@ GMAC = {
 # whose smallest input leaves their last 3x3 convolutions a 1x1 or 2x2 input, the smallest
 # input that does not (ResNets, DenseNet and VGG at 96, SqueezeNet at 67): on the CPU the `best`
 # preset compiles those programs twice (its fallback), and DenseNet-121's compile alone took
-# 65 s instead of 32 s. Inception-v3 and RetinaNet have such convolutions up to large inputs
-# (RetinaNet's P7 at every image below 384), so they keep their small ones and cover the
-# fallback on real models.
+# 65 s instead of 32 s. Inception-v3 (at 75 and at 139) and RetinaNet (its coarsest pyramid
+# level is 1/128 of the image) still had such convolutions at the larger inputs a test can
+# afford, so they keep their small ones and cover the fallback on real models.
 SMALL = {
     "alexnet": {"image": 63}, "squeezenet": {"image": 67}, "inception_v3": {"image": 75},
     "retinanet": {"image": 64}, "transformer": {"length": 8}, "bert_base": {"length": 8},

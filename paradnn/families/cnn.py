@@ -184,7 +184,7 @@ FAMILY = register(Family(
     suggested_grid=({"block": "residual", "blocks": 1, "image": 32, "output": 10},
                     {"filters": [4, 8, 16], "batch": [4, 8, 16, 32]}),
     # Image 96, not the smallest (32): its last stage is 3x3, so XLA:CPU compiles the step once.
-    # From 32 to 64 pixels the last stage's 3x3 convolutions see 1x1 or 2x2 inputs, which the
+    # At 32 and 64 pixels the last stage's 3x3 convolutions see 1x1 or 2x2 inputs, which the
     # CPU's `best` preset compiles a second time (its fallback, xla_stack.FALLBACKS: twice the
     # compile time of a test; the fallback has its own tests).
     tiny=({"block": "residual", "blocks": 1, "filters": 4, "image": 96, "output": 4, "batch": 2},
