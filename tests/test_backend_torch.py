@@ -330,6 +330,31 @@ def test_zoo_training_steps_in_torchvision():
     assert 0.5 * 1.4 * math.log(1000) < out["inception_v3"][0] < 2 * 1.4 * math.log(1000)
 
 
+_FLOPS_SCRIPT = """
+import json, sys
+from paradnn.backends.torch.backend import count_flops
+from paradnn.backends.torch.models.zoo import build
+from paradnn.families.real import Real
+print(json.dumps({f"{name}@{image}": count_flops(build(Real(name, image=int(image)), "float32"), 2)
+                  for name, image in (arg.split("@") for arg in sys.argv[1:])}))
+"""
+
+
+@pytest.mark.slow
+def test_zoo_flops_equal_the_shared_analytic_count():
+    """torch's corrected counter and the jaxpr count (the analytic count every framework's
+    records share) agree exactly on torchvision's layouts, at small images where padding taps are
+    a large share (a quarter of ResNet-18's at 64 px): both count only taps on real input."""
+    from paradnn.backends.jax import costs
+    from paradnn.families.real import Real
+
+    cases = ["resnet18@64", "inception_v3@75", "squeezenet@67", "alexnet@63"]
+    counted = _run_json(_FLOPS_SCRIPT, *cases)
+    for case in cases:
+        name, image = case.split("@")
+        assert counted[case] == costs.model_flops_per_step(Workload(Real(name, image=int(image)), 2)), case
+
+
 def test_zoo_rejects_models_torchvision_lacks_and_small_images():
     from paradnn.backends.torch.models import zoo
     from paradnn.families.real import Real

@@ -68,3 +68,42 @@ def test_gradient_counts_forward_and_both_backward_products():
     # d/dw only: the data gradient x_bar = y_bar @ w.T is dead and must not count.
     assert count_matmul_flops(jax.grad(loss), B, A) == 2 * MATMUL
     assert count_matmul_flops(jax.grad(loss, argnums=(0, 1)), B, A) == 3 * MATMUL
+
+
+def _xla_flops(f, *args) -> float:
+    cost = jax.jit(f).lower(*args).compile().cost_analysis()
+    return (cost[0] if isinstance(cost, (list, tuple)) else cost)["flops"]
+
+
+@pytest.mark.parametrize("side, kernel, stride, padding, groups, rhs_dilation", [
+    (7, 3, 1, "SAME", 1, 1),            # border taps on padding
+    (1, 3, 1, "SAME", 1, 1),            # a 3x3 on a 1x1 map: 1 tap of 9 is real
+    (8, 3, 2, "SAME", 1, 1),            # strided: its input gradient runs over a dilated input
+    (9, 5, 2, ((1, 3), (2, 0)), 1, 1),  # uneven explicit padding
+    (5, 3, 1, "SAME", 1, 2),            # atrous kernel
+    (8, 3, 2, "SAME", 4, 1),            # depthwise (4 groups of 1 channel)
+])
+def test_a_convolution_counts_its_real_taps_as_xla_does(side, kernel, stride, padding, groups, rhs_dilation):
+    """Forward, input gradient and weight gradient each make every multiply of the forward once,
+    and XLA's cost analysis agrees on each program: taps on padding and on the holes of a
+    dilated input count nothing. (XLA:CPU computes the depthwise weight gradient as a dense
+    convolution, groups times the work: that is what flops_mismatch reports, not a count.)"""
+    x = jax.ShapeDtypeStruct((2, side, side, 4), jnp.float32)
+    w = jax.ShapeDtypeStruct((kernel, kernel, 4 // groups, 8), jnp.float32)
+
+    def conv(x, w):
+        return jax.lax.conv_general_dilated(x, w, (stride, stride), padding, rhs_dilation=(rhs_dilation,) * 2,
+                                            dimension_numbers=("NHWC", "HWIO", "NHWC"), feature_group_count=groups)
+
+    def grad(argnums):
+        return lambda x, w: jax.grad(lambda x, w: conv(x, w).sum(), argnums)(x, w)
+
+    forward = count_matmul_flops(conv, x, w)
+    assert forward == _xla_flops(conv, x, w)
+    assert count_matmul_flops(grad(0), x, w) == forward == _xla_flops(grad(0), x, w)
+    assert count_matmul_flops(grad(1), x, w) == forward
+    if groups == 1:
+        assert _xla_flops(grad(1), x, w) == forward
+    assert count_matmul_flops(grad((0, 1)), x, w) == 2 * forward
+    if (side, kernel) == (1, 3):
+        assert forward == 2.0 * 2 * 8 * 4  # batch x out features x in features, one tap

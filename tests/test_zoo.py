@@ -131,12 +131,17 @@ def _forward_gmac(name: str, **size) -> float:
 
 @pytest.mark.parametrize("name", sorted(GMAC))
 def test_forward_cost_matches_published(name):
-    assert _forward_gmac(name) == pytest.approx(GMAC[name], rel=0.10)
+    # Published figures count every kernel tap, padding included; ours count the taps on real
+    # input only (as XLA does), 0.4% (MobileNet) to 8.6% (AlexNet) less at the default image.
+    assert 0.90 * GMAC[name] <= _forward_gmac(name) <= 1.02 * GMAC[name]
 
 
 def test_forward_cost_scales_with_image():
-    # Convolutions scale with the pixel count (ResNet-18 at 448 px: 4x the 224 px cost, bar the head).
-    assert _forward_gmac("resnet18", image=448) == pytest.approx(4 * 1.814, rel=0.01)
+    # Convolutions scale with the pixel count, and the taps that land on padding (not counted)
+    # are a border whose share halves when the side doubles: ResNet-18 at 448 px costs a little
+    # more than 4x its 224 px cost (4.16x; counting every tap, bar the head, it would be 4x).
+    ratio = _forward_gmac("resnet18", image=448) / _forward_gmac("resnet18")
+    assert 4.0 < ratio < 4.0 * 1.08
 
 
 @pytest.mark.parametrize("name, n_steps", [("lstm_lm", 35), ("deepspeech2", 185)])
@@ -265,6 +270,10 @@ def test_one_training_step(name, tiny_settings):
         # XLA:CPU rewrites each depthwise weight gradient as a dense C x C convolution and masks
         # it: it executes several times the useful FLOPs, and the record must say so.
         assert ratio < 0.8 and "flops_mismatch" in record.warnings
+    else:
+        # Useful and executed FLOPs count the same convolution taps (not those on padding, which
+        # at these small inputs were up to 30% of the taps), so they agree.
+        assert "flops_mismatch" not in record.warnings, ratio
     if name == "lstm_lm":
         # XLA's count of the scanned LSTM, extrapolated from the unrolled 1- and 2-step
         # variants, against the jaxpr count (which scales the scans): matmuls dominate.

@@ -36,11 +36,11 @@ import tempfile
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-import numpy as np
 import pandas as pd
 
 from paradnn import frameworks, sizes
 from paradnn.analysis.oplevel import categorize
+from paradnn.convolution import valid_taps
 from paradnn.errors import ParadnnError
 
 CPU_NOTE = ("per-operation times are approximate on CPU: some operations run asynchronously and "
@@ -200,14 +200,6 @@ _FORWARD_ROLES = (("operand", 0), ("operand", 1), ("result", 0))
 _WINDOW_FIELD = re.compile(r"(size|stride|pad|lhs_dilate|rhs_dilate)=([-0-9x_]+)")
 
 
-def _valid_taps(n: int, m: int, k: int, stride: int, lo: int, lhs_dilate: int, rhs_dilate: int) -> int:
-    """Pairs (output position, kernel tap) of one spatial dimension whose input position is a real
-    element: not padding and not a hole of the input's dilation. ``n`` input size, ``m`` output
-    size, ``k`` window size, ``lo`` low padding."""
-    pos = (np.arange(m)[:, None] * stride + np.arange(k)[None, :] * rhs_dilate) - lo
-    return int(((pos >= 0) & (pos <= (n - 1) * lhs_dilate) & (pos % lhs_dilate == 0)).sum())
-
-
 def _conv_flops(ins: Instruction, comp: Computation) -> float:
     """FLOPs of one execution of a convolution (the ``convolution`` instruction or a convolution
     custom call): 2 x batch x output features x input features per group x the valid (output
@@ -241,8 +233,8 @@ def _conv_flops(ins: Instruction, comp: Computation) -> float:
     pad_lo = [int(p.split("_")[0]) for p in window["pad"].split("x")] if "pad" in window else [0] * len(spatial)
     taps = 1
     for d, c in enumerate(spatial):
-        taps *= _valid_taps(lhs[lhs_l.index(c)], out[out_l.index(c)], size[d], stride[d], pad_lo[d],
-                            lhs_dil[d], rhs_dil[d])
+        taps *= valid_taps(lhs[lhs_l.index(c)], out[out_l.index(c)], size[d], stride[d], pad_lo[d],
+                           lhs_dil[d], rhs_dil[d])
     groups = re.search(r"feature_group_count=(\d+)", ins.attrs)
     batch_groups = re.search(r"batch_group_count=(\d+)", ins.attrs)
     batch = lhs[lhs_l.index("b")] // (int(batch_groups.group(1)) if batch_groups else 1)

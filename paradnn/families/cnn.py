@@ -11,6 +11,7 @@ import math
 from dataclasses import dataclass
 from typing import ClassVar, Iterator
 
+from paradnn import convolution
 from paradnn.errors import SpecError
 from paradnn.families import Axis, Family, register
 from paradnn.families.ranges import geometric, linear
@@ -47,23 +48,12 @@ class CNN(Spec):
 
 def valid_taps(size: int, kernel: int, stride: int) -> int:
     """Kernel taps that land inside the input, summed over the output positions of one
-    dimension of a SAME-padded convolution (taps on padding multiply zeros: XLA skips them).
-
-    Every window has ``kernel`` taps less those on the low padding (the first few windows) and
-    on the high padding (the last few), so only the windows at the edges are visited: the cost
-    is O(kernel), whatever ``size``.
-    """
+    dimension of a SAME-padded convolution (taps on padding multiply zeros: XLA skips them);
+    :func:`paradnn.convolution.valid_taps` with SAME's output size and low padding, O(kernel)
+    whatever ``size``."""
     out = -(-size // stride)
     pad_lo = max((out - 1) * stride + kernel - size, 0) // 2
-    taps = out * kernel
-    # Windows starting before the input: i * stride < pad_lo.
-    for i in range(min(out, -(-pad_lo // stride))):
-        taps -= pad_lo - i * stride
-    # Windows ending after it: i * stride - pad_lo + kernel > size.
-    first_high = max(0, (size + pad_lo - kernel) // stride + 1)
-    for i in range(first_high, out):
-        taps -= i * stride - pad_lo + kernel - size
-    return taps
+    return convolution.valid_taps(size, out, kernel, stride, pad_lo)
 
 
 def network_blocks(spec: CNN) -> Iterator[tuple[tuple[tuple[int, int, int, int, int, bool], ...], int]]:

@@ -11,8 +11,9 @@ written here so that planning, the memory floor and the runner's model FLOPs nee
 ``params`` (trainable parameters, from ``jax.eval_shape`` of the model's init) does not depend
 on the input size in any zoo model (adaptive pooling, fixed position tables);
 ``train_flops`` (matmul and convolution FLOPs of one training step per example, from the
-training step's jaxpr: ``paradnn.backends.jax.jaxpr_flops.count_matmul_flops``) holds at the
-default input size only, and is linear in the batch. tests/test_families.py recounts both with
+training step's jaxpr: ``paradnn.backends.jax.jaxpr_flops.count_matmul_flops``; convolution taps
+on padding are not counted, so it is below the published GMAC x 6 of the descriptions) holds at
+the default input size only, and is linear in the batch. tests/test_families.py recounts both with
 JAX and fails when a model changes and its row does not.
 """
 
@@ -44,48 +45,53 @@ _IMAGENET = "ImageNet 1000 classes"
 
 ZOO: dict[str, ZooModel] = {
     "alexnet": ZooModel("alexnet", 128, "momentum", f"AlexNet single tower (torchvision layout), {_IMAGENET}, "
-                        "0.72 GMAC/example forward at 224 px", default_image=224, frameworks=("jax", "torch"),
-                        params=61_100_840, train_flops=4_144_577_280),
+                        "0.72 GMAC/example forward as published at 224 px",
+                        default_image=224, frameworks=("jax", "torch"),
+                        params=61_100_840, train_flops=3_808_349_184),
     "bert_base": ZooModel("bert", 32, "adam", "BERT-base (12 layers, 768 wide), masked-LM objective, 15% "
                           "masked positions", default_length=128,
                           params=109_514_298, train_flops=69_925_441_536),
     "deepspeech2": ZooModel("deepspeech2", 32, "momentum", "Deep Speech 2 (2 conv + 5 bidirectional GRU "
                             "layers of 640, CTC loss), 400 spectrogram frames of 161 bins (length = frames)",
                             default_length=400,
-                            params=27_471_008, train_flops=41_989_602_204),
+                            params=27_471_008, train_flops=41_031_176_604),
     "densenet121": ZooModel("densenet", 128, "momentum", f"DenseNet-121 (growth 32, torchvision layout), "
-                            f"{_IMAGENET}, 2.9 GMAC/example forward at 224 px", default_image=224, frameworks=_TV,
-                            params=7_978_856, train_flops=16_768_942_080),
+                            f"{_IMAGENET}, 2.9 GMAC/example forward as published at 224 px",
+                            default_image=224, frameworks=_TV,
+                            params=7_978_856, train_flops=16_437_144_576),
     "inception_v3": ZooModel("inception", 128, "rmsprop", f"Inception v3 with auxiliary head (torchvision "
-                             f"layout), {_IMAGENET}, 5.7 GMAC/example forward at 299 px", default_image=299,
+                             f"layout), {_IMAGENET}, 5.7 GMAC/example forward as published at 299 px",
+                             default_image=299,
                              frameworks=_TV,
-                             params=27_161_264, train_flops=34_535_333_760),
+                             params=27_161_264, train_flops=32_803_323_264),
     "lstm_lm": ZooModel("lstm_lm", 20, "sgd", "2-layer LSTM language model, PTB large (hidden 1500, "
                         "vocabulary 10k), 35-token sequences", default_length=35,
                         params=66_022_000, train_flops=10_710_000_000),
     "mobilenet": ZooModel("mobilenet", 128, "rmsprop", f"MobileNet v1, width 1.0, {_IMAGENET}, 0.57 "
-                          "GMAC/example forward at 224 px", default_image=224, frameworks=("jax", "tensorflow"),
-                          params=4_231_976, train_flops=3_390_766_080),
+                          "GMAC/example forward as published at 224 px",
+                          default_image=224, frameworks=("jax", "tensorflow"),
+                          params=4_231_976, train_flops=3_385_707_264),
     "retinanet": ZooModel("retinanet", 8, "momentum", "RetinaNet, ResNet-50 FPN (P3-P7), 80 classes, focal "
                           "loss on synthetic anchor targets", default_image=640,
-                          params=37_968_692, train_flops=570_164_582_400),
+                          params=37_968_692, train_flops=558_936_622_080),
     "squeezenet": ZooModel("squeezenet", 128, "momentum", f"SqueezeNet 1.0 (torchvision layout), {_IMAGENET}, "
-                           "0.82 GMAC/example forward at 224 px", default_image=224, frameworks=("jax", "torch"),
-                           params=1_248_424, train_flops=4_578_218_112),
+                           "0.82 GMAC/example forward as published at 224 px",
+                           default_image=224, frameworks=("jax", "torch"),
+                           params=1_248_424, train_flops=4_464_824_448),
     "transformer": ZooModel("transformer", 16, "adafactor", "Transformer base (6+6 layers, d 512, shared 37k "
                             "vocabulary), translation; batch in sentences of `length` tokens (16 x 256 = "
                             "4096 tokens)", default_length=256,
                             params=63_084_544, train_flops=103_991_476_224),
     "vgg16": ZooModel("vgg", 64, "momentum", f"VGG-16 (configuration D, no BN), {_IMAGENET}, 15.5 "
-                      "GMAC/example forward at 224 px", default_image=224, frameworks=_TV,
-                      params=138_357_544, train_flops=92_648_177_664),
+                      "GMAC/example forward as published at 224 px", default_image=224, frameworks=_TV,
+                      params=138_357_544, train_flops=89_646_566_400),
 }
 for _depth, _gmac, _params, _flops in (
-        ("18", 1.82, 11_689_512, 10_648_412_160), ("50", 4.1, 25_557_032, 24_299_077_632),
-        ("101", 7.8, 44_549_160, 46_572_404_736), ("152", 11.6, 60_192_808, 68_845_731_840)):
+        ("18", 1.82, 11_689_512, 9_849_916_416), ("50", 4.1, 25_557_032, 23_457_082_368),
+        ("101", 7.8, 44_549_160, 44_634_123_264), ("152", 11.6, 60_192_808, 65_938_566_144)):
     ZOO[f"resnet{_depth}"] = ZooModel(
         "resnet", 128, "momentum", f"ResNet-{_depth} v1.5 (torchvision layout), {_IMAGENET}, {_gmac} "
-        "GMAC/example forward at 224 px", default_image=224, frameworks=_TV, params=_params,
+        "GMAC/example forward as published at 224 px", default_image=224, frameworks=_TV, params=_params,
         train_flops=_flops)
 
 

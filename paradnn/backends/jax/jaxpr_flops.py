@@ -1,6 +1,7 @@
 """Analytic matmul/convolution FLOPs of a function, read from its jaxpr.
 
-Counts ``dot_general`` and ``conv_general_dilated`` (2 FLOPs per multiply-add) and multiplies
+Counts ``dot_general`` and ``conv_general_dilated`` (2 FLOPs per multiply-add; of a convolution
+only the kernel taps on real input elements, not on padding) and multiplies
 the bodies of ``scan`` by their length (``while`` bodies count once). Dead code is not counted;
 no other XLA optimization is involved, so this is the model's work as written.
 
@@ -17,6 +18,8 @@ from typing import Any, Callable
 import jax
 from jax.extend import core as jcore
 
+from paradnn.convolution import valid_taps
+
 
 def _dot_flops(eqn) -> float:
     lhs, rhs = (v.aval for v in eqn.invars[:2])
@@ -27,17 +30,27 @@ def _dot_flops(eqn) -> float:
 
 
 def _conv_flops(eqn) -> float:
-    lhs, rhs = (v.aval for v in eqn.invars[:2])
+    """2 x batch x output features x input features per group x the valid (output position,
+    kernel tap) pairs of each spatial dimension (:func:`paradnn.convolution.valid_taps`): taps on
+    padding and on the holes of a dilated input (a strided convolution's input gradient) multiply
+    zeros and count nothing, as in XLA's cost analysis and the cnn family's closed form. So a
+    training step counts each multiply of the forward convolution three times: forward, input
+    gradient, weight gradient."""
+    lhs, rhs, out = eqn.invars[0].aval.shape, eqn.invars[1].aval.shape, eqn.outvars[0].aval.shape
     dn = eqn.params["dimension_numbers"]
-    out = math.prod(eqn.outvars[0].aval.shape)
-    # rhs spec: (out feature dim, in feature dim, spatial...)
-    rhs_spec = dn.rhs_spec
-    in_features = rhs.shape[rhs_spec[1]]
-    kernel = math.prod(rhs.shape[d] for d in rhs_spec[2:])
-    # in_features is already per feature group. An input gradient of a strided conv is a conv
-    # over the input dilated with zeros (lhs_dilation): only 1 in prod(dilation) taps is real.
-    dilation = math.prod(eqn.params.get("lhs_dilation") or (1,))
-    return 2.0 * out * in_features * kernel / dilation
+    # Specs: (batch or out-feature dim, feature or in-feature dim, spatial dims...).
+    lhs_spec, rhs_spec, out_spec = dn.lhs_spec, dn.rhs_spec, dn.out_spec
+    spatial = len(rhs_spec) - 2
+    strides = eqn.params["window_strides"]
+    lhs_dilation = eqn.params.get("lhs_dilation") or (1,) * spatial
+    rhs_dilation = eqn.params.get("rhs_dilation") or (1,) * spatial
+    taps = 1
+    for d in range(spatial):
+        taps *= valid_taps(lhs[lhs_spec[2 + d]], out[out_spec[2 + d]], rhs[rhs_spec[2 + d]], strides[d],
+                           eqn.params["padding"][d][0], lhs_dilation[d], rhs_dilation[d])
+    # rhs's in-feature size is already per feature group; with batch groups (a grouped weight
+    # gradient) each output feature reads one group of the batch, which out's batch size is.
+    return 2.0 * out[out_spec[0]] * out[out_spec[1]] * rhs[rhs_spec[1]] * taps
 
 
 def _is_var(v) -> bool:

@@ -36,6 +36,7 @@ from typing import Any, Callable
 from paradnn import hardware, precision
 from paradnn.backends.torch import allocator, gemm
 from paradnn.backends.torch.options import COMPILE_MODES
+from paradnn.convolution import valid_taps
 from paradnn.errors import SpecError
 from paradnn.frameworks import Program
 from paradnn.sizes import optimizer as optimizer_entry
@@ -173,13 +174,6 @@ def make_optimizer(name: str, params: Any) -> Any:
 # ------------------------------------------------------------------------------ FLOP counts
 
 
-def _valid_taps(size: int, kernel: int, stride: int, pad: int, dilation: int, out: int) -> int:
-    """Kernel taps that land inside the input (not on padding), summed over the ``out``
-    output positions of one dimension."""
-    return sum(1 for o in range(out) for t in range(kernel)
-               if 0 <= o * stride - pad + t * dilation < size)
-
-
 def _conv_flops(x_shape: Any, w_shape: Any, stride: Any, padding: Any, dilation: Any,
                 out_shape: Any) -> int:
     """FLOPs (2 per multiply-add) of a convolution, counting only taps inside the input as
@@ -187,7 +181,7 @@ def _conv_flops(x_shape: Any, w_shape: Any, stride: Any, padding: Any, dilation:
     cout, cin_per_group, *kernel = w_shape
     taps = 1
     for d, k in enumerate(kernel):
-        taps *= _valid_taps(x_shape[2 + d], k, stride[d], padding[d], dilation[d], out_shape[2 + d])
+        taps *= valid_taps(x_shape[2 + d], out_shape[2 + d], k, stride[d], padding[d], 1, dilation[d])
     return 2 * x_shape[0] * cout * cin_per_group * taps
 
 

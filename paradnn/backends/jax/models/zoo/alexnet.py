@@ -2,7 +2,8 @@
 
 Convs 11x11/4 (64), 5x5 (192), 3x3 (384, 256, 256) with biases and 3x3/2 max-pools, an
 adaptive average pool to 6x6, then dense 9216 -> 4096 -> 4096 -> 1000. 61,100,840 trainable
-parameters; 0.72 GMAC per 224 px example.
+parameters; 0.72 GMAC per 224 px example as published (0.66 without the taps on padding, as paradnn
+counts).
 """
 
 from __future__ import annotations

@@ -4,7 +4,8 @@ Every conv is conv (no bias) + BN (epsilon 1e-3) + ReLU. Stem, three InceptionA 
 grid reduction, four InceptionC with factorized 7x7 convs (17x17), the auxiliary head on the
 last 17x17 map, a second reduction, two InceptionE (8x8), global average pooling and a dense
 layer to 1000 classes. 27,161,264 trainable parameters with the auxiliary head (23,834,568
-without); 5.7 GMAC per 299 px example. The loss is the main cross-entropy plus 0.4 x the
+without); 5.7 GMAC per 299 px example as published (5.47 without the taps on padding, as
+paradnn counts). The loss is the main cross-entropy plus 0.4 x the
 auxiliary one, as in the paper's training setup.
 
 Below 299 px the 17x17 map shrinks; the auxiliary head then pools with a smaller window and

@@ -4,7 +4,7 @@ reference model the ParaDnn study ran is 1.0 (96-filter 7x7/2 first conv).
 Conv 7x7/2 (96), eight fire modules (1x1 squeeze, then 1x1 and 3x3 expands concatenated),
 3x3/2 max-pools with ceil rounding, a final 1x1 conv to the classes, ReLU and global average
 pooling. Convs have biases; no batch norm. 1,248,424 trainable parameters; 0.82 GMAC per 224 px
-example.
+example as published (0.80 without the taps on padding, as paradnn counts).
 """
 
 from __future__ import annotations
