@@ -9,7 +9,7 @@ analysis leaves those taps out, and so do we. Published GMAC figures of CNNs (Re
 count every tap, padding included: at their own image sizes that is a few percent more
 (docs/models.md, "FLOP counts").
 
-No imports: the families, the backends and the profile all read it.
+No paradnn imports: the families, the backends and the profile all read it.
 """
 
 from __future__ import annotations
