@@ -24,7 +24,8 @@ METRICS: dict[str, tuple[str, str]] = {
                        "(see flops_source): XLA cost analysis with loops scaled for jax"),
     "flops_source": ("", "where flops_per_step and bytes_per_step come from (XLA cost analysis, "
                      "torch.utils.flop_counter, ...), or why the framework gives none"),
-    "model_flops_per_step": ("FLOP", "analytic count of one step (matmul/conv), all devices"),
+    "model_flops_per_step": ("FLOP", "analytic count of one step (matmuls and convolutions; convolution taps "
+                             "on padding do not count), all devices"),
     "elementwise_flops_per_step": ("FLOP", "analytic upper estimate of one step's work besides "
                                    "matmuls and convolutions (optimizer update, activations, "
                                    "normalizations, loss), all devices; the slack of flops_mismatch"),
