@@ -321,6 +321,9 @@ def test_cli_list_models_starts_no_framework():
     lines = {line.split()[0]: line for line in out.splitlines() if line.strip()}
     assert set(lines) == set(ZOO)
     assert all(f"{ZOO[name].params:,} params" in lines[name] for name in ZOO)
+    # The step's FLOPs per example as counted (ResNet-50: 23.5, below 6 x the published 4.1 GMAC)
+    assert all(f"train {ZOO[name].train_flops / 1e9:5.1f} GFLOP/example" in lines[name] for name in ZOO)
+    assert "train  23.5 GFLOP/example" in lines["resnet50"]
 
 
 def test_cli_builds_only_the_named_commands_module():

@@ -468,8 +468,11 @@ def _cmd_list(args: argparse.Namespace) -> int:
         # whole zoo (12.7 s on a 2-core host).
         for name in sorted(ZOO):
             m = ZOO[name]
-            print(f"{name:14s} {m.params:>13,} params  image {m.default_image or '-':>4}  "
-                  f"length {m.default_length or '-':>4}  batch {m.default_batch:>5}  {m.description}")
+            # The training step's FLOPs per example (paradnn's count, what utilization divides)
+            # beside the description's published forward GMAC, which counts padding taps too.
+            print(f"{name:14s} {m.params:>13,} params  train {m.train_flops / 1e9:5.1f} GFLOP/example  "
+                  f"image {m.default_image or '-':>4}  length {m.default_length or '-':>4}  "
+                  f"batch {m.default_batch:>5}  {m.description}")
         return 0
     rows = _families_table()
     rows.append({"family": "real", "description": families.get("real").description,
