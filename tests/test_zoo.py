@@ -92,6 +92,7 @@ def test_catalog_rows(rows):
         assert row["default_batch"] == ZOO[name].default_batch > 0
         assert (row["default_image"] > 0) != (row["default_length"] > 0), name  # one input size
         assert row["description"] and row["task"]
+        assert row["train_flops"] == ZOO[name].train_flops > 0  # tests/test_sizes.py recounts it
     assert rows["transformer"]["default_optimizer"] == "adafactor"
     assert rows["retinanet"]["default_image"] == 640
     assert rows["inception_v3"]["default_image"] == 299

@@ -17,7 +17,9 @@ def catalog(names: list[str] | None = None) -> list[dict[str, Any]]:
     """One dict per model, sorted by name: ``name``, ``params`` (trainable parameters, from
     shapes), ``default_image`` (pixels, 0 for none), ``default_length`` (tokens or frames, 0
     for none), ``default_batch`` (examples), ``default_optimizer``, ``frameworks`` (that build it),
-    ``task`` and ``description`` (all but params and task from ``paradnn.families.real.ZOO``)."""
+    ``train_flops`` (FLOP of one training step per example at the default input, as paradnn counts
+    them: convolution taps on padding not counted), ``task`` and ``description`` (all but params and
+    task from ``paradnn.families.real.ZOO``)."""
     rows = []
     for name in names or sorted(ZOO):
         entry = ZOO[name]
@@ -30,6 +32,7 @@ def catalog(names: list[str] | None = None) -> list[dict[str, Any]]:
             "default_batch": entry.default_batch,
             "default_optimizer": entry.default_optimizer,
             "frameworks": list(entry.frameworks),
+            "train_flops": entry.train_flops,
             "task": model.tags.get("task", ""),
             "description": entry.description,
         })
