@@ -126,8 +126,9 @@ def test_analyses_never_reach_back_up_the_flow():
 
 
 #: The ground floor: the framework registry and its interface, the settings helpers, errors,
-#: units, the plug-in loader and a convolution's real taps. They import nothing of paradnn above them, so that every
-#: module (families, sizes, precision, hardware...) may read the registry without climbing.
+#: units, the plug-in loader and a convolution's real taps. They import nothing of paradnn above
+#: them, so that every module (families, sizes, precision, hardware...) may read the registry
+#: without climbing.
 GROUND = ("paradnn.errors", "paradnn.units", "paradnn.plugins", "paradnn.settings", "paradnn.frameworks",
           "paradnn.convolution")
 FRAMEWORK_PACKAGES = ("jax", "tensorflow", "torch")

@@ -272,8 +272,8 @@ def test_one_training_step(name, tiny_settings):
         # it: it executes several times the useful FLOPs, and the record must say so.
         assert ratio < 0.8 and "flops_mismatch" in record.warnings
     else:
-        # Useful and executed FLOPs count the same convolution taps (not those on padding, which
-        # at these small inputs were up to 30% of the taps), so they agree.
+        # Every other model's useful and executed FLOPs agree: both leave out the convolution
+        # taps on padding (at these small inputs up to 30% of ResNet-18's taps).
         assert "flops_mismatch" not in record.warnings, ratio
     if name == "lstm_lm":
         # XLA's count of the scanned LSTM, extrapolated from the unrolled 1- and 2-step
