@@ -26,6 +26,10 @@ METRICS: dict[str, tuple[str, str]] = {
                      "torch.utils.flop_counter, ...), or why the framework gives none"),
     "model_flops_per_step": ("FLOP", "analytic count of one step (matmuls and convolutions; convolution taps "
                              "on padding do not count), all devices"),
+    "flops_count_rule": ("1", "revision of the family's rule behind model_flops_per_step "
+                         "(paradnn.families.Family.count_rule; absent: 1, rows written before it "
+                         "was recorded); rows of one family counted by different rules are not "
+                         "comparable (flops_count_changed)"),
     "elementwise_flops_per_step": ("FLOP", "analytic upper estimate of one step's work besides "
                                    "matmuls and convolutions (optimizer update, activations, "
                                    "normalizations, loss), all devices; the slack of flops_mismatch"),

@@ -27,6 +27,7 @@ from typing import IO, Any, Union
 import numpy as np
 import pandas as pd
 
+from paradnn import families
 from paradnn.analysis import prediction as P
 from paradnn.analysis.columns import PLATFORM_KEY, platform_label
 from paradnn.analysis.prediction import sized
@@ -121,6 +122,7 @@ def _records(pred: pd.DataFrame, workloads: dict[str, Workload], platform: dict[
         metrics = {c: r[c] for c in P.PREDICTION_COLUMNS if c in r.index}
         metrics["params"] = r["params"]  # analytic, as a measured row's
         metrics["model_flops_per_step"] = r["model_flops_per_step"]
+        metrics["flops_count_rule"] = families.of(w.spec).count_rule  # counted now, by this rule
         rec = Record(status=PREDICTED, workload=w.to_dict(), platform=plat, software=software,
                      settings=settings, metrics=metrics, time_utc=now)
         row = rec.to_dict()

@@ -141,12 +141,27 @@ WARNINGS: dict[str, Flag] = {
         "in the time ledger, the analytic (useful) FLOPs exceed those the profiled operations "
         "executed by more than 5% of the step time (extra work negative) although every "
         "counted operation appeared in the profile: one of the two counts is wrong")),
+    "flops_count_changed": Flag("physics", (
+        "the analytic FLOP count (model_flops_per_step) of this run was made by an older rule "
+        "than others read with it: its family's flops_count_rule is older than the newest among "
+        "the family's rows, or its count differs from that of a later run of the same "
+        "workload, framework and family implementation. A paradnn revision changed how the "
+        "family is counted (paradnn_revision names each row's), so the rows' utilizations use "
+        "two conventions and are not comparable; raised "
+        "where rows are read together (the report, the figures), not stored. Measure the "
+        "config again with this paradnn (into a new store: a resumed sweep keeps a row whose "
+        "key it has) and leave the older row out")),
     "unstable": Flag("precision", (
         "the timed calls missed the precision target of the stopping rule within the time "
         "budget (stable false: step_time_ci_halfwidth above ci_target, or step_time_cv above "
         "cv_target under stop_rule cv): the step time's interval is wider than asked; measure "
         "again with a longer time_budget_s (paradnn status writes the sweep file)")),
 }
+
+
+#: Codes raised where rows are read together (``paradnn.analysis.columns.warning_lists``), from
+#: what several rows say, never by :func:`record_warnings` and never stored.
+READ_WARNINGS: tuple[str, ...] = ("flops_count_changed",)
 
 
 def warning_kind(code: str) -> str | None:

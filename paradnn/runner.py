@@ -273,6 +273,7 @@ def _steps(workload: Workload, settings: MeasureSettings, backend: frameworks.Ba
     measured.costs = phases.run("costs", lambda: backend.costs(program))
     measured.memory = phases.run("memory", lambda: backend.memory_breakdown(program))
     measured.counts = {"model_flops_per_step": phases.run("costs", lambda: model_flops_per_step(workload)),
+                       "flops_count_rule": families.of(workload.spec).count_rule,
                        "elementwise_flops_per_step": sizes.elementwise_flops_per_step(workload)}
     progress.phase("reading the peak")
     # The probe of the host's peak runs here when none is cached (once per host and

@@ -637,3 +637,67 @@ def test_reading_results_imports_no_framework():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]"
+
+
+# -- analytic FLOP counts that changed between revisions ------------------------------------------
+
+def _counted(**over):
+    row = {"family": "fc", "layers": 4, "nodes": 64, "input": 32, "output": 10, "batch": 8,
+           "dtype": "float32", "optimizer": "sgd", "devices": 1, "framework": "jax",
+           "status": "ok", "warnings": "", "model_flops_per_step": 1.0e9,
+           "time_utc": "2026-11-29T10:00:00+00:00"}
+    return {**row, **over}
+
+
+def test_a_count_that_differs_from_the_latest_of_its_workload_is_flagged_as_physics():
+    df = pd.DataFrame([
+        _counted(model_flops_per_step=1.08e9, time_utc="2026-11-01T10:00:00+00:00"),  # older rule
+        _counted(),                                                                    # the latest
+        _counted(time_utc="2026-11-02T10:00:00+00:00"),                                # a repeat
+        _counted(framework="torch", model_flops_per_step=2.0e9),     # another framework: its own
+        _counted(batch=16, model_flops_per_step=2.0e9),              # another workload
+        _counted(replaced_by="family fc: mylab.fc", model_flops_per_step=3.0e9,  # a plugin's
+                 time_utc="2026-11-30T10:00:00+00:00"),
+        _counted(status="failed", model_flops_per_step=float("nan"),
+                 time_utc="2026-11-30T10:00:00+00:00"),              # no count: never flagged
+    ])
+    assert list(A.columns.count_changed_mask(df)) == [True] + [False] * 6
+    codes = A.columns.warning_lists(df)
+    assert list(codes) == [["flops_count_changed"]] + [[]] * 6
+    assert A.columns.warning_lists(df, "precision").map(len).sum() == 0
+    assert list(A.columns.flagged_mask(df)) == [True] + [False] * 6
+    # The code is a registered physics warning, and its text says what to do.
+    assert A.columns.warning_kind("flops_count_changed") == "physics"
+    assert "Measure the config again" in A.columns.warning_meaning("flops_count_changed")
+    # Read alone, the older row is consistent with itself: nothing to flag.
+    assert not A.columns.count_changed_mask(df.iloc[[0, 3, 4]]).any()
+    # Equal counts (to the last digit a JSON float keeps) are one count.
+    same = pd.DataFrame([_counted(model_flops_per_step=123456789012.0),
+                         _counted(model_flops_per_step=123456789012.0, time_utc="2026-12-01")])
+    assert not A.columns.count_changed_mask(same).any()
+
+
+def test_a_count_check_needs_its_columns():
+    assert not A.columns.count_changed_mask(pd.DataFrame([_counted()])).any()
+    old = pd.DataFrame([_counted(), _counted(model_flops_per_step=2e9)]).drop(columns="time_utc")
+    assert not A.columns.count_changed_mask(old).any()
+    assert A.columns.count_changed_mask(pd.DataFrame()).empty
+
+
+def test_rows_of_a_family_counted_by_an_older_rule_are_flagged_whatever_their_configs():
+    """The zoo's convolution counts changed rule on 2026-11-29 (rule 2): a store whose zoo rows
+    of other configs were counted before (no ``flops_count_rule``: rule 1) mixes the two
+    conventions in one figure; those rows, and only those of that family, are marked."""
+    zoo = {"family": "real", "layers": None, "nodes": None, "input": None, "output": None,
+           "model": "resnet50", "image": 0, "length": 0}
+    df = pd.DataFrame([
+        _counted(**{**zoo, "model": "resnet18"}, flops_count_rule=float("nan")),     # rule 1
+        _counted(**{**zoo, "model": "resnet50"}, flops_count_rule=2),
+        _counted(**{**zoo, "model": "vgg16"}, flops_count_rule=2),
+        _counted(flops_count_rule=float("nan")),                 # FC, rule 1: its current rule
+        _counted(batch=16, flops_count_rule=1),
+    ])
+    assert list(A.columns.count_changed_mask(df)) == [True, False, False, False, False]
+    # Without a newer rule among them, rule-1 rows are consistent with each other.
+    assert not A.columns.count_changed_mask(df.drop(columns="flops_count_rule")).any()
+    assert not A.columns.count_changed_mask(df.iloc[[0, 3, 4]]).any()

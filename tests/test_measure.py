@@ -13,7 +13,7 @@ from paradnn.measure import (
     MAX_STEPS_PER_CALL, MIN_TIMED_CALLS, MeasureSettings, choose_steps, ci_halfwidth, median_ci, precision_text,
     rule_text, time_calls,
 )
-from paradnn.record import WARNING_KINDS, WARNINGS, record_warnings, warning_codes, warning_kind
+from paradnn.record import READ_WARNINGS, WARNING_KINDS, WARNINGS, record_warnings, warning_codes, warning_kind
 
 
 def physics_warnings(metrics, devices=1):
@@ -297,7 +297,8 @@ def test_warning_codes_round_trip():
     # the executed one where every counted operation was profiled.
     fired |= set(record_warnings(_metrics(step_time_s=0.01, ledger_split=True, ledger_faster_than_roof_s=-0.002,
                                           ledger_extra_s=-0.002, ledger_flops_matched=1.0)))
-    assert fired == set(WARNINGS)
+    # flops_count_changed comes from rows read together (test_analysis), never from one record.
+    assert fired == set(WARNINGS) - set(READ_WARNINGS) and set(READ_WARNINGS) <= set(WARNINGS)
     assert {flag.kind for flag in WARNINGS.values()} == set(WARNING_KINDS)
 
 

@@ -648,3 +648,39 @@ def test_the_report_names_the_peak_and_the_measured_ceiling_with_their_sources()
     assert "float32: peak 199 GFLOP/s (measured, probe abc), ceiling: the same probe" in text
     assert "bfloat16: peak 300 GFLOP/s (measured, probe old), ceiling not recorded" in text
     assert text.count("ceiling") == 3
+
+
+def test_a_row_counted_by_an_older_rule_is_listed_and_marks_its_cell(tmp_path, tiny_settings):
+    """A real run stored beside the same config's row from an older paradnn whose analytic count
+    differed (as the zoo's convolution counts did before padding taps were left out): read
+    together, the older row carries the physics code ``flops_count_changed``, the Warnings
+    table lists it with its count and revision, and the heat-map cell they share is marked."""
+    import dataclasses
+
+    import paradnn
+    from paradnn import FC, Workload
+    from paradnn.analysis import heatmap
+    from paradnn.report.warnings import warnings_table
+    from paradnn.runner import run_workload
+    from paradnn.store import Store
+
+    new = run_workload(Workload(FC(layers=1, nodes=16, input=8, output=4), batch=4), tiny_settings)
+    assert new.status == "ok", new.error
+    count = new.metrics["model_flops_per_step"]
+    assert new.metrics["flops_count_rule"] == 1  # the FC family's counting rule, recorded
+    old = dataclasses.replace(
+        new.with_metrics(model_flops_per_step=count * 1.08),
+        software={**new.software, "paradnn_revision": "0123456789ab"}, time_utc="2026-01-01T00:00:00+00:00")
+    path = tmp_path / "mixed.db"
+    with Store(path) as s:
+        assert s.add(old) and s.add(new)
+    df = paradnn.load(path)
+    table = warnings_table(df)
+    changed = table[table["code"] == "flops_count_changed"]
+    assert len(changed) == 1 and changed["kind"].iloc[0] == "physics"
+    assert changed["model_flops_per_step"].iloc[0] == pytest.approx(count * 1.08)
+    assert changed["paradnn_revision"].iloc[0] == "0123456789ab"
+    cell = heatmap(df, "batch", "nodes", "examples_per_sec")
+    assert len(cell) == 1 and cell["n"].iloc[0] == 2 and "flops_count_changed" in cell["warnings"].iloc[0]
+    # The rows as stored are unchanged: the code is the reading's, not written back.
+    assert "flops_count_changed" not in ",".join(df["warnings"].fillna(""))

@@ -265,6 +265,7 @@ def test_one_training_step(name, tiny_settings):
     assert record.tags["kind"] == "real" and record.tags["task"]
     assert record.metrics["params"] == OURS[name]
     assert record.metrics["model_flops_per_step"] > 0
+    assert record.metrics["flops_count_rule"] == 2  # padding taps left out since rule 2
     ratio = record.metrics["useful_flops_ratio"]
     assert ("flops_mismatch" in record.warnings) == flops_mismatch(record.metrics)
     if name == "mobilenet" and record.platform["device_platform"] == "cpu":

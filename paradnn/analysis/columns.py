@@ -278,12 +278,54 @@ def warning_lists(df: pd.DataFrame, kind: str | None = "physics") -> pd.Series:
         codes = pd.Series([[] for _ in range(len(df))], index=df.index, dtype=object)
     else:
         codes = df["warnings"].map(lambda v: record.warning_codes(v, kind))
+    if kind in (None, "physics"):
+        changed = count_changed_mask(df)
+        if changed.any():
+            codes = pd.Series([c + ["flops_count_changed"] if changed.loc[i] else c
+                               for i, c in codes.items()], index=df.index, dtype=object)
     if kind in (None, "precision"):
         # Rows written before the code existed say it in ``stable`` only.
         shaky = unstable_mask(df)
         codes = pd.Series([c + ["unstable"] if shaky.loc[i] and "unstable" not in c else c
                            for i, c in codes.items()], index=df.index, dtype=object)
     return codes
+
+
+#: Relative difference above which two analytic FLOP counts of one workload disagree. The counts
+#: are integers far below 2**53 (exact as JSON floats), so any difference is a change of rule.
+COUNT_RTOL = 1e-9
+
+
+def count_changed_mask(df: pd.DataFrame) -> pd.Series:
+    """True where a row's analytic FLOP count (``model_flops_per_step``) was made by another
+    rule than others of ``df`` it is read with (the physics code ``flops_count_changed``, which
+    :func:`warning_lists` adds): its family's counting rule (``flops_count_rule``; 1 where a row
+    does not say, as rows written before it was recorded) is older than the newest rule among
+    the rows of its family and family implementation (``replaced_by``), whatever their
+    configs; or its count differs from that of the latest row (``time_utc``) of the same
+    workload (:data:`WORKLOAD_FIELDS`, framework included), on which nothing else depends: a
+    change of rule that no rule number records. Rows without a count (failed runs, operator
+    rows) never are; nor is any row of a frame without the columns (older stores)."""
+    out = pd.Series(False, index=df.index, dtype=bool)
+    if not {"model_flops_per_step", "family"} <= set(df.columns) or len(df) < 2:
+        return out
+    counts = pd.to_numeric(df["model_flops_per_step"], errors="coerce")
+    rows = df[counts.notna() & (counts > 0) & df["family"].notna()]
+    if len(rows) < 2:
+        return out
+    implementation = ["family", *([record.REPLACED_BY] if record.REPLACED_BY in rows.columns else [])]
+    rule = (pd.to_numeric(rows["flops_count_rule"], errors="coerce").fillna(1)
+            if "flops_count_rule" in rows.columns else pd.Series(1.0, index=rows.index))
+    newest = rule.groupby([rows[c] for c in implementation], dropna=False).transform("max")
+    out.loc[rule.index[rule < newest]] = True
+    if "time_utc" in rows.columns:
+        by = [c for c in (*WORKLOAD_FIELDS, *implementation) if c in rows.columns]
+        ordered = rows.assign(_count=counts.loc[rows.index]).sort_values(
+            "time_utc", kind="stable", na_position="first")
+        latest = ordered.groupby(list(dict.fromkeys(by)), dropna=False, sort=False)["_count"].transform("last")
+        gap = (ordered["_count"] - latest).abs() > COUNT_RTOL * latest.abs()
+        out.loc[gap[gap].index] = True
+    return out
 
 
 def flagged_mask(df: pd.DataFrame) -> pd.Series:

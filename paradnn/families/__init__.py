@@ -80,7 +80,8 @@ class Family:
     for its heat maps; ``width`` the axis that heat maps put against batch; ``variant`` a
     categorical axis that splits the family in summaries (CNN block). ``display`` is the name
     figures and report headings use ("" : the name in capitals, see :func:`display_name`) and
-    ``marker`` its matplotlib marker in scatter plots (:func:`marker`).
+    ``marker`` its matplotlib marker in scatter plots (:func:`marker`). ``count_rule`` is the
+    revision of the counting rule (below).
     """
 
     name: str
@@ -110,6 +111,11 @@ class Family:
     tiny: tuple[dict[str, Any], ...] = ()
     display: str = ""
     marker: str = DEFAULT_MARKER
+    #: Revision of the rule behind the family's analytic FLOP count (``model_flops_per_step``):
+    #: raised by a paradnn change that alters the count of any spec, so that rows counted by an
+    #: older rule are told apart (records carry it as ``flops_count_rule``; rows written before
+    #: it was recorded are rule 1) and never read with newer ones unmarked.
+    count_rule: int = 1
 
     def fields(self) -> tuple[str, ...]:
         """The spec's hyperparameter names, in declaration order."""

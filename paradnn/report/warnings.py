@@ -1,6 +1,6 @@
 """The warnings of a store's runs (the codes of ``paradnn.record.WARNINGS``) by kind: physics
-(utilization above 1, a point above its roof, an analytic/XLA FLOP mismatch: not to be
-published), provenance (a nominal denominator, a contended host) and precision (unstable
+(utilization above 1, a point above its roof, an analytic/XLA FLOP mismatch, analytic counts of
+one workload that differ between revisions: not to be published), provenance (a nominal denominator, a contended host) and precision (unstable
 timing), one row per run and code, with their meaning and likely cause. The report lists them
 before its figures; the figures mark the physics ones."""
 
@@ -14,7 +14,8 @@ from paradnn.analysis.columns import (
 
 # The values a warning is about, shown beside it where the store has them.
 WARNING_VALUES = ("model_flops_utilization", "flops_utilization", "model_ceiling_utilization",
-                  "flops_per_sec", "arithmetic_intensity", "peak_flops", "peak_source", "ceiling_flops")
+                  "flops_per_sec", "arithmetic_intensity", "peak_flops", "peak_source", "ceiling_flops",
+                  "model_flops_per_step", "paradnn_revision")
 
 
 def warnings_table(df: pd.DataFrame, kind: str | None = "physics") -> pd.DataFrame:
