@@ -268,14 +268,11 @@ def test_one_training_step(name, tiny_settings):
     assert record.metrics["flops_count_rule"] == 2  # padding taps left out since rule 2
     ratio = record.metrics["useful_flops_ratio"]
     assert ("flops_mismatch" in record.warnings) == flops_mismatch(record.metrics)
-    if name == "mobilenet" and record.platform["device_platform"] == "cpu":
-        # XLA:CPU rewrites each depthwise weight gradient as a dense C x C convolution and masks
-        # it: it executes several times the useful FLOPs, and the record must say so.
-        assert ratio < 0.8 and "flops_mismatch" in record.warnings
-    else:
-        # Every other model's useful and executed FLOPs agree: both leave out the convolution
-        # taps on padding (at these small inputs up to 30% of ResNet-18's taps).
-        assert "flops_mismatch" not in record.warnings, ratio
+    # Useful and executed FLOPs agree: both leave out the convolution taps on padding (at these
+    # small inputs up to 30% of ResNet-18's taps), and MobileNet's depthwise weight gradients
+    # from 64 channels up are computed from their taps on a CPU, where XLA:CPU's own dense C x C
+    # convolution executed 3.4x the useful FLOPs (zoo/depthwise.py; the 32-channel layer keeps it).
+    assert "flops_mismatch" not in record.warnings, ratio
     if name == "lstm_lm":
         # XLA's count of the scanned LSTM, extrapolated from the unrolled 1- and 2-step
         # variants, against the jaxpr count (which scales the scans): matmuls dominate.
