@@ -1,8 +1,9 @@
 """The warnings of a store's runs (the codes of ``paradnn.record.WARNINGS``) by kind: physics
-(utilization above 1, a point above its roof, an analytic/XLA FLOP mismatch, analytic counts of
-one workload that differ between revisions: not to be published), provenance (a nominal denominator, a contended host) and precision (unstable
-timing), one row per run and code, with their meaning and likely cause. The report lists them
-before its figures; the figures mark the physics ones."""
+(utilization above 1, a point above its roof, an analytic/XLA FLOP mismatch, analytic counts
+made by an older rule than others read with them: not to be published), provenance (a nominal
+denominator, a contended host) and precision (unstable timing), one row per run and code, with
+their meaning and likely cause. The report lists them before its figures; the figures mark the
+physics ones."""
 
 from __future__ import annotations
 
