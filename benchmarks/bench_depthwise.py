@@ -7,7 +7,7 @@ dense C x C convolution and keeps its diagonal: C times the useful FLOPs (why Mo
 training step executed 3-4x its analytic count on a CPU and carried ``flops_mismatch``). The
 hand-written variants compute only the 9 taps per channel (the useful count): ``taps-reduce``
 multiplies each shifted input by the output gradient and sums over batch and space (what
-``paradnn/backends/jax/models/zoo/depthwise.py`` does on a CPU), ``taps-einsum`` writes the same
+``paradnn/backends/jax/models/depthwise.py`` does on a CPU), ``taps-einsum`` writes the same
 as one ``einsum`` per tap, ``taps-cfirst`` moves channels first so that each sum runs along the
 minor dimensions, and ``taps-dot`` stacks the 9 shifted copies into one batched matmul. For MobileNet v1's depthwise layer
 shapes at batch 8 (stride 1), every variant is compiled once, then the variants are timed in

@@ -337,13 +337,13 @@ def test_zoo_model_trains(monkeypatch):
         print(json.dumps(r))
     """)
     _check_step(out, 1000, convolutions=True)
-    from paradnn.backends.jax.models.zoo import depthwise
+    from paradnn.backends.jax.models import depthwise
     from paradnn.families.real import Real
 
     # executed FLOPs equal JAX's within 10%: depthwise convolutions, strided PyTorch-padded ones.
     # TensorFlow's XLA computes a depthwise weight gradient as JAX's own transpose does (a dense
     # C x C convolution on a CPU), so MobileNet compares with that; paradnn's JAX model takes it
-    # from the taps on a CPU (zoo/depthwise.py) and executes less.
+    # from the taps on a CPU (models/depthwise.py) and executes less.
     taps = _jax_flops(Real("mobilenet", image=32), 2, "sgd")
     monkeypatch.setattr(depthwise, "MIN_CHANNELS", 10 ** 9)
     for name, flops in out["flops"].items():

@@ -1,5 +1,5 @@
 """The depthwise convolution whose weight gradient a CPU takes from the useful taps
-(paradnn/backends/jax/models/zoo/depthwise.py): the same values as JAX's own convolution, the
+(paradnn/backends/jax/models/depthwise.py): the same values as JAX's own convolution, the
 useful FLOPs executed on a CPU, the same jaxpr count, and JAX's own gradient on other platforms."""
 
 import re
@@ -10,7 +10,7 @@ import pytest
 from jax import lax
 
 from paradnn.backends.jax.jaxpr_flops import count_matmul_flops
-from paradnn.backends.jax.models.zoo import depthwise as D
+from paradnn.backends.jax.models import depthwise as D
 from paradnn.convolution import valid_taps
 
 NHWC = ("NHWC", "HWIO", "NHWC")

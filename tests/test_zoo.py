@@ -271,7 +271,7 @@ def test_one_training_step(name, tiny_settings):
     # Useful and executed FLOPs agree: both leave out the convolution taps on padding (at these
     # small inputs up to 30% of ResNet-18's taps), and MobileNet's depthwise weight gradients
     # from 64 channels up are computed from their taps on a CPU, where XLA:CPU's own dense C x C
-    # convolution executed 3.4x the useful FLOPs (zoo/depthwise.py; the 32-channel layer keeps it).
+    # convolution executed 3.4x the useful FLOPs (models/depthwise.py; the 32-channel layer keeps it).
     assert "flops_mismatch" not in record.warnings, ratio
     if name == "lstm_lm":
         # XLA's count of the scanned LSTM, extrapolated from the unrolled 1- and 2-step

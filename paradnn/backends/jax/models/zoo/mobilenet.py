@@ -14,9 +14,9 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from paradnn.backends.jax.models import depthwise
 from paradnn.backends.jax.models.base import ModelDef
 from paradnn.backends.jax.models.registry import Entry, register
-from paradnn.backends.jax.models.zoo import depthwise
 from paradnn.backends.jax.models.zoo.layers import IMAGENET_CLASSES, batch_norm, conv, image_classifier
 from paradnn.families.real import Real
 
@@ -37,7 +37,7 @@ class MobileNetV1(nn.Module):
         x = x.astype(self.dtype)
         x = bn_relu6(conv(32, 3, 2, dtype=self.dtype)(x))
         for channels, stride in BLOCKS:
-            # Its weight gradient from the useful taps on a CPU (zoo/depthwise.py): XLA:CPU's
+            # Its weight gradient from the useful taps on a CPU (models/depthwise.py): XLA:CPU's
             # own is a dense C x C convolution, up to 60x slower on the later layers.
             dw = conv(x.shape[-1], 3, stride, feature_group_count=x.shape[-1], dtype=self.dtype,
                       conv_general_dilated=depthwise.conv_general_dilated)

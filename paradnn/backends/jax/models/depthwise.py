@@ -17,7 +17,10 @@ feature per group, no dilation, non-negative padding, at least :data:`MIN_CHANNE
 channels) is chosen by platform with ``jax.lax.platform_dependent``: the taps on a CPU, JAX's
 own transpose everywhere else (cuDNN and TPUs compute depthwise weight gradients natively).
 The traced program holds both branches, so the jaxpr FLOP count (``jaxpr_flops``, which counts a
-``cond``'s branches in full) still counts the weight gradient's convolution, as before.
+``cond``'s branches in full) still counts the weight gradient's convolution, as before. (The
+max-pool gradient of :mod:`pooling` is chosen by ``jax.default_backend()`` when a step is
+traced: it has no FLOPs to count, while here a CPU trace without the convolution would drop
+the weight gradient from the analytic count.)
 """
 
 from __future__ import annotations
