@@ -15,7 +15,8 @@ hence :data:`MIN_CHANNELS`.
 the weight gradient of a 2-D depthwise convolution (NHWC input, HWIO kernel with one input
 feature per group, no dilation, non-negative padding, at least :data:`MIN_CHANNELS`
 channels) is chosen by platform with ``jax.lax.platform_dependent``: the taps on a CPU, JAX's
-own transpose everywhere else (cuDNN and TPUs compute depthwise weight gradients natively).
+own transpose everywhere else (their compilers have depthwise kernels of their own; the taps were
+measured on CPUs only).
 The traced program holds both branches, so the jaxpr FLOP count (``jaxpr_flops``, which counts a
 ``cond``'s branches in full) still counts the weight gradient's convolution, as before. (The
 max-pool gradient of :mod:`pooling` is chosen by ``jax.default_backend()`` when a step is
