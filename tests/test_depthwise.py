@@ -11,7 +11,6 @@ from jax import lax
 
 from paradnn.backends.jax.jaxpr_flops import count_matmul_flops
 from paradnn.backends.jax.models import depthwise as D
-from paradnn.convolution import valid_taps
 
 NHWC = ("NHWC", "HWIO", "NHWC")
 C = D.MIN_CHANNELS
@@ -55,16 +54,19 @@ def test_gradients_equal_jax_and_a_cpu_executes_the_useful_flops(side, stride, p
     assert 0.99 * analytic <= _flops(ours.lower(x, w).compile()) <= 1.1 * analytic + 4 * x.size
 
 
-def test_the_weight_gradient_counts_only_taps_on_real_input():
-    """The taps' product count equals the closed form of the analytic count where no tap reads
-    padding ('VALID'), and exceeds it by the padding taps only with 'SAME'."""
-    x, w = _inputs(8, C)
-    dy = jnp.ones((2, 8, 8, C))
-    grad = D.weight_grad_from_taps(x, dy, (3, 3), (1, 1), ((1, 1), (1, 1)))
-    reference = jax.vjp(lambda w: lax.conv_general_dilated(x, w, (1, 1), "SAME", dimension_numbers=NHWC,
-                                                           feature_group_count=C), w)[1](dy)[0]
+def test_the_taps_helper_is_the_weight_gradient_of_a_strided_unevenly_padded_convolution():
+    x, _ = _inputs(8, C)
+    w = jnp.zeros((3, 3, 1, C))
+    pads = ((0, 1), (2, 0))
+
+    def conv(w):
+        return lax.conv_general_dilated(x, w, (2, 2), pads, dimension_numbers=NHWC, feature_group_count=C)
+
+    dy = jax.random.normal(jax.random.key(1), conv(w).shape)
+    reference = jax.vjp(conv, w)[1](dy)[0]
+    grad = D.weight_grad_from_taps(x, dy, (3, 3), (2, 2), pads)
+    assert grad.shape == reference.shape == (3, 3, 1, C)
     assert float(jnp.abs(grad - reference).max()) <= 1e-5 * float(jnp.abs(reference).max())
-    assert valid_taps(8, 8, 3, 1, 1, 1, 1) == 8 * 3 - 2  # each border row loses one tap
 
 
 def test_bfloat16_accumulates_in_float32():
