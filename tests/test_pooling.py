@@ -5,7 +5,7 @@ import jax
 import jax.numpy as jnp
 import pytest
 
-from paradnn.backends.jax.models.pooling import _pads, max_pool
+from paradnn.backends.jax.models.pooling import max_pool, spatial_pads
 
 CASES = [
     ((4, 9, 9, 3), (3, 3), (2, 2), "SAME"),            # the CNNs' stem pool: overlapping windows
@@ -22,7 +22,7 @@ CASES = [
 def test_max_pool_matches_xla_bitwise(shape, window, strides, padding, dtype):
     # ReLU outputs: a quarter of the windows hold ties at 0, where the first tap must win.
     x = jax.nn.relu(jax.random.normal(jax.random.PRNGKey(0), shape)).astype(dtype)
-    pads = _pads(shape, window, strides, padding)
+    pads = spatial_pads(shape, window, strides, padding)
 
     def xla(x):
         return nn.max_pool(x, window, strides, padding=pads)

@@ -319,10 +319,10 @@ def count_changed_mask(df: pd.DataFrame) -> pd.Series:
     newest = rule.groupby([rows[c] for c in implementation], dropna=False).transform("max")
     out.loc[rule.index[rule < newest]] = True
     if "time_utc" in rows.columns:
-        by = [c for c in (*WORKLOAD_FIELDS, *implementation) if c in rows.columns]
+        by = [c for c in (*WORKLOAD_FIELDS, *implementation[1:]) if c in rows.columns]
         ordered = rows.assign(_count=counts.loc[rows.index]).sort_values(
             "time_utc", kind="stable", na_position="first")
-        latest = ordered.groupby(list(dict.fromkeys(by)), dropna=False, sort=False)["_count"].transform("last")
+        latest = ordered.groupby(by, dropna=False, sort=False)["_count"].transform("last")
         gap = (ordered["_count"] - latest).abs() > COUNT_RTOL * latest.abs()
         out.loc[gap[gap].index] = True
     return out

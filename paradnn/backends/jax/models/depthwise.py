@@ -33,6 +33,8 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
+from paradnn.backends.jax.models.pooling import spatial_pads
+
 #: Fewest channels at which the weight gradient is computed from its taps on a CPU.
 MIN_CHANNELS = 64
 _NHWC = ("NHWC", "HWIO", "NHWC")
@@ -54,9 +56,8 @@ def conv_general_dilated(lhs: jax.Array, rhs: jax.Array, window_strides: Sequenc
             or lax.conv_dimension_numbers(lhs.shape, rhs.shape, dimension_numbers)
             != lax.conv_dimension_numbers(lhs.shape, rhs.shape, _NHWC)):
         return plain()
-    pads = (lax.padtype_to_pads(lhs.shape[1:3], rhs.shape[:2], window_strides, padding)
-            if isinstance(padding, str) else padding)
-    pads = tuple((int(lo), int(hi)) for lo, hi in pads)
+    pads = tuple((int(lo), int(hi)) for lo, hi in
+                 spatial_pads(lhs.shape, tuple(rhs.shape[:2]), tuple(window_strides), padding))
     if any(p < 0 for pair in pads for p in pair):
         return plain()
     return _depthwise(lhs, rhs, tuple(int(s) for s in window_strides), pads, precision)

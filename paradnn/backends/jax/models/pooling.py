@@ -33,10 +33,10 @@ Padding = str | Sequence[tuple[int, int]]
 FUSED_GRADIENT_PLATFORMS: set[str] = {"cpu"}
 
 
-def _pads(shape: Sequence[int], window: tuple[int, int], strides: tuple[int, int],
-          padding: Padding) -> list[tuple[int, int]]:
+def spatial_pads(shape: Sequence[int], window: tuple[int, int], strides: tuple[int, int],
+                 padding: Padding) -> list[tuple[int, int]]:
     """(low, high) padding of the two spatial dimensions of ``shape`` (NHWC), as
-    ``lax.reduce_window`` resolves ``padding``."""
+    ``lax.reduce_window`` and ``lax.conv_general_dilated`` resolve ``padding``."""
     if isinstance(padding, str):
         return list(lax.padtype_to_pads(tuple(shape[1:3]), window, strides, padding))
     return [tuple(p) for p in padding]
@@ -85,10 +85,10 @@ def max_pool(x: jax.Array, window: tuple[int, int], strides: tuple[int, int],
              padding: Padding = "VALID") -> jax.Array:
     """``flax.linen.max_pool`` of an NHWC array (``window`` and ``strides`` in pixels,
     ``padding`` "SAME", "VALID" or (low, high) pairs), with the fused gradient above on a CPU."""
-    pads = _pads(x.shape, tuple(window), tuple(strides), padding)
+    pads = spatial_pads(x.shape, tuple(window), tuple(strides), padding)
     if jax.default_backend() not in FUSED_GRADIENT_PLATFORMS:
         return nn.max_pool(x, tuple(window), tuple(strides), padding=pads)
     return _max_pool(x, tuple(window), tuple(strides), tuple(tuple(p) for p in pads))
 
 
-__all__ = ["FUSED_GRADIENT_PLATFORMS", "max_pool"]
+__all__ = ["FUSED_GRADIENT_PLATFORMS", "max_pool", "spatial_pads"]
