@@ -40,7 +40,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
-from paradnn import families
+from paradnn import families, hostmem
 from paradnn import frameworks as registry  # "frameworks" is also a parameter here (the candidates)
 from paradnn.errors import InfrastructureError, SpecError
 from paradnn.settings import one_of
@@ -152,7 +152,8 @@ def time_in_child(workload: Any, settings: Any) -> dict[str, Any]:
     request = json.dumps({"workload": workload.to_dict(), "settings": settings.to_dict(workload.framework)})
     try:
         done = subprocess.run([sys.executable, "-m", "paradnn.beststack"], input=request, capture_output=True,
-                              text=True, timeout=CHILD_TIMEOUT_S, env=os.environ.copy())
+                              text=True, timeout=CHILD_TIMEOUT_S,
+                              env={**os.environ, **hostmem.child_env(os.environ)})
     except subprocess.TimeoutExpired:
         return {"status": "error", "examples_per_sec": None, "error": f"timed out after {CHILD_TIMEOUT_S:g} s"}
     lines = [ln for ln in done.stdout.splitlines() if ln.startswith("{")]

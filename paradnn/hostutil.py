@@ -3,7 +3,10 @@
 * Host: per-core CPU utilization from ``/proc/stat`` (Linux): for each core, the share of the
   window's clock ticks that were neither idle nor waiting for I/O; all processes of the host
   count, so a busy neighbour shows. ``process_cpu_s`` is this process's own CPU time (user +
-  system, all its threads, from ``os.times``), which on a CPU backend is XLA's compute.
+  system, all its threads, from ``os.times``), which on a CPU backend is XLA's compute;
+  ``process_system_cpu_s`` the kernel's share of it, and the window's minor page faults
+  (``getrusage``) give ``page_faults_per_step``: memory the step gets fresh from the kernel
+  each time (:mod:`paradnn.hostmem`).
 * Contention: ``host_other_busy_cores`` is what the host's busy ticks leave after this
   process's own CPU time (the cores other processes kept busy during the window), and on
   NVIDIA GPUs ``device_other_processes`` counts other processes with compute contexts on the
@@ -108,6 +111,17 @@ def _process_cpu_s() -> float:
     return t.user + t.system
 
 
+def _kernel_use() -> tuple[int, float] | None:
+    """(minor page faults, s of system CPU time) of this process so far, all its threads;
+    None where ``getrusage`` is missing (not Unix)."""
+    try:
+        import resource
+    except ImportError:
+        return None
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_minflt, usage.ru_stime
+
+
 @dataclass(frozen=True)
 class HostReading:
     """Host utilization of one window: ``per_core`` (0-1 per core, in core order, None where
@@ -118,6 +132,10 @@ class HostReading:
     process_cpu_s: float
     note: str
     wall_s: float = 0.0
+    #: Minor page faults of this process in the window (None: not known).
+    minor_faults: int | None = None
+    #: Of ``process_cpu_s``, s spent in the kernel (page faults among it; None: not known).
+    system_cpu_s: float | None = None
 
     @property
     def other_busy_cores(self) -> float | None:
@@ -139,6 +157,7 @@ class HostReading:
             "host_cpu_utilization_per_core": (",".join("" if u is None else f"{u:.3f}" for u in self.per_core)
                                               if ticked else None),
             "process_cpu_s": self.process_cpu_s,
+            "process_system_cpu_s": self.system_cpu_s,
             "host_other_busy_cores": self.other_busy_cores,
         }
 
@@ -151,6 +170,7 @@ class HostWindow:
         self.proc_stat = Path(proc_stat)
         self._stat0: dict[str, tuple[int, int]] | None = None
         self._cpu0 = 0.0
+        self._kernel0: tuple[int, float] | None = None
         self._t0 = 0.0
         self.why = ""
 
@@ -163,15 +183,20 @@ class HostWindow:
 
     def start(self) -> None:
         self._stat0 = self._stat()
+        self._kernel0 = _kernel_use()
         self._cpu0 = _process_cpu_s()
         self._t0 = time.perf_counter()
 
     def stop(self) -> HostReading:
         cpu = _process_cpu_s() - self._cpu0
+        kernel1 = _kernel_use()
         stat1 = self._stat()
         wall = time.perf_counter() - self._t0
+        faults = system = None
+        if self._kernel0 is not None and kernel1 is not None:
+            faults, system = kernel1[0] - self._kernel0[0], kernel1[1] - self._kernel0[1]
         if self._stat0 is None or stat1 is None:
-            return HostReading(None, cpu, self.why, wall)
+            return HostReading(None, cpu, self.why, wall, faults, system)
         per_core: list[float | None] = []
         for name in sorted(self._stat0, key=lambda n: int(n[3:])):
             if name not in stat1:
@@ -180,7 +205,8 @@ class HostWindow:
             busy = stat1[name][0] - self._stat0[name][0]
             total = stat1[name][1] - self._stat0[name][1]
             per_core.append(min(1.0, max(0.0, busy / total)) if total > 0 else None)
-        return HostReading(per_core, cpu, f"/proc/stat over the window, {len(per_core)} cores, all processes", wall)
+        return HostReading(per_core, cpu, f"/proc/stat over the window, {len(per_core)} cores, all processes", wall,
+                           faults, system)
 
 
 def _kernel_threads(events: list[dict[str, Any]], devices: set[Any]) -> set[tuple[Any, Any]]:

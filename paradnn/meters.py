@@ -1,5 +1,6 @@
 """One window around the timed phase that reads every meter: energy (``paradnn.energy``), host
-CPU utilization and contention (other processes' CPU cores, other processes on the GPU) and,
+CPU utilization and contention (other processes' CPU cores, other processes on the GPU), the
+process's page faults and kernel time, how its memory is backed (``paradnn.hostmem``) and,
 when asked, device busy time (``paradnn.hostutil``).
 
 >>> with window("cpu", program.devices) as w:  # doctest: +SKIP
@@ -17,7 +18,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable, ContextManager, Iterator, Sequence
 
-from paradnn import energy, hostutil
+from paradnn import energy, hostmem, hostutil
 
 
 #: Metrics of a window that are null, with the reason in ``energy_note``/``device_busy_note``,
@@ -26,7 +27,7 @@ from paradnn import energy, hostutil
 MAY_BE_NULL: frozenset[str] = frozenset({
     "energy_per_step_j", "energy_per_example_j", "power_w", "examples_per_joule",
     "host_cpu_utilization", "host_cpu_utilization_per_core", "device_busy_fraction",
-    "host_other_busy_cores", "device_other_processes",
+    "host_other_busy_cores", "device_other_processes", "page_faults_per_step", "process_system_cpu_s",
 })
 
 
@@ -43,6 +44,8 @@ class Window:
         self.busy: tuple[float | None, str] = (None, "")
         self.seconds = 0.0
         self.devices = devices
+        #: How the process's malloc'd memory is backed (paradnn.hostmem.STATES).
+        self.huge_pages = hostmem.huge_pages()
         #: Most other processes seen on the run's GPUs at the window's ends (None: not known).
         self.other_processes: int | None = None
 
@@ -53,6 +56,9 @@ class Window:
             raise RuntimeError("meters.Window.metrics() before the window closed")
         out = self.energy_reading.metrics(steps, examples)
         out.update(self.host_reading.metrics())
+        faults = self.host_reading.minor_faults
+        out["page_faults_per_step"] = faults / steps if faults is not None and steps > 0 else None
+        out["host_huge_pages"] = self.huge_pages
         out["device_busy_fraction"], out["device_busy_note"] = self.busy
         out["meter_window_s"] = self.seconds
         out["device_other_processes"] = self.other_processes

@@ -160,6 +160,16 @@ METRICS: dict[str, tuple[str, str]] = {
     "host_cpu_utilization_per_core": ("1", "measured: as host_cpu_utilization per core, comma-separated"),
     "process_cpu_s": ("s", "measured: CPU time (user + system, all threads) of the measuring process in "
                       "the timed window"),
+    "process_system_cpu_s": ("s", "measured: of process_cpu_s, the CPU time the kernel spent for the "
+                             "measuring process (page faults, system calls) in the timed window"),
+    "page_faults_per_step": ("faults", "measured: minor page faults of the measuring process in the "
+                             "timed window (getrusage) / training steps in it: memory the step gets "
+                             "fresh from the kernel each time (a few hundred are usual; tens of "
+                             "thousands cost tens of ms of kernel time per step, host_huge_pages)"),
+    "host_huge_pages": ("", "how the measuring process's malloc'd memory was backed: malloc (glibc "
+                        "asked for transparent huge pages: GLIBC_TUNABLES glibc.malloc.hugetlb=1, "
+                        "set by paradnn for the processes it starts), always (the kernel gives "
+                        "them to all memory), none (4 KiB pages), unknown (not Linux with glibc)"),
     "device_busy_fraction": ("1", "measured: union of kernel times on the device streams of a profiler "
                              "trace / the window's wall time (GPU/TPU only)"),
     "device_busy_note": ("", "how device_busy_fraction was obtained, or why not"),

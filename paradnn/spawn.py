@@ -22,6 +22,8 @@ import sys
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 
+from paradnn import hostmem
+
 
 @dataclass
 class Started:
@@ -59,7 +61,8 @@ def start(role: str, preload: str = "", env: dict[str, str] | None = None) -> St
     while it waits for its ``init`` message. OSError if it cannot start."""
     to_child_r, to_child_w = os.pipe()
     from_child_r, from_child_w = os.pipe()
-    child_env = {**os.environ, **(env or {})}
+    # Huge pages for malloc (paradnn.hostmem): glibc reads the setting when the child starts.
+    child_env = {**os.environ, **hostmem.child_env(os.environ), **(env or {})}
     # The child must import what this process imports: paradnn, and the module of run_fn.
     paths = [p or os.getcwd() for p in sys.path]
     child_env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))

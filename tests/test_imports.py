@@ -183,7 +183,7 @@ def test_families_and_sizes_do_not_reach_up_to_workloads():
 #: its own floor or below (docs/architecture.md draws them). A module belongs to the first
 #: floor whose prefix names it; every module has one.
 FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("ground", GROUND + ("paradnn.outputs", "paradnn.hostutil")),
+    ("ground", GROUND + ("paradnn.outputs", "paradnn.hostutil", "paradnn.hostmem")),
     ("models", ("paradnn.families", "paradnn.sizes", "paradnn.precision", "paradnn.workload", "paradnn.metrics")),
     ("platform", ("paradnn.energy", "paradnn.meters", "paradnn.hardware", "paradnn.measure", "paradnn.spawn",
                   "paradnn.envcheck")),

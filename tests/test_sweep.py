@@ -21,7 +21,7 @@ import pytest
 
 from helpers import TINY, child_env
 import paradnn
-from paradnn import ParadnnError, SpecError
+from paradnn import ParadnnError, SpecError, hostmem
 from paradnn.grids import grid
 from paradnn.record import Record
 from paradnn.store import load
@@ -100,6 +100,11 @@ def test_oversized_fc_is_oom_before_running_and_small_one_runs(tmp_path):
     assert small["status"] == "ok", small["error"]
     assert small["examples_per_sec"] > 0 and small["compile_s"] > 0
     assert small["steps_per_call"] == 2
+    # The sweep's worker started with huge pages for malloc (paradnn.hostmem), where the
+    # kernel lets a process choose and the test's own environment does not decide it.
+    if hostmem.thp_mode() == "madvise" and hostmem.child_env(os.environ):
+        assert small["host_huge_pages"] == "malloc"
+    assert small["host_huge_pages"] in hostmem.STATES and small["page_faults_per_step"] >= 0
     # The persistent compilation cache received the small model's programs.
     assert any(cache.rglob("*"))
     # Records carry the key the sweep predicted: resuming skips both.

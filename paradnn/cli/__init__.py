@@ -117,6 +117,29 @@ _python_show_warning = warnings.showwarning
 _shown: set[str] = set()
 
 
+#: Subcommands that measure in their own process (a sweep measures in workers, which
+#: :mod:`paradnn.spawn` starts with huge pages; the probe of the host's peaks runs as
+#: ``paradnn probe`` in a child, and should see memory as the workloads it divides do).
+IN_PROCESS_MEASURING = frozenset({"run", "profile", "probe"})
+
+
+def _restart_with_huge_pages() -> None:
+    """Start this command again, same process, with glibc's huge pages for malloc
+    (:mod:`paradnn.hostmem`): glibc reads the setting only when a process starts, and without
+    it a CPU step of a large model spends much of its time faulting in its temporaries. Nothing
+    happens where the setting is there (the user's value, or after the restart) or glibc lacks
+    it; a failed ``exec`` leaves this process to run as it is (``host_huge_pages`` says so)."""
+    from paradnn import hostmem
+
+    restart = hostmem.reexec_args(os.environ)
+    if restart is not None:
+        argv, env = restart
+        try:
+            os.execve(sys.executable, argv, env)
+        except OSError:
+            pass
+
+
 def _check_environment(line: list[str]) -> None:
     """Before anything else of a command: every ``PARADNN_*`` variable parsed
     (:func:`paradnn.envcheck.check`), and for the subcommands of :data:`PROBE_CACHE_COMMANDS`
@@ -134,6 +157,8 @@ def main(argv: list[str] | None = None) -> int:
     # The subcommand is the first argument (the top level has no option that takes a value);
     # anything else (--help, --version, a typo) gets the whole parser and its usage.
     line = sys.argv[1:] if argv is None else argv
+    if argv is None and line[:1] and line[0] in IN_PROCESS_MEASURING and not {"--help", "-h"} & set(line):
+        _restart_with_huge_pages()
     try:
         _check_environment(line)
     except ParadnnError as exc:  # before the sweep's worker starts: it would import a framework
