@@ -12,7 +12,9 @@ hits all alike, each in a process of its own: frameworks sharing one process slo
 (TensorFlow's and Inductor's thread pools, two OpenMP runtimes). Measured on the 2-core host, the
 CNN's torch contenders ran at 0.4x-0.5x their own speed when TensorFlow lived in the same process,
 and paradnn's JAX step at 0.55x. The parent only sends "run N steps" and reads the seconds back;
-a child waiting for its next turn sleeps in a blocking read.
+a child waiting for its next turn sleeps in a blocking read. paradnn's contenders start with
+huge pages for malloc, as every process paradnn measures in does (``paradnn.hostmem``); the
+peers with the environment as it is, as a user starts a plain loop.
 
 * paradnn:        paradnn's K-step compiled call with its default XLA preset ("best"), exactly
                   the program ``paradnn.run`` times
@@ -62,6 +64,7 @@ import numpy as np  # noqa: E402
 
 import paradnn  # noqa: E402
 from paradnn.backends.jax import step as wl
+from paradnn import hostmem  # noqa: E402
 from paradnn.errors import SpecError  # noqa: E402
 from paradnn.workload import Workload  # noqa: E402
 
@@ -342,8 +345,11 @@ class Child:
 
     def __init__(self, name: str, label: str, k: int):
         self.label = label
+        # paradnn's contenders start as paradnn starts the processes it measures in (huge pages
+        # for malloc, paradnn.hostmem); the peers as a user starts a plain loop.
+        env = {**os.environ, **(hostmem.child_env(os.environ) if label.startswith("paradnn") else {})}
         self.proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--child", name, label, str(k)],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1, env=env)
         self.status = self.proc.stdout.readline().strip()
         if self.status != "ready":
             self.close()
