@@ -3,7 +3,8 @@
 XLA:CPU allocates a program's temporaries once per execution and frees them after it. A large
 program's temporaries are one block of tens or hundreds of MB (Inception v3 at 75 px, batch 4:
 161 MB), which glibc's malloc takes from a fresh ``mmap`` and hands back with ``munmap`` at once
-(blocks over its mmap threshold, 32 MiB at most; and always for a thread outside the main arena).
+(a block over its mmap threshold, 32 MiB at most; and, from a thread outside the main arena, a
+block larger than that arena's heap whatever ``mallopt`` says).
 On a CPU, where a convolution model's training step is a one-step program called K times, every
 step therefore faults its temporaries in again, one 4 KiB page at a time: 39,000 minor page
 faults and about 80 ms of kernel time per 150 ms step for that Inception (``strace``, and
@@ -12,8 +13,9 @@ faults and about 80 ms of kernel time per 150 ms step for that Inception (``stra
 2.35) has malloc ask the kernel for transparent huge pages (``madvise``) on the memory it maps,
 so the same block takes a few hundred 2 MiB faults. Glibc reads its tunables from the
 environment when a process starts, so this can only be given to processes paradnn starts:
-:func:`child_env` adds it to the environment of every worker (:mod:`paradnn.spawn`) and of
-``paradnn run`` (which starts itself again with it, :func:`reexec_args`). A user's own
+:func:`child_env` adds it to the environment of a sweep's workers (:mod:`paradnn.spawn`) and
+of the best-stack calibration's children, and the measuring commands (``paradnn run``,
+``probe``, ``profile``, ...) start themselves again with it (:func:`reexec_args`). A user's own
 ``glibc.malloc.hugetlb`` in ``GLIBC_TUNABLES`` wins (``=0`` turns it off). The Python API's
 in-process runs (``paradnn.run``) keep the process as it was started.
 

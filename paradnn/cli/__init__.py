@@ -117,10 +117,12 @@ _python_show_warning = warnings.showwarning
 _shown: set[str] = set()
 
 
-#: Subcommands that measure in their own process (a sweep measures in workers, which
-#: :mod:`paradnn.spawn` starts with huge pages; the probe of the host's peaks runs as
-#: ``paradnn probe`` in a child, and should see memory as the workloads it divides do).
-IN_PROCESS_MEASURING = frozenset({"run", "profile", "probe"})
+#: Subcommands that measure (or may: a sweep with the in-process executor) in their own
+#: process, so start with huge pages for malloc (:func:`_restart_with_huge_pages`). A sweep's
+#: workers get them from :mod:`paradnn.spawn` either way; the probe of the host's peaks runs as
+#: ``paradnn probe`` in a child and sees memory as the workloads it divides do.
+IN_PROCESS_MEASURING = frozenset({"run", "probe", "maxbatch", "profile", "ops", "collectives", "scaling",
+                                  "infeed", "ledger", "sweep"})
 
 
 def _restart_with_huge_pages() -> None:
