@@ -665,6 +665,19 @@ def test_a_comparison_of_two_matmul_precisions_is_flagged(tmp_path):
     assert not any("different precisions" in n for n in result.notes)
 
 
+def test_cpu_runs_with_host_memory_backed_differently_are_noted(tmp_path):
+    """Huge pages for malloc move a large CPU model's step by up to 1.2x (paradnn.hostmem): a
+    comparison of rows that ran with different backing says so, including rows from before
+    paradnn recorded it; rows with the same backing are not noted."""
+    base = _grid_store(tmp_path / "a.db", 1)  # no host_huge_pages: rows before it was recorded
+    new = _grid_store(tmp_path / "b.db", 2, measured={"host_huge_pages": "malloc"})
+    result = AC.compare_frames(load(base), load(new))
+    [note] = [n for n in result.notes if "host memory backed differently" in n]
+    assert note.startswith(f"{len(result.table)} CPU config(s)") and "BASE not recorded; NEW malloc" in note
+    same = _grid_store(tmp_path / "c.db", 3, measured={"host_huge_pages": "malloc"})
+    assert not any("host memory" in n for n in AC.compare_frames(load(new), load(same)).notes)
+
+
 def _pinned_pair(tmp_path: Path, calls: int, slow: float, seed: int = 3) -> list[str]:
     """Four FC configs measured twice (BASE and NEW, one day apart) with ``calls`` per-call
     times each, NEW ``slow`` x slower (a 1-core run against a 2-core one is about 1.8-2.2x)."""

@@ -141,6 +141,7 @@ def _ints(values: set[int]) -> str:
 #: The columns :func:`compare_frames` reads of a config's rows (with the join columns).
 _LOOP_COLUMNS = ("step_times_s", "step_time_s", "step_time_ci_low_s", "step_time_ci_high_s",
                  "step_time_cv", "stable", "steps_per_call_used", "matmul_precision_used",
+                 "host_huge_pages", "device_platform",
                  "arithmetic_intensity", "peak_flops", "peak_bytes_per_sec", "family", "dtype",
                  "kind", "model", "batch", *WORKLOAD_FIELDS)
 
@@ -171,6 +172,12 @@ class _Runs:
         self.unstable = unstable_mask(rows).to_numpy(dtype=bool)
         self.precision = (rows["matmul_precision_used"].tolist()
                           if "matmul_precision_used" in rows.columns else None)
+        # How a CPU run's host memory was backed (paradnn.hostmem); None off the CPU, where it
+        # does not move the step time, and "not recorded" in rows before paradnn recorded it.
+        cpu = (rows["device_platform"] == "cpu").tolist() if "device_platform" in rows.columns else [False] * n
+        pages = rows["host_huge_pages"].tolist() if "host_huge_pages" in rows.columns else [None] * n
+        self.pages = [(p if isinstance(p, str) and p else "not recorded") if c else None
+                      for p, c in zip(pages, cpu)]
 
     def prefer_stable(self, idx: Sequence[int]) -> np.ndarray:
         idx = np.asarray(idx)
@@ -200,6 +207,10 @@ class _Runs:
             return set()
         v = self.col["steps_per_call_used"][idx]
         return {int(x) for x in v[~np.isnan(v)]}
+
+    def huge_pages(self, idx: np.ndarray) -> set[str]:
+        """The ``host_huge_pages`` of the CPU runs at ``idx`` (empty: none ran on a CPU)."""
+        return {p for p in (self.pages[i] for i in idx) if p is not None}
 
     def precisions(self, idx: np.ndarray) -> set[str]:
         if self.precision is None:
@@ -286,6 +297,7 @@ def compare_frames(base: pd.DataFrame, new: pd.DataFrame, axes: str | Sequence[s
     methods: dict[str, int] = {}
     k_differs: list[str] = []
     precision_differs: list[str] = []
+    pages_differ: list[str] = []
     superseded = 0
     # Each side's columns as arrays once, each config's runs as positions into them: a pandas
     # frame per config and side cost ~6 ms a config (20,000 configs: two minutes).
@@ -309,6 +321,10 @@ def compare_frames(base: pd.DataFrame, new: pd.DataFrame, axes: str | Sequence[s
         if differs:
             precision_differs.append(f"{config_label(first, vary)} (BASE {', '.join(sorted(pb))}; "
                                      f"NEW {', '.join(sorted(pn))})")
+        hb, hn = arr_b.huge_pages(ib), arr_n.huge_pages(i_n)
+        if hb and hn and hb != hn:
+            pages_differ.append(f"{config_label(first, vary)} (BASE {', '.join(sorted(hb))}; "
+                                f"NEW {', '.join(sorted(hn))})")
         est = compare_samples(*sides[k], level, p_calls.get(k))
         methods[est.method] = methods.get(est.method, 0) + 1
         row = {c: first[c] for c in shown}
@@ -345,6 +361,11 @@ def compare_frames(base: pd.DataFrame, new: pd.DataFrame, axes: str | Sequence[s
                      f"{precision_differs[0]}: their ratio compares precisions as well (column "
                      "precision_differs); pin the setting matmul_precision on both sides to "
                      "compare like with like")
+    if pages_differ:
+        notes.append(f"{len(pages_differ)} CPU config(s) ran with their host memory backed differently "
+                     f"on the two sides (host_huge_pages), e.g. {pages_differ[0]}: a large model's "
+                     "step differs by that alone (1.17-1.20x on the 2-core host, docs/metrics.md "
+                     "\"Page faults and huge pages\"); measure both sides with the same setting")
     sampled = table["method"] != "ci"
     few = int((sampled & ((table["n_base"] < 3) | (table["n_new"] < 3))).sum())
     single = int((sampled & (table["runs_base"] == 1) & (table["runs_new"] == 1)).sum())
