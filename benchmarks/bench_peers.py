@@ -63,8 +63,8 @@ import jax  # noqa: E402
 import numpy as np  # noqa: E402
 
 import paradnn  # noqa: E402
-from paradnn.backends.jax import step as wl
 from paradnn import hostmem  # noqa: E402
+from paradnn.backends.jax import step as wl
 from paradnn.errors import SpecError  # noqa: E402
 from paradnn.workload import Workload  # noqa: E402
 

@@ -27,7 +27,6 @@ This module imports nothing heavy: the command line uses it before any framework
 
 from __future__ import annotations
 
-import os
 import platform
 import sys
 from pathlib import Path
