@@ -684,3 +684,28 @@ def test_a_row_counted_by_an_older_rule_is_listed_and_marks_its_cell(tmp_path, t
     assert len(cell) == 1 and cell["n"].iloc[0] == 2 and "flops_count_changed" in cell["warnings"].iloc[0]
     # The rows as stored are unchanged: the code is the reading's, not written back.
     assert "flops_count_changed" not in ",".join(df["warnings"].fillna(""))
+
+
+def test_the_page_says_how_the_cpu_runs_host_memory_was_backed(tmp_path, tiny_settings):
+    """A real run stored beside a copy from before paradnn recorded host_huge_pages: the page's
+    header counts each backing (huge pages move a large CPU model's step by 1.2x)."""
+    import dataclasses
+
+    import paradnn
+    from paradnn import FC, Workload, hostmem
+    from paradnn.report.html import render_html
+    from paradnn.runner import run_workload
+    from paradnn.store import Store
+
+    new = run_workload(Workload(FC(layers=1, nodes=16, input=8, output=4), batch=4), tiny_settings)
+    assert new.status == "ok", new.error
+    backing = new.metrics["host_huge_pages"]
+    assert backing == hostmem.huge_pages() and new.metrics["page_faults_per_step"] >= 0
+    old = dataclasses.replace(new.with_metrics(host_huge_pages=None), time_utc="2026-01-01T00:00:00+00:00",
+                              workload={**new.workload, "batch": 8})
+    path = tmp_path / "mixed.db"
+    with Store(path) as s:
+        assert s.add(old) and s.add(new)
+    page = render_html(paradnn.load(path), [], [])
+    assert "Host memory of the CPU runs (host_huge_pages" in page
+    assert f"1 {backing}, 1 not recorded." in page
