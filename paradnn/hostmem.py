@@ -53,6 +53,16 @@ STATES = {
 }
 
 
+#: What a row from before paradnn recorded ``host_huge_pages`` reads as.
+NOT_RECORDED = "not recorded"
+
+
+def recorded(value: object) -> str:
+    """A row's ``host_huge_pages`` as analyses show it: the state, or :data:`NOT_RECORDED`
+    where the row has none (missing, null, NaN)."""
+    return value if isinstance(value, str) and value else NOT_RECORDED
+
+
 def _tunables(value: str) -> dict[str, str]:
     """``GLIBC_TUNABLES``'s ``name=value`` pairs (later ones win, as glibc reads them)."""
     pairs = (item.partition("=") for item in value.split(":") if item)

@@ -19,6 +19,7 @@ from typing import Sequence
 
 import pandas as pd
 
+from paradnn import hostmem
 from paradnn import plots as P
 from paradnn.analysis.columns import (
     PLATFORM_KEY, label, ok_rows, platform_label, present, software_label, unstable_mask,
@@ -171,15 +172,15 @@ def warnings_html(df: pd.DataFrame) -> str:
 
 def huge_pages_line(rows: pd.DataFrame) -> str:
     """How the CPU runs' host memory was backed (``host_huge_pages``, paradnn.hostmem), as counts
-    ("4 malloc, 2 not recorded"); "" without CPU runs. Large CPU models ran 1.17-1.20x faster
-    with huge pages on the project's host, so a store mixing them says so."""
+    ("4 malloc, 2 not recorded"); "" without CPU runs. It moves a large CPU model's step time,
+    so a store mixing backings says so."""
     if not len(rows) or "device_platform" not in rows.columns:
         return ""
     cpu = rows[rows["device_platform"] == "cpu"]
     if not len(cpu):
         return ""
     values = cpu["host_huge_pages"] if "host_huge_pages" in cpu.columns else pd.Series("", index=cpu.index)
-    counts = values.map(lambda v: v if isinstance(v, str) and v else "not recorded").value_counts()
+    counts = values.map(hostmem.recorded).value_counts()
     return ", ".join(f"{n} {name}" for name, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
@@ -210,7 +211,7 @@ def render_html(df: pd.DataFrame, sections: list[Section], missing: list[Unsuppo
            "(spec = vendor spec sheet, measured = paradnn probe)"
            + (f"; method: {esc('; '.join(methods))}" if methods else "") + ". "
            + (f"Peak and measured ceiling: {esc(ceilings)}. " if ceilings else "")
-           + (f"Host memory of the CPU runs (host_huge_pages: malloc = huge pages asked for, "
+           + ("Host memory of the CPU runs (host_huge_pages: malloc = huge pages asked for, "
               f"none = 4 KiB pages): {esc(pages)}. " if pages else "")
            + (f"Timing precision: {n_unstable} of {known} ok runs are unstable (their timing missed "
               "its precision target): hollow markers and cross-hatched cells in the figures, left "

@@ -11,7 +11,7 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
-from paradnn import precision
+from paradnn import hostmem, precision
 from paradnn.analysis.columns import FAMILY_FIELDS, WORKLOAD_FIELDS, ok_rows, unstable_mask
 from paradnn.analysis.compare.axes import (
     Join,
@@ -176,8 +176,7 @@ class _Runs:
         # does not move the step time, and "not recorded" in rows before paradnn recorded it.
         cpu = (rows["device_platform"] == "cpu").tolist() if "device_platform" in rows.columns else [False] * n
         pages = rows["host_huge_pages"].tolist() if "host_huge_pages" in rows.columns else [None] * n
-        self.pages = [(p if isinstance(p, str) and p else "not recorded") if c else None
-                      for p, c in zip(pages, cpu)]
+        self.pages = [hostmem.recorded(p) if c else None for p, c in zip(pages, cpu)]
 
     def prefer_stable(self, idx: Sequence[int]) -> np.ndarray:
         idx = np.asarray(idx)
