@@ -297,9 +297,27 @@ def test_warning_codes_round_trip():
     # the executed one where every counted operation was profiled.
     fired |= set(record_warnings(_metrics(step_time_s=0.01, ledger_split=True, ledger_faster_than_roof_s=-0.002,
                                           ledger_extra_s=-0.002, ledger_flops_matched=1.0)))
+    fired |= set(record_warnings(_metrics(host_huge_pages="none", page_faults_per_step=32_000.0,
+                                          process_system_cpu_s=0.7, process_cpu_s=2.8)))
     # flops_count_changed comes from rows read together (test_analysis), never from one record.
     assert fired == set(WARNINGS) - set(READ_WARNINGS) and set(READ_WARNINGS) <= set(WARNINGS)
     assert {flag.kind for flag in WARNINGS.values()} == set(WARNING_KINDS)
+
+
+def test_page_faults_are_noted_only_with_4k_pages_and_a_real_cost():
+    """The note needs all three: 4 KiB pages, at least PAGE_FAULTS_PER_STEP faults per step and
+    at least PAGE_FAULT_KERNEL_SHARE of the process's CPU time in the kernel."""
+    from paradnn.record import PAGE_FAULT_KERNEL_SHARE, PAGE_FAULTS_PER_STEP
+
+    costly = dict(host_huge_pages="none", page_faults_per_step=float(PAGE_FAULTS_PER_STEP),
+                  process_system_cpu_s=PAGE_FAULT_KERNEL_SHARE * 2.0, process_cpu_s=2.0)
+    assert "page_faults" in record_warnings(_metrics(**costly))
+    assert warning_kind("page_faults") == "provenance"
+    for change in ({"host_huge_pages": "malloc"}, {"host_huge_pages": "always"}, {"host_huge_pages": None},
+                   {"page_faults_per_step": PAGE_FAULTS_PER_STEP - 1.0},
+                   {"process_system_cpu_s": PAGE_FAULT_KERNEL_SHARE * 2.0 * 0.99},
+                   {"process_cpu_s": 0.0}, {"page_faults_per_step": None}):
+        assert "page_faults" not in record_warnings(_metrics(**{**costly, **change})), change
 
 
 def test_a_nominal_denominator_raises_notes_not_physics():
