@@ -78,8 +78,8 @@ WARNING_KINDS: dict[str, str] = {
 
 #: A run whose process took at least this many minor page faults per step and spent at least
 #: this share of its CPU time in the kernel, with 4 KiB pages, raises ``page_faults``: the
-#: Inception v3 of docs/performance.md "Page faults on a CPU" took 32,000 and 25% with them and
-#: 440 and 9% with huge pages; a small CNN took under 30 and 1% either way.
+#: Inception v3 of docs/performance.md "Page faults on a CPU" took about 39,000 and 30% with them
+#: and 500 and 6-11% with huge pages; the peers' small CNN under 30 and about 1% either way.
 PAGE_FAULTS_PER_STEP, PAGE_FAULT_KERNEL_SHARE = 1000, 0.10
 
 
