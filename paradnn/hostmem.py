@@ -128,11 +128,17 @@ def huge_pages(thp_path: Path = THP_ENABLED, environ_path: Path = START_ENVIRON)
     return "malloc" if asked else "none"
 
 
+#: Set in the environment of a command started again by :func:`reexec_args`: it never starts
+#: itself a second time, even where something between the two removed ``GLIBC_TUNABLES``.
+RESTARTED = "HUGE_PAGES_RESTART_BY_PARADNN"  # not a PARADNN_* setting: no user sets it
+
+
 def reexec_args(environ: Mapping[str, str]) -> tuple[list[str], dict[str, str]] | None:
     """``(argv, env)`` that start this same command again with huge pages (:func:`child_env`),
-    or None where nothing would change or the original command line is unknown."""
+    or None where nothing would change, it was started again already, or the original command
+    line is unknown."""
     extra = child_env(environ)
     argv = list(getattr(sys, "orig_argv", []))
-    if not extra or not argv or not sys.executable:
+    if not extra or RESTARTED in environ or not argv or not sys.executable:
         return None
-    return argv, {**environ, **extra}
+    return argv, {**environ, **extra, RESTARTED: "1"}

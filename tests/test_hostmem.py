@@ -51,6 +51,15 @@ def test_child_env_adds_the_tunable_and_keeps_the_users(monkeypatch):
     assert hostmem.child_env({}) == {}
 
 
+def test_a_command_is_started_again_at_most_once(monkeypatch):
+    monkeypatch.setattr(hostmem, "glibc_supports_tunable", lambda: True)
+    argv, env = hostmem.reexec_args({"HOME": "/root"})
+    assert argv == sys.orig_argv and env["GLIBC_TUNABLES"] == "glibc.malloc.hugetlb=1" and env["HOME"] == "/root"
+    # Started again, it does not start a third time, even without the tunable.
+    assert hostmem.reexec_args({"HOME": "/root", hostmem.RESTARTED: "1"}) is None
+    assert hostmem.reexec_args(env) is None
+
+
 @pytest.mark.parametrize("mode, tunables, expected", [
     ("always [madvise] never", "GLIBC_TUNABLES=glibc.malloc.hugetlb=1", "malloc"),
     ("always [madvise] never", "GLIBC_TUNABLES=glibc.malloc.hugetlb=0", "none"),
