@@ -30,7 +30,7 @@ from __future__ import annotations
 import platform
 import sys
 from pathlib import Path
-from typing import Mapping
+from typing import Any, Mapping
 
 #: The glibc tunable (and value) that asks for transparent huge pages on malloc's memory.
 TUNABLE, WANTED = "glibc.malloc.hugetlb", "1"
@@ -142,3 +142,21 @@ def reexec_args(environ: Mapping[str, str]) -> tuple[list[str], dict[str, str]] 
     if not extra or RESTARTED in environ or not argv or not sys.executable:
         return None
     return argv, {**environ, **extra, RESTARTED: "1"}
+
+
+#: A run whose process took at least this many minor page faults per step and spent at least
+#: this share of its CPU time in the kernel, with 4 KiB pages, raises the provenance note
+#: ``page_faults`` (paradnn.record): the Inception v3 of docs/performance.md "Page faults on a
+#: CPU" took about 39,000 and 30% with them and 500 and 6-11% with huge pages; the peers' small
+#: CNN under 30 and about 1% either way.
+PAGE_FAULTS_PER_STEP, PAGE_FAULT_KERNEL_SHARE = 1000, 0.10
+
+
+def faulted_in_each_step(metrics: Mapping[str, Any]) -> bool:
+    """Whether a run's process, with 4 KiB pages, faulted memory in on every step at a cost
+    (:data:`PAGE_FAULTS_PER_STEP`, :data:`PAGE_FAULT_KERNEL_SHARE`), from its record's
+    ``host_huge_pages``, ``page_faults_per_step``, ``process_system_cpu_s`` and ``process_cpu_s``."""
+    faults, kernel, cpu = (metrics.get(k) for k in ("page_faults_per_step", "process_system_cpu_s", "process_cpu_s"))
+    if metrics.get("host_huge_pages") != "none" or None in (faults, kernel, cpu) or not cpu > 0:
+        return False
+    return faults >= PAGE_FAULTS_PER_STEP and kernel / cpu >= PAGE_FAULT_KERNEL_SHARE

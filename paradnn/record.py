@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from paradnn import families, frameworks
+from paradnn import families, frameworks, hostmem
 from paradnn.measure import PROTOCOL_FIELDS, UNKEYED_SETTINGS
 from paradnn.metrics import (  # noqa: F401 - the metrics' vocabulary, read from here too
     LEDGER_PARTS,
@@ -76,13 +76,6 @@ WARNING_KINDS: dict[str, str] = {
     "precision": "the timing missed its precision target: the number is less precise than asked",
 }
 
-#: A run whose process took at least this many minor page faults per step and spent at least
-#: this share of its CPU time in the kernel, with 4 KiB pages, raises ``page_faults``: the
-#: Inception v3 of docs/performance.md "Page faults on a CPU" took about 39,000 and 30% with them
-#: and 500 and 6-11% with huge pages; the peers' small CNN under 30 and about 1% either way.
-PAGE_FAULTS_PER_STEP, PAGE_FAULT_KERNEL_SHARE = 1000, 0.10
-
-
 #: The checks a measured record can fail: code -> :class:`Flag` (kind, meaning and likely
 #: cause). A record lists the codes it fails in ``warnings``; analyses honour them by kind
 #: (only ``physics`` marks a figure's cell or point as not to be published).
@@ -127,7 +120,8 @@ WARNINGS: dict[str, Flag] = {
         "bandwidth: not judged as a physics error; a quiet probe gives a bound that is")),
     "page_faults": Flag("provenance", (
         "the measuring process had 4 KiB pages (host_huge_pages none) and spent at least "
-        f"{PAGE_FAULT_KERNEL_SHARE:.0%} of its CPU time in the kernel, at {PAGE_FAULTS_PER_STEP:,} or more "
+        f"{hostmem.PAGE_FAULT_KERNEL_SHARE:.0%} of its CPU time in the kernel, at "
+        f"{hostmem.PAGE_FAULTS_PER_STEP:,} or more "
         "minor page faults per step: each step faulted its temporaries in afresh, which huge "
         "pages for malloc avoid (on the project's 2-core host large CPU models ran 1.17-1.20x "
         "faster with them); measure with paradnn's commands or a sweep (their processes ask "
@@ -255,22 +249,13 @@ def record_warnings(metrics: Mapping[str, Any], devices: int = 1,
     if flops_mismatch(metrics):
         codes.append("flops_mismatch")
     codes += ledger_warnings(metrics, trusted_peak)
-    if faulted_in_each_step(metrics):
+    if hostmem.faulted_in_each_step(metrics):
         codes.append("page_faults")
     if metrics.get("contended"):
         codes.append("contended")
     if metrics.get("stable") is False:
         codes.append("unstable")
     return codes
-
-
-def faulted_in_each_step(metrics: Mapping[str, Any]) -> bool:
-    """Whether a run's process, with 4 KiB pages, faulted memory in on every step at a cost
-    (:data:`PAGE_FAULTS_PER_STEP`, :data:`PAGE_FAULT_KERNEL_SHARE`)."""
-    faults, kernel, cpu = (metrics.get(k) for k in ("page_faults_per_step", "process_system_cpu_s", "process_cpu_s"))
-    if metrics.get("host_huge_pages") != "none" or None in (faults, kernel, cpu) or not cpu > 0:
-        return False
-    return faults >= PAGE_FAULTS_PER_STEP and kernel / cpu >= PAGE_FAULT_KERNEL_SHARE
 
 
 #: Fraction of the step time by which a time-ledger figure may break a bound before it is

@@ -307,7 +307,7 @@ def test_warning_codes_round_trip():
 def test_page_faults_are_noted_only_with_4k_pages_and_a_real_cost():
     """The note needs all three: 4 KiB pages, at least PAGE_FAULTS_PER_STEP faults per step and
     at least PAGE_FAULT_KERNEL_SHARE of the process's CPU time in the kernel."""
-    from paradnn.record import PAGE_FAULT_KERNEL_SHARE, PAGE_FAULTS_PER_STEP
+    from paradnn.hostmem import PAGE_FAULT_KERNEL_SHARE, PAGE_FAULTS_PER_STEP
 
     costly = dict(host_huge_pages="none", page_faults_per_step=float(PAGE_FAULTS_PER_STEP),
                   process_system_cpu_s=PAGE_FAULT_KERNEL_SHARE * 2.0, process_cpu_s=2.0)
