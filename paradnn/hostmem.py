@@ -9,7 +9,8 @@ On a CPU, where a convolution model's training step is a one-step program called
 step therefore faults its temporaries in again, one 4 KiB page at a time: 39,000 minor page
 faults and about 80 ms of kernel time per 150 ms step for that Inception (``strace``, and
 ``resource.getrusage`` over the steps; docs/performance.md "Page faults on a CPU"). No
-``mallopt`` setting reaches that block; glibc's tunable ``glibc.malloc.hugetlb=1`` (glibc >=
+``mallopt`` threshold reaches that block (one arena for every thread does, at the cost of
+their contention); glibc's tunable ``glibc.malloc.hugetlb=1`` (glibc >=
 2.35) has malloc ask the kernel for transparent huge pages (``madvise``) on the memory it maps,
 so the same block takes a few hundred 2 MiB faults. Glibc reads its tunables from the
 environment when a process starts, so this can only be given to processes paradnn starts:
