@@ -3,10 +3,10 @@
 * Host: per-core CPU utilization from ``/proc/stat`` (Linux): for each core, the share of the
   window's clock ticks that were neither idle nor waiting for I/O; all processes of the host
   count, so a busy neighbour shows. ``process_cpu_s`` is this process's own CPU time (user +
-  system, all its threads, from ``os.times``), which on a CPU backend is XLA's compute;
-  ``process_system_cpu_s`` the kernel's share of it, and the window's minor page faults
-  (``getrusage``) give ``page_faults_per_step``: memory the step gets fresh from the kernel
-  each time (:mod:`paradnn.hostmem`).
+  system, all its threads), which on a CPU backend is XLA's compute; ``process_system_cpu_s``
+  the kernel's share of it, and the window's minor page faults give ``page_faults_per_step``:
+  memory the step gets fresh from the kernel each time (:mod:`paradnn.hostmem`). All three
+  come from one ``getrusage`` reading at each end of the window.
 * Contention: ``host_other_busy_cores`` is what the host's busy ticks leave after this
   process's own CPU time (the cores other processes kept busy during the window), and on
   NVIDIA GPUs ``device_other_processes`` counts other processes with compute contexts on the
@@ -106,20 +106,18 @@ def read_proc_stat(path: Path = PROC_STAT) -> dict[str, tuple[int, int]]:
     return cores
 
 
-def _process_cpu_s() -> float:
-    t = os.times()
-    return t.user + t.system
-
-
-def _kernel_use() -> tuple[int, float] | None:
-    """(minor page faults, s of system CPU time) of this process so far, all its threads;
-    None where ``getrusage`` is missing (not Unix)."""
+def _usage() -> tuple[float, int | None, float | None]:
+    """This process so far, all its threads: (s of CPU time, user + system; minor page faults;
+    s of system CPU time). One source for all three (``getrusage``, microsecond resolution) so
+    that the kernel's share divides like by like; where it is missing (not Unix) the CPU time
+    comes from ``os.times`` and the other two are None."""
     try:
         import resource
     except ImportError:
-        return None
+        t = os.times()
+        return t.user + t.system, None, None
     usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_minflt, usage.ru_stime
+    return usage.ru_utime + usage.ru_stime, usage.ru_minflt, usage.ru_stime
 
 
 @dataclass(frozen=True)
@@ -169,8 +167,7 @@ class HostWindow:
     def __init__(self, proc_stat: Path = PROC_STAT) -> None:
         self.proc_stat = Path(proc_stat)
         self._stat0: dict[str, tuple[int, int]] | None = None
-        self._cpu0 = 0.0
-        self._kernel0: tuple[int, float] | None = None
+        self._usage0: tuple[float, int | None, float | None] = (0.0, None, None)
         self._t0 = 0.0
         self.why = ""
 
@@ -183,18 +180,16 @@ class HostWindow:
 
     def start(self) -> None:
         self._stat0 = self._stat()
-        self._kernel0 = _kernel_use()
-        self._cpu0 = _process_cpu_s()
+        self._usage0 = _usage()
         self._t0 = time.perf_counter()
 
     def stop(self) -> HostReading:
-        cpu = _process_cpu_s() - self._cpu0
-        kernel1 = _kernel_use()
+        (cpu1, faults1, system1), (cpu0, faults0, system0) = _usage(), self._usage0
         stat1 = self._stat()
         wall = time.perf_counter() - self._t0
-        faults = system = None
-        if self._kernel0 is not None and kernel1 is not None:
-            faults, system = kernel1[0] - self._kernel0[0], kernel1[1] - self._kernel0[1]
+        cpu = cpu1 - cpu0
+        faults = faults1 - faults0 if faults1 is not None and faults0 is not None else None
+        system = system1 - system0 if system1 is not None and system0 is not None else None
         if self._stat0 is None or stat1 is None:
             return HostReading(None, cpu, self.why, wall, faults, system)
         per_core: list[float | None] = []

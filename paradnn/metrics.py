@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from paradnn import sizes
+from paradnn import hostmem, sizes
 
 # name -> (unit, where it comes from). Names are a contract (docs/metrics.md): added, never renamed.
 METRICS: dict[str, tuple[str, str]] = {
@@ -166,10 +166,9 @@ METRICS: dict[str, tuple[str, str]] = {
                              "timed window (getrusage) / training steps in it: memory the step gets "
                              "fresh from the kernel each time (a few hundred are usual; tens of "
                              "thousands cost tens of ms of kernel time per step, host_huge_pages)"),
-    "host_huge_pages": ("", "how the measuring process's malloc'd memory was backed: malloc (glibc "
-                        "asked for transparent huge pages: GLIBC_TUNABLES glibc.malloc.hugetlb=1, "
-                        "set by paradnn for the processes it starts), always (the kernel gives "
-                        "them to all memory), none (4 KiB pages), unknown (not Linux with glibc)"),
+    "host_huge_pages": ("", "how the measuring process's malloc'd memory was backed (paradnn sets "
+                        "glibc.malloc.hugetlb=1 for the processes it starts): "
+                        + "; ".join(f"{state}: {meaning}" for state, meaning in hostmem.STATES.items())),
     "device_busy_fraction": ("1", "measured: union of kernel times on the device streams of a profiler "
                              "trace / the window's wall time (GPU/TPU only)"),
     "device_busy_note": ("", "how device_busy_fraction was obtained, or why not"),
