@@ -75,12 +75,13 @@ def test_xla_flops_agree_with_analytic(spec, batch, tolerance):
 
 
 def test_rnn_without_loop_handling_would_undercount():
-    # The reason for the extrapolation: XLA counts the scan body once.
+    # The reason for the extrapolation: XLA counts the scan body once. (The kernel's and the
+    # inputs' gradients are matmuls after the loop, so the raw count misses about half.)
     spec = RNN("lstm", 1, 128, 20, 64)
     workload, model = Workload(spec, 8), build(spec)
     raw = costs._cost_dict(costs.lower_single_step(workload, model, "rmsprop").compile())["flops"]
     handled, analytic = _xla_flops(spec, 8)
-    assert raw < 0.3 * analytic
+    assert raw < 0.7 * analytic
     assert abs(handled / analytic - 1) < 0.05
 
 
@@ -103,3 +104,53 @@ def test_jaxpr_counter_matches_closed_form(spec):
     state, batch = wl.abstract_inputs(workload, model, "rmsprop")
     counted = count_matmul_flops(wl.step_fn(model, "rmsprop"), state, batch)
     assert counted == pytest.approx(model.train_flops_per_example * 4, rel=1e-6)
+
+
+def _autodiff_layer(cell, w, b, xs, unroll):
+    """The reference: the same cell as a plain ``lax.scan``, differentiated by JAX."""
+    import jax
+    import jax.numpy as jnp
+
+    from paradnn.backends.jax.models.rnn import UPDATES
+
+    h0 = jnp.zeros((xs.shape[1], w.shape[1] // {"rnn": 1, "lstm": 4}[cell]), xs.dtype)
+
+    def step(carry, x):
+        c, h = UPDATES[cell](jnp.concatenate([x, carry[1]], -1) @ w + b, carry[0])
+        return (c, h), h
+
+    return jax.lax.scan(step, (h0 if cell == "lstm" else h0[:, :0], h0), xs, unroll=unroll)[1]
+
+
+@pytest.mark.parametrize("cell", ["rnn", "lstm"])
+@pytest.mark.parametrize("unroll", [1, True])
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_one_kernel_layer_gradient_equals_jax_autodiff(cell, unroll, dtype):
+    # The hand-written VJP (kernel and input gradients as one matmul each over all time steps)
+    # against JAX's transpose of the plain scan: same values up to float rounding.
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    from paradnn.backends.jax.models.rnn import one_kernel_layer
+
+    steps, batch, in_dim, hidden = 6, 3, 5, 4
+    gates = hidden * {"rnn": 1, "lstm": 4}[cell]
+    kw, kb, kx, ky = jax.random.split(jax.random.PRNGKey(1), 4)
+    w = jax.random.normal(kw, (in_dim + hidden, gates), dtype) * 0.5
+    b = jax.random.normal(kb, (gates,), dtype) * 0.5
+    xs = jax.random.normal(kx, (steps, batch, in_dim), dtype)
+    probe = jax.random.normal(ky, (steps, batch, hidden), dtype)
+
+    def loss(layer):
+        return lambda w, b, xs: jnp.sum((layer(cell, w, b, xs, unroll) * probe).astype(jnp.float32))
+
+    ours = jax.grad(loss(one_kernel_layer), argnums=(0, 1, 2))(w, b, xs)
+    ref = jax.grad(loss(_autodiff_layer), argnums=(0, 1, 2))(w, b, xs)
+    np.testing.assert_allclose(one_kernel_layer(cell, w, b, xs, unroll).astype(np.float32),
+                               _autodiff_layer(cell, w, b, xs, unroll).astype(np.float32), rtol=1e-6, atol=1e-6)
+    tol = 1e-5 if dtype == "float32" else 5e-2  # bfloat16: 8 mantissa bits, summed in another order
+    for name, a, r in zip(("kernel", "bias", "inputs"), ours, ref):
+        assert a.dtype == r.dtype and a.shape == r.shape, name
+        scale = float(jnp.max(jnp.abs(r.astype(jnp.float32))))
+        np.testing.assert_allclose(a.astype(np.float32), r.astype(np.float32), rtol=0, atol=tol * scale, err_msg=name)
