@@ -200,3 +200,49 @@ def test_zoo_hidden_recurrence_gradient_equals_jax_autodiff(unroll, reverse, dty
         assert a.dtype == r.dtype and a.shape == r.shape, name
         scale = float(jnp.max(jnp.abs(r.astype(jnp.float32))))
         np.testing.assert_allclose(a.astype(np.float32), r.astype(np.float32), rtol=0, atol=tol * scale, err_msg=name)
+
+
+def _autodiff_gru(wg, bg, wc, bc, xs, unroll):
+    """The reference: the TF1 gru step as written before its hand-written gradient, by JAX."""
+    import jax
+    import jax.numpy as jnp
+
+    def step(h, x):
+        r, u = jnp.split(jax.nn.sigmoid(jnp.concatenate([x, h], -1) @ wg + bg), 2, axis=-1)
+        cand = jnp.tanh(jnp.concatenate([x, r * h], -1) @ wc + bc)
+        h = u * h + (1 - u) * cand
+        return h, h
+
+    return jax.lax.scan(step, jnp.zeros((xs.shape[1], wc.shape[1]), xs.dtype), xs, unroll=unroll)[1]
+
+
+@pytest.mark.parametrize("unroll", [1, True])
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_gru_layer_gradient_equals_jax_autodiff(unroll, dtype):
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    from paradnn.backends.jax.models.rnn import gru_layer
+
+    steps, batch, in_dim, hidden = 6, 3, 5, 4
+    keys = jax.random.split(jax.random.PRNGKey(3), 6)
+    args = (jax.random.normal(keys[0], (in_dim + hidden, 2 * hidden), dtype) * 0.5,
+            jax.random.normal(keys[1], (2 * hidden,), dtype) * 0.5,
+            jax.random.normal(keys[2], (in_dim + hidden, hidden), dtype) * 0.5,
+            jax.random.normal(keys[3], (hidden,), dtype) * 0.5,
+            jax.random.normal(keys[4], (steps, batch, in_dim), dtype))
+    probe = jax.random.normal(keys[5], (steps, batch, hidden))
+
+    def loss(layer):
+        return lambda *a: jnp.sum(layer(*a, unroll).astype(jnp.float32) * probe)
+
+    ours = jax.grad(loss(gru_layer), argnums=range(5))(*args)
+    ref = jax.grad(loss(_autodiff_gru), argnums=range(5))(*args)
+    np.testing.assert_allclose(gru_layer(*args, unroll).astype(np.float32),
+                               _autodiff_gru(*args, unroll).astype(np.float32), rtol=1e-6, atol=1e-6)
+    tol = 1e-5 if dtype == "float32" else 5e-2  # bfloat16: 8 mantissa bits, summed in another order
+    for name, a, r in zip(("gates_kernel", "gates_bias", "candidate_kernel", "candidate_bias", "inputs"), ours, ref):
+        assert a.dtype == r.dtype and a.shape == r.shape, name
+        scale = float(jnp.max(jnp.abs(r.astype(jnp.float32))))
+        np.testing.assert_allclose(a.astype(np.float32), r.astype(np.float32), rtol=0, atol=tol * scale, err_msg=name)

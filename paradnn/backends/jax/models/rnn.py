@@ -9,11 +9,11 @@ Cells follow the TF1 cells the original ParaDnn used (one fused kernel over ``[x
 The hidden size equals ``embed``. Each layer is one ``lax.scan`` over time; ``unroll`` exists
 so the cost model can compile fully unrolled 1- and 2-step variants (see ModelDef.unrolled).
 
-The rnn and lstm layers have a hand-written gradient (:func:`one_kernel_layer`) that computes the
-kernel's and the inputs' gradients as one matmul each over all time steps, as cuDNN and
-PyTorch's fused LSTM do; JAX's own transpose of the scan accumulates the kernel gradient inside
-the loop, one matmul contracting only the batch per time step. Same math and FLOPs; float
-rounding differs (summation order). The gru's two dependent kernels keep JAX's gradient.
+Every layer has a hand-written gradient (:func:`one_kernel_layer` for rnn and lstm,
+:func:`gru_layer`) that computes the kernels' and the inputs' gradients as one matmul each over
+all time steps, as cuDNN and PyTorch's fused LSTM do; JAX's own transpose of the scan
+accumulates each kernel's gradient inside the loop, one matmul contracting only the batch per
+time step. Same math and FLOPs; float rounding differs (summation order).
 """
 
 from __future__ import annotations
@@ -104,6 +104,71 @@ def _one_kernel_bwd(cell, unroll, residuals, dys):
 one_kernel_layer.defvjp(_one_kernel_fwd, _one_kernel_bwd)
 
 
+def _gru_gates(a: jax.Array, h: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """TF1 GRU gates from ``a = [x, h] Wg + bg``: (r * h, u)."""
+    r, u = jnp.split(jax.nn.sigmoid(a), 2, axis=-1)
+    return r * h, u
+
+
+def _gru_output(c: jax.Array, u: jax.Array, h: jax.Array) -> jax.Array:
+    """TF1 GRU output from the candidate's ``c = [x, r*h] Wc + bc``: u*h + (1-u)*tanh(c)."""
+    return u * h + (1 - u) * jnp.tanh(c)
+
+
+def _gru_scan(wg, bg, wc, bc, xs, unroll):
+    """The gru layer's forward scan: outputs and, per step, h before it, ``a``, ``r*h`` and ``c``."""
+
+    def step(h, x):
+        a = jnp.concatenate([x, h], -1) @ wg + bg
+        rh, u = _gru_gates(a, h)
+        c = jnp.concatenate([x, rh], -1) @ wc + bc
+        h_next = _gru_output(c, u, h)
+        return h_next, (h_next, (h, a, rh, c))
+
+    _, (ys, saved) = jax.lax.scan(step, jnp.zeros((xs.shape[1], wc.shape[1]), xs.dtype), xs, unroll=unroll)
+    return ys, saved
+
+
+@partial(jax.custom_vjp, nondiff_argnums=(5,))
+def gru_layer(wg: jax.Array, bg: jax.Array, wc: jax.Array, bc: jax.Array, xs: jax.Array,
+              unroll: int | bool) -> jax.Array:
+    """The TF1 gru layer (gates kernel ``wg`` ``[in + H, 2H]``, candidate kernel ``wc`` ``[in + H,
+    H]``, biases) over ``xs`` ``[T, B, in]`` -> ``[T, B, H]`` from a zero state. As
+    :func:`one_kernel_layer`: only the hidden state's gradient in the loop (two ``[B, .] @ [., H]``
+    products per step), each kernel's and the inputs' gradients one matmul over all time steps."""
+    return _gru_scan(wg, bg, wc, bc, xs, unroll)[0]
+
+
+def _gru_fwd(wg, bg, wc, bc, xs, unroll):
+    ys, saved = _gru_scan(wg, bg, wc, bc, xs, unroll)
+    return ys, (wg, wc, xs, saved)
+
+
+def _gru_bwd(unroll, residuals, dys):
+    wg, wc, xs, (hs, a, rhs, c) = residuals
+    steps, batch, in_dim = xs.shape
+    wg_h, wc_h = wg[in_dim:], wc[in_dim:]
+
+    def step(dh, inputs):
+        dy, h, a_t, c_t = inputs
+        (_, u), pull_gates = jax.vjp(_gru_gates, a_t, h)  # recomputes the element-wise parts
+        _, pull_output = jax.vjp(_gru_output, c_t, u, h)
+        dc, du, dh_output = pull_output(dh + dy)
+        da, dh_gates = pull_gates((dc @ wc_h.T, du))
+        return dh_output + dh_gates + da @ wg_h.T, (da, dc)
+
+    _, (das, dcs) = jax.lax.scan(step, jnp.zeros_like(dys[0]), (dys, hs, a, c), reverse=True, unroll=unroll)
+    n = steps * batch
+    da, dc, x = das.reshape(n, -1), dcs.reshape(n, -1), xs.reshape(n, in_dim)
+    dwg = jnp.concatenate([x, hs.reshape(n, -1)], -1).T @ da
+    dwc = jnp.concatenate([x, rhs.reshape(n, -1)], -1).T @ dc
+    dxs = (da @ wg[:in_dim].T + dc @ wc[:in_dim].T).reshape(steps, batch, in_dim)
+    return dwg, da.sum(0), dwc, dc.sum(0), dxs
+
+
+gru_layer.defvjp(_gru_fwd, _gru_bwd)
+
+
 class Recurrent(nn.Module):
     """One recurrent layer over a time-major sequence ``[length, batch, features]``."""
 
@@ -125,16 +190,7 @@ class Recurrent(nn.Module):
         bg = self.param("gates_bias", nn.initializers.ones, (2 * h_dim,)).astype(self.dtype)
         wc = self.param("candidate_kernel", glorot, (in_dim + h_dim, h_dim)).astype(self.dtype)
         bc = self.param("candidate_bias", zeros, (h_dim,)).astype(self.dtype)
-        h0 = jnp.zeros((xs.shape[1], h_dim), self.dtype)
-
-        def gru_step(h, x):
-            r, u = jnp.split(jax.nn.sigmoid(jnp.concatenate([x, h], -1) @ wg + bg), 2, axis=-1)
-            cand = jnp.tanh(jnp.concatenate([x, r * h], -1) @ wc + bc)
-            h = u * h + (1 - u) * cand
-            return h, h
-
-        _, ys = jax.lax.scan(gru_step, h0, xs, unroll=self.unroll)
-        return ys
+        return gru_layer(wg, bg, wc, bc, xs, self.unroll)
 
 
 class RNNLM(nn.Module):

@@ -8,7 +8,8 @@ gradient inside the loop: per time step one matmul that contracts only the batch
 :func:`hidden_recurrence` keeps in the loop only what has to be there (the update's pullback and
 ``dgh @ w_h.T``) and computes ``w_h``'s gradient after it as one ``[H, T*B] @ [T*B, G*H]``
 matmul, as cuDNN does. Same math and FLOPs; float rounding differs (summation order). The
-generated RNN's layers have their own form of this (``paradnn.backends.jax.models.rnn``).
+generated RNN's layers (one kernel over ``[x, h]``) have their own form of this
+(``paradnn.backends.jax.models.rnn``).
 
 An update whose element-wise part has parameters of its own (the zoo GRU's hidden bias, which
 its reset gate multiplies) does not fit: the GRU keeps JAX's gradient.
