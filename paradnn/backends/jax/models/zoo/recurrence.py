@@ -29,7 +29,7 @@ Update = Callable[[jax.Array, jax.Array, Any, jax.Array], tuple[Any, jax.Array]]
 Init = Callable[[int], tuple[Any, jax.Array]]
 
 
-def _forward(update: Update, init: Init, w_h: jax.Array, gx: jax.Array, reverse: bool, unroll: int | bool):
+def _forward(update: Update, init: Init, w_h: jax.Array, gx: jax.Array, unroll: int | bool):
     """Outputs ``[T, B, H]`` and, per time step, what the gradient needs (gh, state, h before it)."""
 
     def step(carry, g_x):
@@ -38,26 +38,25 @@ def _forward(update: Update, init: Init, w_h: jax.Array, gx: jax.Array, reverse:
         state_next, h_next = update(g_x, gh, state, h)
         return (state_next, h_next), (h_next, (gh, state, h))
 
-    _, (hs, saved) = jax.lax.scan(step, init(gx.shape[1]), gx, reverse=reverse, unroll=unroll)
+    _, (hs, saved) = jax.lax.scan(step, init(gx.shape[1]), gx, unroll=unroll)
     return hs, saved
 
 
-@partial(jax.custom_vjp, nondiff_argnums=(0, 1, 4, 5))
-def hidden_recurrence(update: Update, init: Init, w_h: jax.Array, gx: jax.Array, reverse: bool,
-                      unroll: int | bool) -> jax.Array:
+@partial(jax.custom_vjp, nondiff_argnums=(0, 1, 4))
+def hidden_recurrence(update: Update, init: Init, w_h: jax.Array, gx: jax.Array, unroll: int | bool) -> jax.Array:
     """``h_t`` of every time step, ``[T, B, H]``, of the loop ``gh = h @ w_h``; ``(state, h) =
-    update(gx[t], gh, state, h)`` over ``gx`` ``[T, B, G*H]`` (time-major; last step first when
-    ``reverse``) from ``init(B)``. ``w_h`` is ``[H, G*H]`` in the matmul's dtype; ``h`` is cast to
-    it. ``unroll`` as in ``lax.scan``. Differentiable in ``w_h`` and ``gx``."""
-    return _forward(update, init, w_h, gx, reverse, unroll)[0]
+    update(gx[t], gh, state, h)`` over ``gx`` ``[T, B, G*H]`` (time-major) from ``init(B)``.
+    ``w_h`` is ``[H, G*H]`` in the matmul's dtype; ``h`` is cast to it. ``unroll`` as in
+    ``lax.scan``. Differentiable in ``w_h`` and ``gx``."""
+    return _forward(update, init, w_h, gx, unroll)[0]
 
 
-def _fwd(update, init, w_h, gx, reverse, unroll):
-    hs, saved = _forward(update, init, w_h, gx, reverse, unroll)
+def _fwd(update, init, w_h, gx, unroll):
+    hs, saved = _forward(update, init, w_h, gx, unroll)
     return hs, (w_h, gx, saved)
 
 
-def _bwd(update, init, reverse, unroll, residuals, dhs):
+def _bwd(update, init, unroll, residuals, dhs):
     w_h, gx, (ghs, states, hs_prev) = residuals
 
     def step(carry, inputs):
@@ -68,8 +67,7 @@ def _bwd(update, init, reverse, unroll, residuals, dhs):
         return (dstate_prev, dh_prev + (dgh @ w_h.T).astype(dh_prev.dtype)), (dgx, dgh)
 
     zeros = jax.tree.map(jnp.zeros_like, init(gx.shape[1]))
-    _, (dgx, dghs) = jax.lax.scan(step, zeros, (dhs, gx, ghs, states, hs_prev), reverse=not reverse,
-                                  unroll=unroll)
+    _, (dgx, dghs) = jax.lax.scan(step, zeros, (dhs, gx, ghs, states, hs_prev), reverse=True, unroll=unroll)
     steps_batch = dghs.shape[0] * dghs.shape[1]
     dw_h = hs_prev.astype(w_h.dtype).reshape(steps_batch, -1).T @ dghs.reshape(steps_batch, -1)
     return dw_h, dgx

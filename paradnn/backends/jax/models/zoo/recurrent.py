@@ -37,7 +37,7 @@ class LSTM(nn.Module):
         bias = self.param("bias", lambda k, s: jnp.zeros(s).at[h:2 * h].set(1.0), (4 * h,))
         gates_x = (xs.astype(self.dtype) @ w_in.astype(self.dtype) + bias.astype(self.dtype)).swapaxes(0, 1)
         init = partial(_zero_states, h)
-        out = hidden_recurrence(_lstm_update, init, w_h.astype(self.dtype), gates_x, False, self.unroll)
+        out = hidden_recurrence(_lstm_update, init, w_h.astype(self.dtype), gates_x, self.unroll)
         return out.astype(self.dtype).swapaxes(0, 1)
 
 
