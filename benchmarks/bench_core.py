@@ -1,10 +1,10 @@
-"""Core-engine benchmarks (issue: harness overhead, compute-bound FC, LSTM vs hand-written scan).
+"""Core-engine benchmarks (issue: harness overhead, compute-bound FC, LSTM and GRU vs hand-written scans).
 
 Each benchmark is a ratio against a reference measured in the same run, interleaved, so machine
 load affects both sides alike. Not a test: run it and copy the printed table into
 docs/performance.md.
 
-    python benchmarks/bench_core.py [--rounds 5] [--only overhead|gemm|lstm|layouts|init] [--json out.json]
+    python benchmarks/bench_core.py [--rounds 5] [--only overhead|gemm|lstm|gru|layouts|init] [--json out.json]
 """
 
 from __future__ import annotations
@@ -76,35 +76,53 @@ def hand_fc(layers: int, nodes: int, inp: int, out: int, batch: int):
     return _hand_step(loss_fn, params)
 
 
-def hand_lstm(embed: int, length: int, vocab: int, batch: int):
-    """A hand-written lax.scan LSTM language model step with the same cell as paradnn's."""
+def _hand_rnn_lm(embed: int, length: int, vocab: int, batch: int, kernels: dict, cell, carry):
+    """A hand-written lax.scan language model step (embedding, ``cell`` over time, dense head)
+    with ``kernels`` {name: array} beside the embedding and head; JAX derives its gradient."""
     key = jax.random.key(0)
     glorot = jax.nn.initializers.glorot_uniform()
-    params = {
-        "emb": jax.random.normal(key, (vocab, embed)) * 0.05,
-        "w": glorot(jax.random.fold_in(key, 1), (2 * embed, 4 * embed)),
-        "b": jnp.zeros((4 * embed,)),
-        "wo": glorot(jax.random.fold_in(key, 2), (embed, vocab)),
-        "bo": jnp.zeros((vocab,)),
-    }
+    params = {"emb": jax.random.normal(key, (vocab, embed)) * 0.05,
+              "wo": glorot(jax.random.fold_in(key, 2), (embed, vocab)), "bo": jnp.zeros((vocab,)), **kernels}
     ids = jax.random.randint(key, (batch, length + 1), 0, vocab)
 
     def loss_fn(p):
         xs = jnp.swapaxes(p["emb"][ids[:, :-1]], 0, 1)
-
-        def cell(carry, x):
-            c, h = carry
-            i, j, f, o = jnp.split(jnp.concatenate([x, h], -1) @ p["w"] + p["b"], 4, -1)
-            c = c * jax.nn.sigmoid(f + 1.0) + jax.nn.sigmoid(i) * jnp.tanh(j)
-            h = jnp.tanh(c) * jax.nn.sigmoid(o)
-            return (c, h), h
-
-        zeros = jnp.zeros((batch, embed))
-        _, hs = jax.lax.scan(cell, (zeros, zeros), xs)
+        _, hs = jax.lax.scan(lambda c, x: cell(p, c, x), carry, xs)
         logits = jnp.swapaxes(hs, 0, 1) @ p["wo"] + p["bo"]
         return optax.softmax_cross_entropy_with_integer_labels(logits, ids[:, 1:]).mean()
 
     return _hand_step(loss_fn, params)
+
+
+def hand_lstm(embed: int, length: int, vocab: int, batch: int):
+    """A hand-written lax.scan LSTM language model step with the same cell as paradnn's."""
+    glorot, key = jax.nn.initializers.glorot_uniform(), jax.random.key(1)
+    kernels = {"w": glorot(key, (2 * embed, 4 * embed)), "b": jnp.zeros((4 * embed,))}
+
+    def cell(p, carry, x):
+        c, h = carry
+        i, j, f, o = jnp.split(jnp.concatenate([x, h], -1) @ p["w"] + p["b"], 4, -1)
+        c = c * jax.nn.sigmoid(f + 1.0) + jax.nn.sigmoid(i) * jnp.tanh(j)
+        h = jnp.tanh(c) * jax.nn.sigmoid(o)
+        return (c, h), h
+
+    zeros = jnp.zeros((batch, embed))
+    return _hand_rnn_lm(embed, length, vocab, batch, kernels, cell, (zeros, zeros))
+
+
+def hand_gru(embed: int, length: int, vocab: int, batch: int):
+    """A hand-written lax.scan GRU language model step with the same (TF1) cell as paradnn's."""
+    glorot, key = jax.nn.initializers.glorot_uniform(), jax.random.key(1)
+    kernels = {"wg": glorot(key, (2 * embed, 2 * embed)), "bg": jnp.ones((2 * embed,)),
+               "wc": glorot(jax.random.fold_in(key, 1), (2 * embed, embed)), "bc": jnp.zeros((embed,))}
+
+    def cell(p, h, x):
+        r, u = jnp.split(jax.nn.sigmoid(jnp.concatenate([x, h], -1) @ p["wg"] + p["bg"]), 2, -1)
+        cand = jnp.tanh(jnp.concatenate([x, r * h], -1) @ p["wc"] + p["bc"])
+        h = u * h + (1 - u) * cand
+        return h, h
+
+    return _hand_rnn_lm(embed, length, vocab, batch, kernels, cell, jnp.zeros((batch, embed)))
 
 
 def interleaved(spec, batch: int, make_reference, rounds: int, settings: MeasureSettings = SETTINGS) -> dict:
@@ -171,7 +189,7 @@ def init_compile() -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--only", choices=["overhead", "gemm", "lstm", "layouts", "init"], default=None)
+    parser.add_argument("--only", choices=["overhead", "gemm", "lstm", "gru", "layouts", "init"], default=None)
     parser.add_argument("--json", default=None, help="write the results here")
     args = parser.parse_args()
     results = {}
@@ -181,12 +199,16 @@ def main() -> None:
         print(f"harness overhead: paradnn {results['overhead']['paradnn_examples_per_sec']:.1f} examples/s, "
               f"hand-written {results['overhead']['reference_examples_per_sec']:.1f} examples/s, "
               f"ratio {results['overhead']['ratio']:.3f} (target >= 0.97)")
-    if args.only in (None, "lstm"):
-        results["lstm"] = interleaved(paradnn.RNN("lstm", 1, 512, 50, 1024), 256,
-                                      lambda: hand_lstm(512, 50, 1024, 256), args.rounds, HEAVY)
-        print(f"LSTM vs lax.scan: paradnn {results['lstm']['paradnn_examples_per_sec']:.1f} examples/s, "
-              f"hand-written {results['lstm']['reference_examples_per_sec']:.1f} examples/s, "
-              f"ratio {results['lstm']['ratio']:.3f} (target >= 0.95)")
+    for cell, hand in (("lstm", hand_lstm), ("gru", hand_gru)):
+        if args.only not in (None, cell):
+            continue
+        # JAX's own gradient of the plain scan on the reference side; paradnn's recurrent layers
+        # have a hand-written one (docs/performance.md "The recurrent kernels' gradients").
+        results[cell] = interleaved(paradnn.RNN(cell, 1, 512, 50, 1024), 256,
+                                    lambda hand=hand: hand(512, 50, 1024, 256), args.rounds, HEAVY)
+        print(f"{cell.upper()} vs lax.scan: paradnn {results[cell]['paradnn_examples_per_sec']:.1f} examples/s, "
+              f"hand-written {results[cell]['reference_examples_per_sec']:.1f} examples/s, "
+              f"ratio {results[cell]['ratio']:.3f} (target >= 0.95)")
     if args.only in (None, "gemm"):
         # Interleaved rounds: the GEMM peak (best of every library, as `paradnn probe`) and the FC step are
         # measured back to back, so drifting CPU clocks on shared hosts hit both alike.
