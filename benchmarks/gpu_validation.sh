@@ -188,7 +188,7 @@ EOF
 if runs 1; then
 # 2. The test suite's GPU tests (skipped with a reason on a CPU; part 2 runs the version-sensitive
 #    CPU tests, peak table and jaxpr FLOP counter, under this machine's jax).
-step pytest_gpu 120 "$PY" -m pytest -q -rs -m gpu -p no:cacheprovider --junitxml="$RES/pytest_gpu.xml" \
+step pytest_gpu 180 "$PY" -m pytest -q -rs -m gpu -p no:cacheprovider --junitxml="$RES/pytest_gpu.xml" \
   tests/test_gpu.py tests/test_transformer_family.py
 
 # 3. The measured ceiling (paradnn probe: GEMMs of N 4096 and 8192 per dtype, 1 GiB bandwidth
@@ -275,7 +275,7 @@ step profile 60 "$PY" -m paradnn profile -o "$RES/profile" --steps 3 --warmup 1 
 # 6b. Issue 37 on the GPU: bench_peers.py's CNN and LSTM, paradnn (JAX and PyTorch) against the
 #     plain loop of each framework, and paradnn at its best stack against the fastest plain loop
 #     (the FC's are in gpu_peers' JSON).
-step gpu_peers_cnn_lstm 200 "$PY" benchmarks/bench_gpu_peers.py "${PEERS_CNN_LSTM_ARGS[@]}" \
+step gpu_peers_cnn_lstm 330 "$PY" benchmarks/bench_gpu_peers.py "${PEERS_CNN_LSTM_ARGS[@]}" \
   --json "$RES/gpu_peers_cnn_lstm.json"
 # 6c. `--framework best` on issue 37's CNN: its calibration on this GPU (JAX and PyTorch timed in
 #     child processes; this image has no TensorFlow) and the record that names the framework that ran.

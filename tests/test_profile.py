@@ -179,6 +179,24 @@ def test_custom_call_flops_counts_cublas_gemms_from_their_shapes():
     assert profile.custom_call_flops(_CUBLAS_HLO.replace("__cublas$lt$matmul", "Sharding")) == 0.0
 
 
+def test_custom_calls_are_added_whatever_xla_counted_beside_them():
+    # On an H200 a small Transformer's XLA count (its Triton GEMM fusions) came to more than its
+    # cuDNN attention calls' FLOPs, and the calls were dropped: they are always added now. The
+    # module is the cuBLAS one above; the compiled program's two methods are all _cost_dict reads.
+    from paradnn.backends.jax import costs
+
+    class Compiled:
+        def cost_analysis(self):
+            return {"flops": 1e9, "bytes accessed": 10.0}
+
+        def as_text(self):
+            return _CUBLAS_HLO
+
+    out = costs._cost_dict(Compiled())
+    assert out["custom_call_flops"] == 2 * 64 * 16 * 32
+    assert out["flops"] == 1e9 + 2 * 64 * 16 * 32
+
+
 def _xla_count(compiled) -> float:
     """XLA's own FLOP count of a compiled program (its CPU cost analysis)."""
     cost = compiled.cost_analysis()
