@@ -19,8 +19,8 @@ of 1.3% for 58%); cuDNN's fused attention is such a call too. Those calls' FLOPs
 their shapes in the HLO text (:func:`paradnn.experiments.profile.custom_call_flops`) and added.
 (Until 2026-11-29 they were added only where the cost analysis came to less than the calls'
 FLOPs, meant to catch a version that costs them itself; on an H200 that dropped a small
-Transformer's cuDNN attention, because XLA had counted its Triton GEMM fusions and those alone
-came to more. XLA's cost analysis gives a custom call -1 FLOPs, "unknown": on that H200 the
+Transformer's cuDNN attention, most likely because XLA had counted its matmuls (Triton fusions
+there, not custom calls) and those alone came to more. XLA's cost analysis gives a custom call -1 FLOPs, "unknown": on that H200 the
 program of one cuDNN convolution read -1, so the calls are never in its sum.)
 """
 
