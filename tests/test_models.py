@@ -7,6 +7,7 @@ from paradnn.backends.jax import costs as costs
 from paradnn.backends.jax import step as wl
 from paradnn.backends.jax.jaxpr_flops import count_matmul_flops
 from paradnn.backends.jax.models import build, count_from_shapes, param_count
+from paradnn.families.rnn import GATES
 
 SPECS = [
     FC(1, 32, 64, 10),
@@ -113,7 +114,7 @@ def _autodiff_layer(cell, w, b, xs, unroll):
 
     from paradnn.backends.jax.models.rnn import UPDATES
 
-    h0 = jnp.zeros((xs.shape[1], w.shape[1] // {"rnn": 1, "lstm": 4}[cell]), xs.dtype)
+    h0 = jnp.zeros((xs.shape[1], w.shape[1] // GATES[cell]), xs.dtype)
 
     def step(carry, x):
         c, h = UPDATES[cell](jnp.concatenate([x, carry[1]], -1) @ w + b, carry[0])
@@ -135,7 +136,7 @@ def test_one_kernel_layer_gradient_equals_jax_autodiff(cell, unroll, dtype):
     from paradnn.backends.jax.models.rnn import one_kernel_layer
 
     steps, batch, in_dim, hidden = 6, 3, 5, 4
-    gates = hidden * {"rnn": 1, "lstm": 4}[cell]
+    gates = hidden * GATES[cell]
     kw, kb, kx, ky = jax.random.split(jax.random.PRNGKey(1), 4)
     w = jax.random.normal(kw, (in_dim + hidden, gates), dtype) * 0.5
     b = jax.random.normal(kb, (gates,), dtype) * 0.5
