@@ -20,8 +20,9 @@ their shapes in the HLO text (:func:`paradnn.experiments.profile.custom_call_flo
 (Until 2026-11-29 they were added only where the cost analysis came to less than the calls'
 FLOPs, meant to catch a version that costs them itself; on an H200 that dropped a small
 Transformer's cuDNN attention, most likely because XLA had counted its matmuls (Triton fusions
-there, not custom calls) and those alone came to more. XLA's cost analysis gives a custom call -1 FLOPs, "unknown": on that H200 the
-program of one cuDNN convolution read -1, so the calls are never in its sum.)
+there, not custom calls) and those alone came to more. XLA's cost analysis gives a custom call
+-1 FLOPs, "unknown": on that H200 the program of one cuDNN convolution read -1, so the calls are
+never in its sum.)
 """
 
 from __future__ import annotations
