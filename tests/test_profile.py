@@ -1,5 +1,7 @@
 """Operation-level capture on real compiled XLA programs and a real profiler trace."""
 
+import gzip
+import json
 import os
 import subprocess
 import sys
@@ -127,6 +129,11 @@ def test_cli_profile(tmp_path):
         capture_output=True, text=True, env=env, timeout=300)
     assert r.returncode == 0, r.stderr
     assert "matmul/convolution fusion" in r.stdout and "note: per-operation times" in r.stdout
+    # On a CPU an operation's event can end before its work does: one may read above the roof,
+    # and the command names it.
+    above = json.loads((tmp_path / "ops.json").read_text())["above_roof_ops"]
+    assert all(name in r.stdout for name in above[:8])
+    assert ("above the roof" in r.stdout) == bool(above)
     # (.paradnn-outputs.json is the output guard's ledger of what paradnn wrote there)
     assert {p.name for p in tmp_path.iterdir() if p.name != ".paradnn-outputs.json"} == {
         "ops.csv", "ops.json", "op_roofline.png", "op_breakdown.png"}
@@ -160,6 +167,21 @@ def test_cli_profile_without_a_quiet_peak_divides_by_the_nominal_one(tmp_path):
                                                               "op_roofline.png"}
 
 
+def test_cli_profile_flags_operations_above_the_roof(tmp_path):
+    """A roof far below what the CPU does (1 MFLOP/s): every matmul is above it, which the
+    command says, naming them, and stores in ops.json."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    r = subprocess.run(
+        [sys.executable, "-m", "paradnn", "profile", "-o", str(tmp_path), "--steps", "1", "--warmup", "1",
+         "--peak-flops", "1e6", "--peak-bytes-per-sec", "5e10",
+         "fc", "--layers", "1", "--nodes", "32", "--input", "16", "--output", "10", "--batch", "8"],
+        capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr
+    above = json.loads((tmp_path / "ops.json").read_text())["above_roof_ops"]
+    assert above and "above the roof (given peak), their times are approximate on CPU" in r.stdout
+    assert all(name in r.stdout for name in above[:8])
+
+
 # An optimized GPU module as XLA:GPU prints it: the matmul is a cuBLASLt custom call, to which
 # XLA's cost analysis gives no FLOPs (seen on an H100 with jax 0.11.2: 2% of an FC's FLOPs).
 _CUBLAS_HLO = '''HloModule jit_step, entry_computation_layout={(bf16[64,32]{1,0}, bf16[32,16]{1,0})->bf16[64,16]{1,0}}
@@ -177,6 +199,40 @@ def test_custom_call_flops_counts_cublas_gemms_from_their_shapes():
     assert profile.custom_call_flops(_CUBLAS_HLO) == 2 * 64 * 16 * 32
     # A module without GEMM or convolution custom calls (every CPU module here) adds nothing.
     assert profile.custom_call_flops(_CUBLAS_HLO.replace("__cublas$lt$matmul", "Sharding")) == 0.0
+
+
+def _gpu_trace(trace_dir: Path, events: list[dict]) -> None:
+    """A profiler trace in the form jax 0.11.2 wrote on an H200 (device and host processes,
+    kernel events carrying ``hlo_op``, ``hlo_module`` and ``scope_range_id``)."""
+    meta = [{"ph": "M", "pid": 1, "name": "process_name", "args": {"name": "/device:GPU:0"}},
+            {"ph": "M", "pid": 701, "name": "process_name", "args": {"name": "/host:CPU"}}]
+    folder = trace_dir / "plugins" / "profile" / "2026_11_29_22_16_08"
+    folder.mkdir(parents=True)
+    with gzip.open(folder / "vm.trace.json.gz", "wt") as f:
+        json.dump({"traceEvents": meta + events}, f)
+
+
+def test_gpu_trace_counts_runs_not_kernels(tmp_path):
+    """A cuBLAS GEMM that launches two kernels per run (the GEMM and a split-K reduction, one
+    ``scope_range_id``) runs once per step: its FLOPs are counted once per step and its time is
+    both kernels'. Host events of the same operation are left out."""
+    def kernel(ts, dur, scope, pid=1):
+        return {"ph": "X", "pid": pid, "tid": 14, "ts": ts, "dur": dur, "name": "sm90_xmma_gemm",
+                "args": {"hlo_module": "jit_step", "hlo_op": "custom-call.1", "scope_range_id": str(scope)}}
+
+    _gpu_trace(tmp_path, [kernel(0, 10.0, 7), kernel(11, 2.0, 7), kernel(50, 10.0, 9), kernel(61, 2.0, 9),
+                          kernel(49, 30.0, 9, pid=701)])
+    times = profile.trace_times(str(tmp_path), "jit_step")
+    assert times.set_index("name").loc["custom-call.1", ["events", "executions"]].tolist() == [4, 2]
+    ops = profile.op_times(_CUBLAS_HLO, str(tmp_path), steps=2)
+    row = ops.set_index("name").loc["custom-call.1"]
+    assert row["executions"] == 1.0
+    assert row["flops"] == 2 * 64 * 32 * 16
+    assert row["time_s"] == pytest.approx(12e-6)
+    # Without annotation ids (XLA:CPU's events) every event is one run.
+    bare = {"hlo_module": "jit_step", "hlo_op": "custom-call.1"}
+    _gpu_trace(tmp_path / "bare", [{**kernel(0, 10.0, 7), "args": bare}, {**kernel(50, 10.0, 9), "args": bare}])
+    assert profile.op_times(_CUBLAS_HLO, str(tmp_path / "bare"), steps=2).loc[0, "executions"] == 1.0
 
 
 def test_custom_calls_are_added_whatever_xla_counted_beside_them():

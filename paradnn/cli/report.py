@@ -314,6 +314,11 @@ def _profile(args: argparse.Namespace) -> int:
     known = bool(peak_flops and peak_bw)
     orf = A.op_roofline(ops, peak_flops, peak_bw) if known else ops.iloc[0:0]
     top = A.top_ops(orf if len(orf) else ops, n=args.top)
+    # Physics check of every operation that does FLOPs, however short: one above the roof has a
+    # wrong FLOP count or time (the H200's first profile counted each two-kernel GEMM twice).
+    every = A.op_roofline(ops, peak_flops, peak_bw, min_time_fraction=0.0) if known else ops.iloc[0:0]
+    above = every.loc[every["roof_fraction"] > 1 + 1e-9, "name"].tolist() if len(every) else []
+    ops.attrs["above_roof_ops"] = above
     with pd.option_context("display.width", 160, "display.max_columns", 20,
                            "display.float_format", "{:.4g}".format):
         peaks = (f"{peak_flops:.4g} FLOP/s, {peak_bw:.4g} B/s ({ops.attrs['peak_source']})" if known else
@@ -323,6 +328,13 @@ def _profile(args: argparse.Namespace) -> int:
         print(A.op_breakdown(ops).to_string(index=False))
         print(top.to_string(index=False))
     print(f"note: {ops.attrs['note']}")
+    if above:
+        from paradnn.report.rows import plural
+
+        why = ("their times are approximate on CPU (operations run asynchronously)"
+               if ops.attrs["approximate"] else "impossible: their FLOP count or time is wrong")
+        print(f"warning: {plural(len(above), 'operation')} above the roof ({ops.attrs['peak_source']} peak), "
+              f"{why}: {', '.join(above[:8])}" + (" ..." if len(above) > 8 else ""))
     if args.out_dir:
         from paradnn import plots as P  # see the note on imports above
 

@@ -381,9 +381,16 @@ def hlo_ops(text: str) -> pd.DataFrame:
 
 def trace_times(trace_dir: str, module: str | None = None) -> pd.DataFrame:
     """Per-operation time from a ``jax.profiler.trace`` directory: ``DataFrame[name, events,
-    time_s]`` (total over the trace; s). Reads ``plugins/profile/<ts>/*.trace.json.gz``; on a
-    host with accelerator processes only device events are kept (host launches would double
-    count)."""
+    executions, time_s]`` (totals over the trace; s). Reads
+    ``plugins/profile/<ts>/*.trace.json.gz``; on a host with accelerator processes only device
+    events are kept (host launches would double count).
+
+    ``executions`` counts runs of the operation, not kernels: on a GPU one run can launch
+    several kernels (a cuBLAS GEMM with a split-K reduction: two events per run on an H200).
+    XLA:GPU runs each operation's thunk inside one profiler annotation, and every kernel
+    launched there carries that annotation's ``scope_range_id``; so where every event of an
+    operation carries one, its executions are the distinct ids. Otherwise (XLA:CPU: one event
+    per run) they are its events."""
     files = sorted(glob.glob(os.path.join(trace_dir, "plugins", "profile", "*", "*.trace.json.gz")))
     if not files:
         raise ParadnnError(f"profile: no *.trace.json.gz under {trace_dir}/plugins/profile; "
@@ -393,7 +400,7 @@ def trace_times(trace_dir: str, module: str | None = None) -> pd.DataFrame:
     names = {e.get("pid"): e.get("args", {}).get("name", "") for e in events
              if e.get("ph") == "M" and e.get("name") == "process_name"}
     device_pids = {pid for pid, n in names.items() if "/device:" in n and "CPU" not in n.upper()}
-    totals: dict[str, list[float]] = {}
+    totals: dict[str, list] = {}  # op -> [events, time (s), scope ids, events without one]
     for e in events:
         args = e.get("args") or {}
         op = args.get("hlo_op")
@@ -403,11 +410,17 @@ def trace_times(trace_dir: str, module: str | None = None) -> pd.DataFrame:
             continue
         if device_pids and e.get("pid") not in device_pids:
             continue
-        t = totals.setdefault(op, [0, 0.0])
+        t = totals.setdefault(op, [0, 0.0, set(), 0])
         t[0] += 1
         t[1] += float(e.get("dur", 0.0)) * 1e-6  # trace durations are microseconds
-    return pd.DataFrame([{"name": k, "events": v[0], "time_s": v[1]} for k, v in totals.items()],
-                        columns=["name", "events", "time_s"])
+        scope = args.get("scope_range_id")
+        if scope is None:
+            t[3] += 1
+        else:
+            t[2].add((e.get("pid"), str(scope)))
+    return pd.DataFrame([{"name": k, "events": v[0], "executions": len(v[2]) if v[2] and not v[3] else v[0],
+                          "time_s": v[1]} for k, v in totals.items()],
+                        columns=["name", "events", "executions", "time_s"])
 
 
 _CONTROL_OPCODES = ("while", "conditional", "call")
@@ -469,7 +482,7 @@ def op_times(hlo: str, trace_dir: str, steps: int, devices: int = 1) -> pd.DataF
     merged.loc[is_opaque, ["flops", "transcendentals", "bytes"]] = float("nan")
     merged = merged.drop(columns=["calls", "computation"])
     per = steps * devices  # every device traces its own events of each operation
-    merged["executions"] = merged["events"] / per
+    merged["executions"] = merged["executions"] / per
     merged["flops"] = merged["flops"] * merged["executions"]
     merged["transcendentals"] = merged["transcendentals"] * merged["executions"]
     merged["bytes"] = merged["bytes"] * merged["executions"]
