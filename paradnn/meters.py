@@ -1,7 +1,8 @@
 """One window around the timed phase that reads every meter: energy (``paradnn.energy``), host
 CPU utilization and contention (other processes' CPU cores, other processes on the GPU), the
-process's page faults and kernel time, how its memory is backed (``paradnn.hostmem``) and,
-when asked, device busy time (``paradnn.hostutil``).
+process's page faults and kernel time, how its memory is backed (``paradnn.hostmem``), what held
+a GPU's clocks down (``paradnn.gpuclocks``) and, when asked, device busy time
+(``paradnn.hostutil``).
 
 >>> with window("cpu", program.devices) as w:  # doctest: +SKIP
 ...     <timed calls, each synchronized>
@@ -18,7 +19,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable, ContextManager, Iterator, Sequence
 
-from paradnn import energy, hostmem, hostutil
+from paradnn import energy, gpuclocks, hostmem, hostutil
 
 
 #: Metrics of a window that are null, with the reason in ``energy_note``/``device_busy_note``,
@@ -28,6 +29,7 @@ MAY_BE_NULL: frozenset[str] = frozenset({
     "energy_per_step_j", "energy_per_example_j", "power_w", "examples_per_joule",
     "host_cpu_utilization", "host_cpu_utilization_per_core", "device_busy_fraction",
     "host_other_busy_cores", "device_other_processes", "page_faults_per_step", "process_system_cpu_s",
+    *gpuclocks.METRICS,
 })
 
 
@@ -39,6 +41,7 @@ class Window:
         self.backend = backend
         self.energy = energy.EnergyWindow(backend, devices, powercap_root, min_window_s=min_window_s)
         self.host = hostutil.HostWindow(proc_stat)
+        self.clocks = gpuclocks.ClockWindow(backend, devices)
         self.energy_reading: energy.EnergyReading | None = None
         self.host_reading: hostutil.HostReading | None = None
         self.busy: tuple[float | None, str] = (None, "")
@@ -62,6 +65,7 @@ class Window:
         out["device_busy_fraction"], out["device_busy_note"] = self.busy
         out["meter_window_s"] = self.seconds
         out["device_other_processes"] = self.other_processes
+        out.update(self.clocks.metrics())
         out["contended"] = self.contended
         return out
 
@@ -97,9 +101,11 @@ def window(backend: str, devices: Sequence[Any] = (),
             before = hostutil.other_device_processes(devices) if gpu else None
             w.host.start()
             w.energy.start()
+            w.clocks.start()
             try:
                 yield w
             finally:
+                w.clocks.stop()
                 w.energy_reading = w.energy.stop()
                 w.host_reading = w.host.stop()
                 after = hostutil.other_device_processes(devices) if gpu else None

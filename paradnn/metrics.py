@@ -154,6 +154,17 @@ METRICS: dict[str, tuple[str, str]] = {
     "energy_source": ("", "nvml (GPU energy counter), nvml-power (sampled GPU power), rapl (CPU "
                       "package counters) or unavailable"),
     "energy_note": ("", "which counters were read, or why no energy was measured"),
+    # What held a GPU's clocks down over the timed window (paradnn.gpuclocks); None off NVIDIA GPUs.
+    "gpu_power_limited_fraction": ("1", "measured: share of the timed window during which the power "
+                                   "limit held the GPU's clocks below the requested ones (NVML "
+                                   "violation counter, NVML_PERF_POLICY_POWER; the most of the run's GPUs)"),
+    "gpu_thermal_limited_fraction": ("1", "measured: as gpu_power_limited_fraction, for temperature "
+                                     "(NVML_PERF_POLICY_THERMAL)"),
+    "gpu_sm_clock_mhz": ("MHz", "measured: the GPU's SM clock at the end of the timed window (NVML; the "
+                         "lowest of the run's GPUs)"),
+    "gpu_max_sm_clock_mhz": ("MHz", "the GPU's maximum SM clock (NVML nvmlDeviceGetMaxClockInfo)"),
+    "power_limit_w": ("W", "the enforced board power limit (NVML), summed over the run's GPUs as power_w is"),
+    "gpu_clocks_note": ("", "which NVML clock readings were taken, or why none was"),
     # Host and device utilization over the timed window (paradnn.hostutil).
     "host_cpu_utilization": ("1", "measured: /proc/stat, busy share of the window's ticks, mean over "
                              "the host's cores (all processes)"),

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from paradnn import families, frameworks, hostmem
+from paradnn import families, frameworks, gpuclocks, hostmem
 from paradnn.measure import PROTOCOL_FIELDS, UNKEYED_SETTINGS
 from paradnn.metrics import (  # noqa: F401 - the metrics' vocabulary, read from here too
     LEDGER_PARTS,
@@ -131,6 +131,9 @@ WARNINGS: dict[str, Flag] = {
         "(host_other_busy_cores, device_other_processes): the step time is this platform's "
         "under that load, slower than on a quiet host; measure again on a quiet host to "
         "publish the platform's own figure")),
+    "clocks_limited": Flag("provenance", (
+        f"the GPU's power limit or temperature held its clocks down for {gpuclocks.LIMITED_SHARE:.0%} or more "
+        "of the timed window (NVML): the board's sustained rate at its limit, below the boost clock's")),
     "peak_spread_above_target": Flag("provenance", (
         "the peak this utilization divides by spread more than the probe's default contention "
         "threshold (10%) over its own repetitions: a probe accepted under a raised "
@@ -253,6 +256,8 @@ def record_warnings(metrics: Mapping[str, Any], devices: int = 1,
         codes.append("page_faults")
     if metrics.get("contended"):
         codes.append("contended")
+    if gpuclocks.held_down(metrics):
+        codes.append("clocks_limited")
     if metrics.get("stable") is False:
         codes.append("unstable")
     return codes

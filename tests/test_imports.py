@@ -185,7 +185,7 @@ def test_families_and_sizes_do_not_reach_up_to_workloads():
 FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("ground", GROUND + ("paradnn.outputs", "paradnn.hostutil", "paradnn.hostmem")),
     ("models", ("paradnn.families", "paradnn.sizes", "paradnn.precision", "paradnn.workload", "paradnn.metrics")),
-    ("platform", ("paradnn.energy", "paradnn.meters", "paradnn.hardware", "paradnn.measure", "paradnn.spawn",
+    ("platform", ("paradnn.energy", "paradnn.gpuclocks", "paradnn.meters", "paradnn.hardware", "paradnn.measure", "paradnn.spawn",
                   "paradnn.envcheck")),
     ("records", ("paradnn.record", "paradnn.rowschema", "paradnn.progress")),
     ("analysis", ("paradnn.analysis",)),

@@ -287,7 +287,8 @@ def test_warning_codes_round_trip():
     # of a nominal peak and a loaded roof a nominal source).
     fired = set(record_warnings(_metrics(model_flops_utilization=2.0, arithmetic_intensity=1.0,
                                          useful_flops_ratio=3.0, peak_source="none", peak_spread=0.2,
-                                         model_ceiling_utilization=2.0, contended=True, stable=False),
+                                         model_ceiling_utilization=2.0, contended=True, stable=False,
+                                         gpu_power_limited_fraction=0.5),
                                 peak_spread_limit=0.1))
     fired |= set(record_warnings(_metrics(peak_source="spec", ceiling_flops=2e11)))
     fired |= set(record_warnings(_metrics(model_flops_utilization=2.0, arithmetic_intensity=1.0)))

@@ -268,6 +268,7 @@ def _meter_lines(d: dict[str, Any]) -> list[str]:
 def warning_lines(record) -> list[str]:
     """One line per warning of the record, its kind first (physics, provenance, precision:
     ``paradnn.record.WARNING_KINDS``), physics first."""
+    from paradnn.gpuclocks import clocks_text
     from paradnn.measure import precision_text
     from paradnn.record import WARNING_KINDS, WARNINGS
 
@@ -283,6 +284,8 @@ def warning_lines(record) -> list[str]:
             detail = f" ({m['host_other_busy_cores']:.2f} CPU cores of other processes)"
         elif code == "unstable":
             detail = f" ({precision_text({**record.settings, **m})})"
+        elif code == "clocks_limited":
+            detail = f" ({clocks_text(m)})"
         text = flag.text if flag is not None else "unknown code"
         lines.append(f"paradnn: {flag.kind if flag else 'warning'} note: {code}{detail}: {text}"
                      if flag is not None and flag.kind != "physics"

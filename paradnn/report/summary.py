@@ -12,6 +12,7 @@ from paradnn.analysis.columns import (
     workload_label,
 )
 from paradnn.analysis.framework import framework_of, frameworks
+from paradnn.gpuclocks import clocks_text
 from paradnn.record import LEDGER_PARTS
 from paradnn.report.cells import TABLE_DIGITS as DIGITS
 from paradnn.report.cells import table_column
@@ -102,6 +103,8 @@ def _note(code: str, row: pd.Series) -> str:
     other = _number(row, "host_other_busy_cores")
     if code == "contended" and other is not None:
         return f"contended ({other:.2f} cores)"
+    if code == "clocks_limited":
+        return f"clocks_limited ({clocks_text(row)})"
     return code
 
 
