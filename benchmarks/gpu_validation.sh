@@ -344,6 +344,7 @@ fi
 import json, sys, xml.etree.ElementTree as ET
 from pathlib import Path
 
+from paradnn.gpuclocks import clocks_text
 from paradnn.units import si
 
 out, mode, budget, elapsed = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
@@ -415,7 +416,8 @@ if probe:
              f"bandwidth {si(c['bytes_per_sec'], 'B/s')}" + (f" ({c['bytes_per_sec'] / spec_bw:.1%} of spec)" if spec_bw else "")
              + "; bfloat16 by method (the ceiling is the best): "
              + ", ".join(f"{m} {si(v, 'FLOP/s')}" for m, v in (probe.get("gemm") or {}).get("bfloat16", {}).items())
-             + f"; probe {c['id']}") if c.get("flops") and pk.get("flops") else (
+             + f"; probe {c['id']}; clocks while its GEMMs ran: {clocks_text(probe.get('gemm_clocks') or {})}"
+             ) if c.get("flops") and pk.get("flops") else (
                  f"no usable bfloat16 probe: {c.get('method')}; float32 ceiling "
                  f"{si(probe['ceilings']['float32'].get('flops'), 'FLOP/s')}")
     check("measured ceiling (paradnn probe)", value,
@@ -472,7 +474,6 @@ for dt in ("bfloat16", "float32"):
               f"TF32 in use: {tf32} (non-tensor FP32 peak {si(full, 'FLOP/s')})" if full else "", step="fc_float32")
 
 r = load("fc_bfloat16_big.json") or {}
-from paradnn.gpuclocks import clocks_text
 check("FC bfloat16 at twice the batch" + (" (16384)" if gpu else ""),
       (f"{si(r['flops_per_sec'], 'FLOP/s')} = {pct(r.get('flops_utilization'))} of the {r['peak_source']} peak, "
        f"{pct(r.get('ceiling_utilization'))} of the measured ceiling; step {num((r.get('step_time_s') or 0) * 1e3)} ms; "

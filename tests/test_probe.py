@@ -68,6 +68,9 @@ def test_best_method_wins_and_quiet_result_is_cached(cache, monkeypatch):
     assert result["contended"] is False and result["in_use"] is True
     assert _measurements(cache)[0]["peak_flops"] == result["peak_flops"]
     assert result["host_load"]["cpus"] >= 1
+    # No GPU clocks to read on a CPU; the probe says so rather than leaving them out.
+    assert result["gemm_clocks"]["gpu_sm_clock_mhz"] is None
+    assert "NVIDIA GPUs only" in result["gemm_clocks"]["gpu_clocks_note"]
     peak = hardware.peaks("cpu", "float32", "cpu")
     assert peak.source == "measured" and "fast" in peak.method and peak.flops == result["peak_flops"]["float32"]
     assert (peak.id, peak.measured_utc, peak.spread) == (result["id"], result["measured_utc"],

@@ -8,11 +8,12 @@ import json
 import os
 import sys
 import time
+from types import SimpleNamespace
 from typing import Any, Callable
 
 import numpy as np
 
-from paradnn import frameworks
+from paradnn import frameworks, gpuclocks
 from paradnn.hardware import host, probe_cache
 from paradnn.hardware.host import local_device_info
 from paradnn.hardware.quality import (
@@ -223,7 +224,8 @@ def probe(refresh: bool = False, dtypes: tuple[str, ...] = PROBE_DTYPES,
     busy during the probe, ``loadavg_1m``, ``cpus``), ``contended`` and ``contended_reasons``,
     ``incomplete`` (pairs skipped past the time budget), ``nominal_flops`` and ``nominal_basis``
     (CPUs, where readable), ``measured_utc``, ``method``, the device, host and versions, and
-    ``in_use`` (whether utilization divides by it now). A reduced-precision peak is at least the
+    ``gemm_clocks`` (what held a GPU's clocks down while the GEMMs ran, :mod:`paradnn.gpuclocks`;
+    null readings elsewhere) and ``in_use`` (whether utilization divides by it now). A reduced-precision peak is at least the
     float32 one: XLA:CPU may run reduced-precision matmuls in float32, so the float32 rate is
     attainable in such a program.
     """
@@ -281,8 +283,15 @@ def _measure(backend: Any, methods: dict[str, Callable], info: dict[str, Any],
     weights = [2.0 if d == "float32" else 1.0 for d in dtypes]
     ends = np.cumsum(weights) / sum(weights)
     cpu0, wall0 = os.times(), time.perf_counter()
-    gemm = {d: measure_gemm(d, methods, sizes.get(d), deadline=start + budget * float(end))
-            for d, end in zip(dtypes, ends)}
+    # What held the clocks down while the GEMMs ran (a GPU at its power limit: the ceiling is
+    # then the board's sustained rate); the probe's GEMMs run on the first device.
+    clocks = gpuclocks.ClockWindow(info["device_platform"], [SimpleNamespace(id=0, local_hardware_id=0)])
+    clocks.start()
+    try:
+        gemm = {d: measure_gemm(d, methods, sizes.get(d), deadline=start + budget * float(end))
+                for d, end in zip(dtypes, ends)}
+    finally:
+        clocks.stop()
     cpu1, gemm_wall = os.times(), time.perf_counter() - wall0
     # The CPUs the GEMMs kept busy (this process's CPU time over their wall time) against the
     # CPUs it may use: more is impossible (impossible()); on an accelerator, host threads only.
@@ -314,6 +323,7 @@ def _measure(backend: Any, methods: dict[str, Callable], info: dict[str, Any],
         "noisy_dtypes": noisy, "max_cv": max_cv, "max_other_cores": max_load,
         "host_load": {"other_busy_cores": other_cores, "loadavg_1m": loadavg, "cpus": os.cpu_count()},
         "gemm_cores_used": gemm_cores,
+        "gemm_clocks": clocks.metrics(),
         "gemm_cores_allowed": float(len(os.sched_getaffinity(0))) if on_cpu and hasattr(os, "sched_getaffinity")
         else (float(os.cpu_count() or 1) if on_cpu else None),
         "incomplete": {d: g["skipped"] for d, g in gemm.items() if g["skipped"]},
