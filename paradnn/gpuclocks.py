@@ -29,7 +29,7 @@ from typing import Any, Mapping, Sequence
 
 from paradnn import hostutil
 
-#: The window's metrics (docs/metrics.md, "Clocks over the timed window"), null off NVIDIA GPUs.
+#: The window's metrics (docs/metrics.md, "What held a GPU's clocks down"), null off NVIDIA GPUs.
 METRICS: tuple[str, ...] = ("gpu_power_limited_fraction", "gpu_thermal_limited_fraction",
                             "gpu_sm_clock_mhz", "gpu_max_sm_clock_mhz", "power_limit_w")
 #: Metric -> the NVML performance policy whose violation counter it reads (pynvml's constants:
@@ -132,7 +132,7 @@ class ClockWindow:
         self.nvml = None
         note = f"NVML on {len(self.handles)} GPU(s): violation counters (power, thermal), SM clock, power limit"
         if missing:
-            note += "; not supported: " + ", ".join(dict.fromkeys(missing))
+            note += "; not read (unsupported, or NVML's clock did not advance): " + ", ".join(dict.fromkeys(missing))
         self._result = {**out, "gpu_clocks_note": note}
 
     def metrics(self) -> dict[str, Any]:

@@ -223,11 +223,11 @@ def probe(refresh: bool = False, dtypes: tuple[str, ...] = PROBE_DTYPES,
     ``peak_bytes_per_sec`` (B/s), ``host_load`` (``other_busy_cores``: cores other processes kept
     busy during the probe, ``loadavg_1m``, ``cpus``), ``contended`` and ``contended_reasons``,
     ``incomplete`` (pairs skipped past the time budget), ``nominal_flops`` and ``nominal_basis``
-    (CPUs, where readable), ``measured_utc``, ``method``, the device, host and versions, and
+    (CPUs, where readable), ``measured_utc``, ``method``, the device, host and versions,
     ``gemm_clocks`` (what held a GPU's clocks down while the GEMMs ran, :mod:`paradnn.gpuclocks`;
-    null readings elsewhere) and ``in_use`` (whether utilization divides by it now). A reduced-precision peak is at least the
-    float32 one: XLA:CPU may run reduced-precision matmuls in float32, so the float32 rate is
-    attainable in such a program.
+    null readings elsewhere) and ``in_use`` (whether utilization divides by it now). A
+    reduced-precision peak is at least the float32 one: XLA:CPU may run reduced-precision
+    matmuls in float32, so the float32 rate is attainable in such a program.
     """
     backend, methods, info, versions, key = _probe_context(framework)
     dtypes = tuple(dict.fromkeys(("float32", *dtypes)))
