@@ -101,22 +101,11 @@ def test_a_record_held_down_for_a_tenth_of_its_window_carries_the_note():
                                                     "gpu_thermal_limited_fraction": None})
 
 
-def _gpu_reason():
-    import jax
-
-    if jax.default_backend() != "gpu":
-        return f"needs an NVIDIA GPU; the JAX backend here is {jax.default_backend()}"
-    try:
-        import pynvml  # noqa: F401
-    except ImportError:
-        return "needs nvidia-ml-py (pynvml), not installed"
-    return None
-
-
-@pytest.mark.gpu
-@pytest.mark.skipif(_gpu_reason() is not None, reason=str(_gpu_reason()))
+@pytest.mark.gpu  # conftest skips it, with the reason, where JAX's backend is not an NVIDIA GPU
 def test_clock_readings_on_the_gpu_during_matmuls():
     import time
+
+    pytest.importorskip("pynvml", reason="needs nvidia-ml-py (pynvml), not installed")
 
     import jax
     import jax.numpy as jnp
