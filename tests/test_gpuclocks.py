@@ -122,3 +122,28 @@ def test_clock_readings_on_the_gpu_during_matmuls():
     assert m["power_limit_w"] > 50, m["gpu_clocks_note"]
     for name in ("gpu_power_limited_fraction", "gpu_thermal_limited_fraction"):
         assert m[name] is None or 0 <= m[name] <= 1.05, (name, m[name], m["gpu_clocks_note"])
+
+
+HELD = {"gpu_power_limited_fraction": 0.85, "gpu_thermal_limited_fraction": 0.0, "gpu_sm_clock_mhz": 1590.0,
+        "gpu_max_sm_clock_mhz": 1980.0, "power_limit_w": 700.0}
+HELD_TEXT = "power limit 85% of the window, SM clock 1,590 of 1,980 MHz, limit 700 W"
+
+
+def test_the_run_lines_and_the_reports_table_say_what_held_the_clocks():
+    from data import golden
+
+    from paradnn.cli.run import warning_lines
+    from paradnn.report.summary import summary_table
+
+    record = SimpleNamespace(status="ok", metrics=HELD, warnings=["clocks_limited"], settings={})
+    (line,) = warning_lines(record)
+    assert line.startswith(f"paradnn: provenance note: clocks_limited ({HELD_TEXT}):")
+    df = golden.make_frame().head(3).copy()
+    first = df.index[0]
+    df["warnings"] = None  # the golden frame has no column of codes (a store before them)
+    df.loc[first, "warnings"] = "clocks_limited"
+    for name, value in HELD.items():
+        df[name] = None
+        df.loc[first, name] = value
+    notes = summary_table(df)["notes"]
+    assert f"clocks_limited ({HELD_TEXT})" in list(notes)

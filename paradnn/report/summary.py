@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import pandas as pd
 
-from paradnn import ledger
+from paradnn import gpuclocks, ledger
 from paradnn.analysis.columns import (
     headline_utilization, label_columns, platform_label, unstable_mask, warning_lists,
     workload_label,
 )
 from paradnn.analysis.framework import framework_of, frameworks
-from paradnn.gpuclocks import clocks_text
 from paradnn.record import LEDGER_PARTS
 from paradnn.report.cells import TABLE_DIGITS as DIGITS
 from paradnn.report.cells import table_column
@@ -58,7 +57,8 @@ def summary_table(df: pd.DataFrame) -> pd.DataFrame:
     # ~160 values per run: 3 s at 10,000 runs).
     cols = [c for c in df.columns if c in {
         *label_columns(df), "step_time_s", "step_time_ci_low_s", "step_time_ci_high_s",
-        "examples_per_sec", "status", "peak_source", "host_other_busy_cores", *([util] if util else [])}]
+        "examples_per_sec", "status", "peak_source", "host_other_busy_cores", *gpuclocks.METRICS,
+        *([util] if util else [])}]
     for i, r in zip(df.index, df[cols].to_dict("records")):
         step, lo, hi = (_number(r, c) for c in ("step_time_s", "step_time_ci_low_s", "step_time_ci_high_s"))
         ci = (f" ({precise_duration(lo, DIGITS, zeros=True)} to {precise_duration(hi, DIGITS, zeros=True)})"
@@ -104,7 +104,7 @@ def _note(code: str, row: pd.Series) -> str:
     if code == "contended" and other is not None:
         return f"contended ({other:.2f} cores)"
     if code == "clocks_limited":
-        return f"clocks_limited ({clocks_text(row)})"
+        return f"clocks_limited ({gpuclocks.clocks_text(row)})"
     return code
 
 
