@@ -120,6 +120,9 @@ if [ "$MODE" = gpu ]; then
   FC_ARGS=(--layers 4 --nodes 8192 --input 8192 --output 1000 --batch 8192)
   FC_BIG_ARGS=(--layers 4 --nodes 8192 --input 8192 --output 1000 --batch 16384)
   FC_SETTINGS=(--steps-per-call 5 --warmup-calls 1 --min-calls 6 --time-budget-s 3)
+  # After 15 s of untimed calls: the board's sustained state (the H200 reached its power limit
+  # within the 3-s runs above).
+  SUSTAINED=(--warmup-s 15 --time-budget-s 30)
   OOM_LIMIT=()                        # the device's own limit (memory_stats bytes_limit)
   ACT_OOM_ARGS=(--layers 32 --nodes 8192 --input 8192 --output 1000 --batch 131072)
   RESNET_ARGS=(--batch 256 --image 224 --steps 30)
@@ -142,6 +145,7 @@ else
   FC_ARGS=(--layers 2 --nodes 64 --input 64 --output 10 --batch 64)
   FC_BIG_ARGS=(--layers 2 --nodes 64 --input 64 --output 10 --batch 128)
   FC_SETTINGS=(--steps-per-call 2 --warmup-calls 1 --min-calls 6 --max-calls 6 --time-budget-s 0.2)
+  SUSTAINED=(--warmup-s 0.2 --time-budget-s 0.5)
   OOM_LIMIT=(--memory-limit 30MB)
   ACT_OOM_ARGS=(--layers 4 --nodes 512 --input 128 --output 10 --batch 8192)  # state + batch 15 MB, activations more
   RESNET_ARGS=(--batch 4 --image 32 --dtype float32 --steps 2 --steps-per-call 1 --time-budget 0.2)
@@ -206,6 +210,12 @@ done
 # step beyond its GEMMs at the ceiling; docs/gpu.md, "what the run found").
 step fc_bfloat16_big 90 --stdout "$RES/fc_bfloat16_big.json" "$PY" -m paradnn run fc "${FC_BIG_ARGS[@]}" \
   --dtype bfloat16 "${FC_SETTINGS[@]}" --json
+# The same FC timed after 15 s of untimed calls, with what held the clocks down
+# (gpu_power_limited_fraction): the board's sustained rate, against the short run above, tells
+# whether the power limit is what the FC's utilization misses (docs/gpu.md, "Where the FC's time
+# went"; the H200's 3-s run drew 693 W of its 700 W).
+step fc_bfloat16_sustained 90 --stdout "$RES/fc_bfloat16_sustained.json" "$PY" -m paradnn run fc "${FC_BIG_ARGS[@]}" \
+  --dtype bfloat16 "${FC_SETTINGS[@]}" "${SUSTAINED[@]}" --json
 step fc_float32_highest 90 --stdout "$RES/fc_float32_highest.json" "$PY" -m paradnn run fc "${FC_ARGS[@]}" \
   --dtype float32 --matmul-precision highest "${FC_SETTINGS[@]}" --json
 step fc_float32_torch 120 --stdout "$RES/fc_float32_torch.json" "$PY" -m paradnn run fc "${FC_ARGS[@]}" \
@@ -483,6 +493,19 @@ check("FC bfloat16 at twice the batch" + (" (16384)" if gpu else ""),
       (r.get("status") == "ok" and (r.get("flops_utilization") or 0) >= 0.70
        and 0.85 <= (r.get("ceiling_utilization") or 0) <= 1.0) if gpu else r.get("status") == "ok",
       step="fc_bfloat16_big")
+
+s = load("fc_bfloat16_sustained.json") or {}
+short = r.get("examples_per_sec") if r.get("status") == "ok" else None
+check("FC bfloat16 at twice the batch, sustained (15 s of warm-up)",
+      (f"{si(s['flops_per_sec'], 'FLOP/s')} = {pct(s.get('flops_utilization'))} of the {s['peak_source']} peak, "
+       f"{pct(s.get('ceiling_utilization'))} of the measured ceiling; "
+       + (f"{s['examples_per_sec'] / short:.3f}x the 3-s run; " if short else "")
+       + f"{num(s.get('power_w'))} W; clocks: {clocks_text(s)} ({s.get('gpu_clocks_note')}); "
+       f"cv {pct(s.get('step_time_cv'))}; warnings {s.get('warnings')}")
+      if s.get("status") == "ok" else (s.get("error") or steps.get("fc_bfloat16_sustained", {}).get("status")),
+      "recorded with what held the clocks down (NVML) on a GPU",
+      (s.get("status") == "ok" and "not read" not in str(s.get("gpu_clocks_note"))) if gpu else s.get("status") == "ok",
+      step="fc_bfloat16_sustained")
 
 # The precision each float32 run measured itself using, and the peak that follows from it: on an
 # Ampere or later GPU JAX's default is TF32; the pinned run and PyTorch's default matmul are full
