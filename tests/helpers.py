@@ -58,3 +58,24 @@ def paradnn_messages(caught: Any) -> list[str]:
     from paradnn.errors import ParadnnWarning
 
     return [str(w.message) for w in caught if issubclass(w.category, ParadnnWarning)]
+
+
+class FakeNvmlBase:
+    """What every stand-in for pynvml shares (its error type, start and stop, device handles
+    that are their indices), for the NVML logic that a lent GPU cannot exercise on demand;
+    tests add the readings they need."""
+
+    class NVMLError(Exception):
+        pass
+
+    def __init__(self) -> None:
+        self.shutdowns = 0
+
+    def nvmlInit(self) -> None:
+        pass
+
+    def nvmlShutdown(self) -> None:
+        self.shutdowns += 1
+
+    def nvmlDeviceGetHandleByIndex(self, i: int) -> int:
+        return i

@@ -6,6 +6,7 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers import FakeNvmlBase
 
 from paradnn import energy
 from paradnn.energy import EnergyWindow, RaplCounter
@@ -122,26 +123,14 @@ def test_rapl_of_this_host_or_the_reason():
     assert r.source == "rapl" and r.joules > 0 and 0.5 < r.joules / r.seconds < 5000
 
 
-class FakeNvml:
+class FakeNvml(FakeNvmlBase):
     """The few pynvml calls the meter makes, for the logic that a lent GPU cannot exercise
     on demand (a GPU without the energy counter)."""
-
-    class NVMLError(Exception):
-        pass
 
     def __init__(self, energy_supported: bool):
         self.energy_supported = energy_supported
         self.mj = {0: 1000, 1: 5000}
-        self.shutdowns = 0
-
-    def nvmlInit(self):
-        pass
-
-    def nvmlShutdown(self):
-        self.shutdowns += 1
-
-    def nvmlDeviceGetHandleByIndex(self, i):
-        return i
+        super().__init__()
 
     def nvmlDeviceGetTotalEnergyConsumption(self, h):
         if not self.energy_supported:

@@ -5,32 +5,21 @@ readings."""
 from types import SimpleNamespace
 
 import pytest
+from helpers import FakeNvmlBase
 
 from paradnn import gpuclocks, meters
 from paradnn.record import WARNINGS, record_warnings
 
 
-class FakeNvml:
+class FakeNvml(FakeNvmlBase):
     """The pynvml calls the clock meter makes, for the arithmetic a lent GPU cannot exercise on
     demand (a board at its power limit, a driver without the violation counters)."""
-
-    class NVMLError(Exception):
-        pass
 
     def __init__(self, violations: bool = True):
         self.violations = violations
         self.now_us = 1_000_000
         self.violation_ns = {(0, 0): 0, (0, 1): 0, (1, 0): 0, (1, 1): 0}  # (device, policy)
-        self.shutdowns = 0
-
-    def nvmlInit(self):
-        pass
-
-    def nvmlShutdown(self):
-        self.shutdowns += 1
-
-    def nvmlDeviceGetHandleByIndex(self, i):
-        return i
+        super().__init__()
 
     def nvmlDeviceGetViolationStatus(self, h, policy):
         if not self.violations:
