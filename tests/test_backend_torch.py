@@ -190,6 +190,26 @@ def test_mixed_precision_autocast_trains(dtype, tiny_settings):
     assert B.loss_value(second) < B.loss_value(first)
 
 
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_lstm_under_cpu_autocast_trains_on_any_cpu(dtype):
+    """Under CPU autocast torch hands oneDNN's LSTM the reduced dtype, which oneDNN cannot build
+    on CPUs without its kernels (AVX2-only hosts: a RuntimeError, a plain nn.LSTM too); the layer
+    then casts explicitly and torch's own LSTM computes in that dtype. Either way: values near
+    float32's and float32 gradients for every weight."""
+    from paradnn.backends.torch.models.generated import Recurrent
+
+    torch.manual_seed(0)
+    layer = Recurrent("lstm", 8, 8)
+    xs = torch.randn(2, 3, 8)
+    exact = layer(xs).detach()
+    with torch.autocast("cpu", dtype=getattr(torch, dtype)):
+        ys = layer(xs)
+    ys.float().sum().backward()
+    assert torch.allclose(ys.float(), exact, atol=0.05)
+    for p in layer.parameters():
+        assert p.grad is not None and p.grad.dtype == torch.float32 and torch.isfinite(p.grad).all()
+
+
 def test_time_calls_on_a_program(tiny_settings):
     t = families.get("fc").tiny[0]
     fields = {k: v for k, v in t.items() if k != "batch"}

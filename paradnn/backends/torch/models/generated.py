@@ -165,6 +165,18 @@ def tf1_to_torch_gates(hidden: int) -> torch.Tensor:
     return torch.cat([i, f, j, o])
 
 
+def _autocast_dtype_onednn_lacks(device: torch.device) -> torch.dtype | None:
+    """The reduced dtype CPU autocast computes in on ``device``, where oneDNN has no kernels for
+    it on this CPU (torch's own check, the one that routes explicit reduced-dtype RNNs away from
+    oneDNN); None on a GPU, without autocast, or where oneDNN has them."""
+    if device.type != "cpu" or not torch.is_autocast_enabled("cpu"):
+        return None
+    dtype = torch.get_autocast_dtype("cpu")
+    supported = {torch.bfloat16: torch.ops.mkldnn._is_mkldnn_bf16_supported,
+                 torch.float16: torch.ops.mkldnn._is_mkldnn_fp16_supported}.get(dtype)
+    return dtype if supported is not None and not supported() else None
+
+
 class Recurrent(nn.Module):
     """One TF1-style recurrent layer over a batch-major sequence ``[batch, length, features]``.
 
@@ -178,6 +190,8 @@ class Recurrent(nn.Module):
     parameter count as the TF1 cell. The fused kernels run eagerly inside a compiled step
     (TorchDynamo leaves them out of its graphs, as it does ``nn.LSTM``): compiled, the cell
     loop took 1.65x the fused kernel's time on the bench LSTM (embed 256, length 20, batch 64).
+    Under CPU autocast to a dtype this CPU's oneDNN lacks, the LSTM casts for itself and runs
+    torch's ATen kernel (see ``_fused``).
 
     The ``gru`` cell has no fused counterpart (TF1 multiplies ``h`` by the reset gate before the
     candidate's matmul, torch after it): its loop over time is Python, which torch.compile
@@ -217,6 +231,16 @@ class Recurrent(nn.Module):
         weights = [self.weight_ih, self.weight_hh, self.bias, self.bias_hh]
         zeros = xs.new_zeros((1, xs.shape[0], self.hidden))
         if self.cell == "lstm":
+            low = _autocast_dtype_onednn_lacks(xs.device)
+            if low is not None:
+                # Under CPU autocast torch hands oneDNN's LSTM the reduced dtype, which oneDNN cannot
+                # build on a CPU without that dtype's kernels (torch 2.14 on an AVX2-only AMD EPYC:
+                # "could not create a primitive descriptor for the LSTM forward propagation
+                # primitive", a plain nn.LSTM too). Cast explicitly instead: torch then runs its own
+                # ATen LSTM in that dtype, the computation autocast asks for.
+                with torch.autocast("cpu", enabled=False):
+                    return torch.lstm(xs.to(low), (zeros.to(low), zeros.to(low)), [w.to(low) for w in weights],
+                                      True, 1, 0.0, self.training, False, True)[0]
             return torch.lstm(xs, (zeros, zeros), weights, True, 1, 0.0, self.training, False, True)[0]
         return torch.rnn_tanh(xs, zeros, weights, True, 1, 0.0, self.training, False, True)[0]
 
