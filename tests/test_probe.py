@@ -43,6 +43,7 @@ def cache(tmp_path, monkeypatch):
     monkeypatch.setattr(probe_cache, "CACHE_PATH", path)
     monkeypatch.setattr(probing, "_MEMO", {})
     monkeypatch.delenv("PARADNN_PROBE_MAX_CV", raising=False)
+    monkeypatch.delenv("PARADNN_PROBE_BUDGET_S", raising=False)  # the suite's short budget (conftest.py)
     # Other processes' load on a shared test host is not what these tests are about (one test
     # sets its own threshold and load).
     monkeypatch.setenv("PARADNN_PROBE_MAX_LOAD", "1000")
@@ -75,6 +76,26 @@ def test_best_method_wins_and_quiet_result_is_cached(cache, monkeypatch):
     assert peak.source == "measured" and "fast" in peak.method and peak.flops == result["peak_flops"]["float32"]
     assert (peak.id, peak.measured_utc, peak.spread) == (result["id"], result["measured_utc"],
                                                          result["spread"]["float32"])
+
+
+def test_a_probe_past_its_budget_keeps_one_pair_per_dtype_and_records_the_rest(cache, monkeypatch):
+    """The GEMM budget (``PARADNN_PROBE_BUDGET_S``, float32 half of it, each other dtype a
+    quarter): past its share a dtype measures no further (method, size) pair, but always its
+    first, and the skipped pairs are recorded as ``incomplete``. The suite's own probes run so
+    (tests/conftest.py), so this is the rule that their peaks come from."""
+    monkeypatch.setenv("PARADNN_PROBE_BUDGET_S", "0.3")
+    monkeypatch.setenv("PARADNN_PROBE_MAX_CV", "5")
+    # One pair of method a is a warm call and two timed ones, 0.18 s: past float32's 0.15 s, and
+    # the winner's five spread calls take every later dtype past its own end before it starts.
+    _methods(monkeypatch, {"a": _sleeper(0.06), "b": _sleeper(0.01)})
+    result = hardware.probe()
+    sizes = hardware.probe_plan("cpu")["gemm_sizes"]
+    for dtype in hardware.PROBE_DTYPES:
+        first, second = sizes[dtype]
+        assert result["incomplete"][dtype] == [f"a {second}", f"b {first}", f"b {second}"], dtype
+        assert set(result["gemm"][dtype]) == {"a"}, dtype
+    assert result["peak_flops"]["float32"] == pytest.approx(2 * sizes["float32"][0] ** 3 / 0.06, rel=0.3)
+    assert result["in_use"] is True and "within 0.3 s" in result["method"]
 
 
 def test_contended_result_is_stored_as_such_and_never_used(cache, monkeypatch):
