@@ -191,13 +191,20 @@ def test_mixed_precision_autocast_trains(dtype, tiny_settings):
 
 
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
-def test_lstm_under_cpu_autocast_trains_on_any_cpu(dtype):
+@pytest.mark.parametrize("check", ["torch's", "missing"])
+def test_lstm_under_cpu_autocast_trains_on_any_cpu(dtype, check, monkeypatch):
     """Under CPU autocast torch hands oneDNN's LSTM the reduced dtype, which oneDNN cannot build
     on CPUs without its kernels (AVX2-only hosts: a RuntimeError, a plain nn.LSTM too); the layer
     then casts explicitly and torch's own LSTM computes in that dtype. Either way: values near
-    float32's and float32 gradients for every weight."""
+    float32's and float32 gradients for every weight. A torch without the private check that
+    says which CPUs lack the kernels (``missing``: a renamed op) takes the explicit cast."""
+    from paradnn.backends.torch.models import generated
     from paradnn.backends.torch.models.generated import Recurrent
 
+    if check == "missing":
+        monkeypatch.setitem(generated._ONEDNN_DTYPE_CHECKS, getattr(torch, dtype), "_no_such_check")
+        with torch.autocast("cpu", dtype=getattr(torch, dtype)):
+            assert generated._autocast_dtype_onednn_lacks(torch.device("cpu")) == getattr(torch, dtype)
     torch.manual_seed(0)
     layer = Recurrent("lstm", 8, 8)
     xs = torch.randn(2, 3, 8)

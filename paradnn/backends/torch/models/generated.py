@@ -165,16 +165,23 @@ def tf1_to_torch_gates(hidden: int) -> torch.Tensor:
     return torch.cat([i, f, j, o])
 
 
+#: torch's checks of whether this CPU's oneDNN has kernels for a reduced dtype: the ones torch
+#: itself routes explicit reduced-dtype RNNs away from oneDNN by (private ops of torch 2.x).
+_ONEDNN_DTYPE_CHECKS = {torch.bfloat16: "_is_mkldnn_bf16_supported", torch.float16: "_is_mkldnn_fp16_supported"}
+
+
 def _autocast_dtype_onednn_lacks(device: torch.device) -> torch.dtype | None:
     """The reduced dtype CPU autocast computes in on ``device``, where oneDNN has no kernels for
-    it on this CPU (torch's own check, the one that routes explicit reduced-dtype RNNs away from
-    oneDNN); None on a GPU, without autocast, or where oneDNN has them."""
+    it on this CPU (:data:`_ONEDNN_DTYPE_CHECKS`), or where this torch has no such check (then
+    the explicit cast, whose ATen LSTM runs on every CPU, is the safe path); None on a GPU,
+    without autocast, for float32, or where oneDNN has the kernels."""
     if device.type != "cpu" or not torch.is_autocast_enabled("cpu"):
         return None
     dtype = torch.get_autocast_dtype("cpu")
-    supported = {torch.bfloat16: torch.ops.mkldnn._is_mkldnn_bf16_supported,
-                 torch.float16: torch.ops.mkldnn._is_mkldnn_fp16_supported}.get(dtype)
-    return dtype if supported is not None and not supported() else None
+    if dtype not in _ONEDNN_DTYPE_CHECKS:
+        return None
+    supported = getattr(torch.ops.mkldnn, _ONEDNN_DTYPE_CHECKS[dtype], None)
+    return dtype if supported is None or not supported() else None
 
 
 class Recurrent(nn.Module):
