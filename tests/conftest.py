@@ -9,10 +9,10 @@ os.environ.setdefault("PARADNN_CACHE", tempfile.mkdtemp(prefix="paradnn-test-cac
 # tests/test_probe.py checks the contention rule itself.
 os.environ.setdefault("PARADNN_PROBE_MAX_CV", "10")
 os.environ.setdefault("PARADNN_PROBE_MAX_LOAD", "1000")  # other processes' busy cores, likewise
-# The host's peak is measured with a 2 s GEMM budget (each dtype keeps its first size; the skipped
-# pairs are recorded as `incomplete`): the full 40 s budget took 25-40 s per probe on the AVX2
-# CI host, and every child with a fresh cache, a fake HOME or its own XLA_FLAGS (another probe
-# key) paid it again. tests/test_probe.py checks the budget rule itself.
+# The host's peak is measured with a 2 s GEMM budget (each dtype measures at least its first
+# method and size; the pairs skipped are recorded as `incomplete`): the full 40 s budget took
+# 25-40 s per probe on the AVX2 CI host, and every child with a fresh cache, a fake HOME or its
+# own XLA_FLAGS (another probe key) paid it again. tests/test_probe.py checks the budget rule itself.
 os.environ.setdefault("PARADNN_PROBE_BUDGET_S", "2")
 # Sweeps of the suite measure each config as asked: a test's row counts do not depend on how
 # busy the host was. The automatic retry's own tests name retry_unstable_s.
