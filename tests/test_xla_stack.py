@@ -138,6 +138,81 @@ def test_auto_step_loop_by_platform():
             assert options(step_loop=loop).step_loop == loop
 
 
+CNN = paradnn.CNN("residual", 1, 4, 32, 5)
+#: One tiny config of each kind of step program: dense layers, a scanned recurrence, attention,
+#: convolutions with batch norm (its statistics an extra, mutable state).
+REPLAYED = [SPEC, paradnn.RNN("lstm", 1, 8, 3, 11), paradnn.Transformer(1, 16, 2, 32, 4, 32), CNN]
+
+
+def _abstract(spec):
+    model = build(spec, "float32")
+    opt = model.default_optimizer
+    return (model, opt, *wl.abstract_inputs(Workload(spec, 2, "float32", None, 1), model, opt))
+
+
+@pytest.mark.parametrize("spec", REPLAYED, ids=lambda s: type(s).__name__)
+def test_a_replayed_step_lowers_to_the_same_k_step_program(spec):
+    """The K-step loop around a replay of the traced single step (what ``compile_measured``
+    lowers, tracing the model once) is the program that tracing the model inside the loop gives."""
+    model, opt, state, batch = _abstract(spec)
+    single = wl.jit_step(model, opt, donate=True).trace(state, batch)
+    replayed = wl.jit_multi_step(model, opt, step=wl.replay(single)).lower(state, batch, wl.STEPS_ARG)
+    direct = wl.jit_multi_step(model, opt).lower(state, batch, wl.STEPS_ARG)
+    assert replayed.as_text() == direct.as_text()
+
+
+def _count_model_traces(monkeypatch) -> list[int]:
+    """A list that grows by one each time a training step of ``wl.step_fn`` is traced (the
+    model's Python runs: Flax modules, optax). XLA's compile is skipped: only the tracing is
+    under test, and the lowered program is the one tested above."""
+    monkeypatch.setattr(xla_stack, "compile_lowered", lambda lowered, preset, platform: (None, {}))
+    traced: list[int] = []
+    real_step_fn = wl.step_fn
+
+    def counting_step_fn(model, optimizer_name):
+        step = real_step_fn(model, optimizer_name)
+
+        def counted(*args):
+            traced.append(1)
+            return step(*args)
+
+        return counted
+
+    monkeypatch.setattr(wl, "step_fn", counting_step_fn)
+    return traced
+
+
+@pytest.mark.parametrize("spec, loop", [(SPEC, "auto"), (CNN, "auto"), (SPEC, "device"), (SPEC, "host"),
+                                        (CNN, "device")], ids=str)
+def test_the_measured_program_traces_the_model_once(monkeypatch, spec, loop):
+    """Whichever loop runs, and however ``auto`` picks it, the model's Python runs once per
+    compile: a CNN's auto step on a CPU used to be traced as the K-step loop, then again as the
+    single step."""
+    model, opt, state, batch = _abstract(spec)
+    traced = _count_model_traces(monkeypatch)
+    _, used, _ = wl.compile_measured(model, opt, None, state, batch, loop=loop)
+    assert len(traced) == 1
+    has_convolution = isinstance(spec, paradnn.CNN)
+    assert used == (auto_step_loop(jax.default_backend(), has_convolution) if loop == "auto" else loop)
+
+
+@pytest.mark.parametrize("spec", [SPEC, CNN], ids=str)
+@pytest.mark.parametrize("hint", [True, False])
+def test_autos_loop_comes_from_the_program_whatever_is_traced_first(monkeypatch, spec, hint):
+    """The batch's shape only says which form of the step to trace first: a step traced first as
+    the single step and without a convolution is replayed into the K-step loop (no second trace),
+    and a step traced first as the K-step loop that has one is traced again as the single step;
+    the loop used is the same either way."""
+    monkeypatch.setattr(wl, "_likely_convolutional", lambda batch: hint)
+    model, opt, state, batch = _abstract(spec)
+    traced = _count_model_traces(monkeypatch)
+    _, used, _ = wl.compile_measured(model, opt, None, state, batch)
+    has_convolution = isinstance(spec, paradnn.CNN)
+    assert used == auto_step_loop(jax.default_backend(), has_convolution)
+    program_decides = auto_step_loop(jax.default_backend()) != auto_step_loop(jax.default_backend(), True)
+    assert len(traced) == (2 if program_decides and has_convolution and not hint else 1)
+
+
 def _small_spatial_conv_grad():
     """The gradient of a 3x3 SAME convolution over a 2x2 image (a CNN's last stage on small
     images): XLA:CPU's algebraic simplifier swaps its operands into a loop-emitted convolution."""
