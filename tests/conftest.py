@@ -35,9 +35,19 @@ def paradnn_cmd() -> list[str]:
     return [sys.executable, "-m", "paradnn"]
 
 
+#: Test files that hold the suite's longest tests (``pytest --durations``: the zoo's one-step
+#: runs, 40-140 s each on the 2-core CI host; the contract tables, 60-200 s; the TensorFlow
+#: backend's, 40-120 s). They run first: pytest-xdist hands tests out in collection order, and
+#: collected last (alphabetically), the zoo's steps left one worker busy after the other ran out.
+RUN_FIRST = ("test_zoo.py", "test_families.py", "test_backend_tf.py")
+
+
 def pytest_collection_modifyitems(config, items):
-    """Tests marked ``gpu`` run only where the default JAX backend is an NVIDIA GPU; elsewhere
-    they skip with the reason (never silently)."""
+    """Files of ``RUN_FIRST`` first, each file's tests kept together and in order (module
+    fixtures are set up as often as before). Tests marked ``gpu`` run only where the default JAX
+    backend is an NVIDIA GPU; elsewhere they skip with the reason (never silently)."""
+    rank = {name: i for i, name in enumerate(RUN_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(RUN_FIRST)))  # stable: the rest as collected
     gpu_items = [item for item in items if item.get_closest_marker("gpu")]
     if not gpu_items:
         return
