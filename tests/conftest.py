@@ -37,8 +37,9 @@ def paradnn_cmd() -> list[str]:
 
 #: Test files that hold the suite's longest tests (``pytest --durations``: the zoo's one-step
 #: runs, 40-140 s each on the 2-core CI host; the contract tables, 60-200 s; the TensorFlow
-#: backend's, 40-120 s). They run first: pytest-xdist hands tests out in collection order, and
-#: collected last (alphabetically), the zoo's steps left one worker busy after the other ran out.
+#: backend's, 40-120 s). They run first: pytest-xdist hands tests out in collection order, where
+#: the zoo's steps came last (alphabetically), and a long test handed out last keeps one worker
+#: busy after the other has run out of tests.
 RUN_FIRST = ("test_zoo.py", "test_families.py", "test_backend_tf.py")
 
 
