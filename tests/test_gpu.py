@@ -56,9 +56,12 @@ def test_the_ceiling_probe_measures_below_the_spec_and_near_the_known_figures():
     spec = hardware.spec_peak(kind)
     result = hardware.probe()
     assert result["device_platform"] == "gpu" and result["above_spec"] == {}, result["above_spec"]
-    # The best of the frameworks present: XLA's GEMM, and PyTorch's where it is installed.
+    # The best of the frameworks present: XLA's GEMM, and PyTorch's where it is installed, each
+    # measured or, past the probe's time budget (2 s in this suite: conftest.py), recorded as skipped.
     torch_present = importlib.util.find_spec("torch") is not None
-    assert set(result["gemm"]["bfloat16"]) == {"xla-stock"} | ({"torch-cublas"} if torch_present else set())
+    skipped = result.get("incomplete", {}).get("bfloat16", [])  # "method size" pairs
+    tried = set(result["gemm"]["bfloat16"]) | {pair.split()[0] for pair in skipped}
+    assert tried == {"xla-stock"} | ({"torch-cublas"} if torch_present else set())
     assert result["peak_flops"]["bfloat16"] == max(result["gemm"]["bfloat16"].values())
     assert 0.5 * spec["flops"]["bfloat16"] < result["peak_flops"]["bfloat16"] <= spec["flops"]["bfloat16"]
     assert 0.6 * spec["bw"] < result["peak_bytes_per_sec"] <= spec["bw"]
