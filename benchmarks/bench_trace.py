@@ -10,9 +10,10 @@ fresh process per checkout, in an order that alternates between rounds, and each
 measures every model below once, in the order given, with the step loop ``auto`` on the default
 backend, after tracing a tiny FC and a tiny CNN unmeasured (JAX's first trace of a loop or a
 convolution in a process costs more than the next ones, whichever model comes first), each after
-a full garbage collection (without it, where Python's collector happened to run moved up to
-0.15 s between models from one checkout to the other). Printed: one JSON object with each side's seconds per model and round, the medians and
-the ratio ``this / reference`` per model (below 1: this checkout is faster).
+a full garbage collection (without it, Python's collector ran in whichever model's time it
+happened to, not the same one on both sides). Printed: one JSON object with each side's seconds
+per model and round, the medians and the ratio ``this / reference`` per model (below 1: this
+checkout is faster).
 """
 
 from __future__ import annotations

@@ -156,7 +156,7 @@ def replay(traced: jax.stages.Traced) -> Callable:
     """The function that ``traced`` recorded, as one that binds its recorded operations again
     (same arguments, same outputs). Tracing it runs none of the model's Python (Flax modules,
     optax): a second program around an already traced step, the K-step loop, costs a fraction of
-    a trace (DenseNet-121: 0.9 s against 4.3 s) and lowers to the same program text
+    a trace (``benchmarks/bench_trace.py``) and lowers to the same program text
     (tests/test_xla_stack.py)."""
     run = jax.extend.core.jaxpr_as_fun(traced.jaxpr)
 
