@@ -98,6 +98,39 @@ def test_a_probe_past_its_budget_keeps_one_pair_per_dtype_and_records_the_rest(c
     assert result["in_use"] is True and "within 0.3 s" in result["method"]
 
 
+def test_a_probe_cut_short_answers_only_probes_with_no_larger_budget(cache, monkeypatch):
+    """A probe that skipped pairs under a small budget (a test suite's) answers a later probe
+    with the same budget, but not one with a larger budget, which would have measured the pairs
+    it skipped (the fastest method among them: on an H200 a 2 s probe left in the cache read
+    666 TFLOP/s bfloat16 against 767); after the fuller probe the better peak is in use."""
+    monkeypatch.setenv("PARADNN_PROBE_MAX_CV", "5")
+    # Method a (slow) runs first and uses up the small budget; b (five times faster) is skipped.
+    _methods(monkeypatch, {"a": _sleeper(0.05), "b": _sleeper(0.01)})
+    monkeypatch.setenv("PARADNN_PROBE_BUDGET_S", "0.3")
+    short = hardware.probe(dtypes=("float32",))
+    assert short["incomplete"]["float32"] and short["budget_s"] == 0.3
+    assert set(short["gemm"]["float32"]) == {"a"}
+    monkeypatch.setattr(probing, "_MEMO", {})
+    assert hardware.probe(dtypes=("float32",))["id"] == short["id"]  # same budget: served
+    monkeypatch.setenv("PARADNN_PROBE_BUDGET_S", "0.2")
+    assert hardware.probe(dtypes=("float32",))["id"] == short["id"]  # smaller budget: served
+    assert len(_measurements(cache)) == 1
+    monkeypatch.setenv("PARADNN_PROBE_BUDGET_S", "40")
+    full = hardware.probe(dtypes=("float32",))
+    assert full["id"] != short["id"] and not full["incomplete"] and full["best_method"]["float32"] == "b"
+    assert full["in_use"] is True and full["peak_flops"]["float32"] > 3 * short["peak_flops"]["float32"]
+    assert len(_measurements(cache)) == 2
+    assert hardware.peaks("cpu", "float32", "cpu").id == full["id"]
+    # Now complete on record: a probe with any budget is answered by the full one, measuring nothing.
+    monkeypatch.setattr(probing, "_MEMO", {})
+    monkeypatch.setenv("PARADNN_PROBE_BUDGET_S", "0.3")
+    assert hardware.probe(dtypes=("float32",))["id"] == full["id"]
+    assert len(_measurements(cache)) == 2
+    # An entry cached before ``budget_s`` was recorded, with skipped pairs, covers no budget.
+    old = {k: v for k, v in short.items() if k != "budget_s"}
+    assert not probing.covers(old, "float32", 0.1) and probing.covers(full, "float32", 1e9)
+
+
 def test_contended_result_is_stored_as_such_and_never_used(cache, monkeypatch):
     # Call times alternating 2 ms / 6 ms: a coefficient of variation of about 0.5.
     _methods(monkeypatch, {"noisy": _sleeper([0.002, 0.006])})

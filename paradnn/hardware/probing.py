@@ -186,15 +186,29 @@ def _probe_context(framework: str) -> tuple[Any, dict[str, Callable], dict[str, 
     return backend, methods, info, versions, _probe_key(info, versions)
 
 
-def _answer(entries: list[dict[str, Any]], dtypes: tuple[str, ...], now: float) -> dict[str, Any] | None:
-    """What a probe without ``refresh`` returns without measuring: the best quiet entry covering
-    every dtype (``in_use``), else the newest contended one covering them when it is younger than
-    :data:`PROBE_RETRY_S` (not in use: the host was busy a moment ago), else None (measure)."""
-    quiet = [best_quiet(entries, d) for d in dtypes]
-    if all(quiet):
-        return {**quiet[0], "in_use": True}
+def covers(entry: dict[str, Any], dtype: str, budget_s: float) -> bool:
+    """Whether ``entry`` measured ``dtype`` as fully as a probe with a GEMM budget of
+    ``budget_s`` seconds would: it skipped no (method, size) pair (``incomplete``), or it ran
+    under at least that budget (``budget_s``; an entry cached before the field was recorded
+    counts as having had none). A probe cut short by a small budget (a test suite's) may have
+    skipped the fastest method: it answers later probes with the same or a smaller budget, never
+    one that would have measured what it skipped."""
+    return (dtype in entry.get("peak_flops", {})
+            and (not (entry.get("incomplete") or {}).get(dtype) or entry.get("budget_s", 0.0) >= budget_s))
+
+
+def _answer(entries: list[dict[str, Any]], dtypes: tuple[str, ...], now: float,
+            budget_s: float) -> dict[str, Any] | None:
+    """What a probe without ``refresh`` and with a GEMM budget of ``budget_s`` seconds returns
+    without measuring, from the entries that :func:`covers` it for every dtype: where a quiet one
+    does, the best quiet entry on record (``in_use``; the best of all, as :func:`best_quiet`:
+    a fuller probe can only come out higher), else the newest contended covering one when it is
+    younger than :data:`PROBE_RETRY_S` (not in use: the host was busy a moment ago), else None
+    (measure)."""
+    if all(any(usable(e, d) and covers(e, d, budget_s) for e in entries) for d in dtypes):
+        return {**best_quiet(entries, dtypes[0]), "in_use": True}
     recent = [e for e in entries if not all(usable(e, d) for d in dtypes)
-              and all(d in e.get("peak_flops", {}) for d in dtypes)
+              and all(covers(e, d, budget_s) for d in dtypes)
               and now - e.get("measured_epoch_s", 0.0) < PROBE_RETRY_S]
     return {**recent[-1], "in_use": False} if recent else None
 
@@ -213,7 +227,9 @@ def probe(refresh: bool = False, dtypes: tuple[str, ...] = PROBE_DTYPES,
     every framework's utilization on a CPU divides by the same measured peak).
 
     Without ``refresh``: the best quiet measurement on record (:func:`best_quiet`), else the
-    newest contended one if younger than :data:`PROBE_RETRY_S`, else a new measurement. With
+    newest contended one if younger than :data:`PROBE_RETRY_S`, else a new measurement; a
+    measurement that skipped pairs under a smaller budget than this probe's does not count
+    (:func:`covers`). With
     ``refresh``: always a new one. Every measurement is stored (the cache is
     ``$PARADNN_CACHE/probe.json``), a contended one marked as such, with the reasons and the host
     load it saw; it never becomes a denominator.
@@ -222,7 +238,7 @@ def probe(refresh: bool = False, dtypes: tuple[str, ...] = PROBE_DTYPES,
     ``best_method`` {dtype: method}, ``spread`` {dtype or "bandwidth": coefficient of variation},
     ``peak_bytes_per_sec`` (B/s), ``host_load`` (``other_busy_cores``: cores other processes kept
     busy during the probe, ``loadavg_1m``, ``cpus``), ``contended`` and ``contended_reasons``,
-    ``incomplete`` (pairs skipped past the time budget), ``nominal_flops`` and ``nominal_basis``
+    ``incomplete`` (pairs skipped past the time budget), ``budget_s`` (that budget, s), ``nominal_flops`` and ``nominal_basis``
     (CPUs, where readable), ``measured_utc``, ``method``, the device, host and versions,
     ``gemm_clocks`` (what held a GPU's clocks down while the GEMMs ran, :mod:`paradnn.gpuclocks`;
     null readings elsewhere) and ``in_use`` (whether utilization divides by it now). A
@@ -235,14 +251,15 @@ def probe(refresh: bool = False, dtypes: tuple[str, ...] = PROBE_DTYPES,
     # brings a second float32 measurement (and a second denominator) for the same software.
     measured = tuple(dict.fromkeys((*PROBE_DTYPES, *dtypes)))
     if not refresh:
-        hit = _answer(_MEMO.get(key) or probe_cache.entries_of(probe_cache.read_cache(), key), dtypes, time.time())
+        hit = _answer(_MEMO.get(key) or probe_cache.entries_of(probe_cache.read_cache(), key), dtypes, time.time(),
+                      probe_budget_s())
         if hit is not None:
             return hit
     with probe_cache.cache_lock():
         cache = probe_cache.read_cache()
         entries = probe_cache.entries_of(cache, key)
         if not refresh:
-            hit = _answer(entries, dtypes, time.time())
+            hit = _answer(entries, dtypes, time.time(), probe_budget_s())
             if hit is not None:  # another process measured it while this one waited
                 _MEMO[key] = entries
                 return hit
@@ -327,6 +344,7 @@ def _measure(backend: Any, methods: dict[str, Callable], info: dict[str, Any],
         "gemm_cores_allowed": float(len(os.sched_getaffinity(0))) if on_cpu and hasattr(os, "sched_getaffinity")
         else (float(os.cpu_count() or 1) if on_cpu else None),
         "incomplete": {d: g["skipped"] for d, g in gemm.items() if g["skipped"]},
+        "budget_s": budget,
         "probe_s": time.perf_counter() - start,
         "measured_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "measured_epoch_s": time.time(),
