@@ -276,6 +276,25 @@ def test_op_roofline_keeps_ops_above_one_percent_with_flops():
     assert list(A.top_ops(ops, n=2)["name"]) == ["big_dot", "copy"]
 
 
+def test_above_roof_splits_the_impossible_from_an_overcounted_byte_count():
+    """The H200's FC profile, two of its operations as measured (FLOP, B, s per step), against
+    its spec roof (989 TFLOP/s, 4.8 TB/s): the softmax-gradient scatter and the loss fusion pass
+    only the memory slope (XLA's bytes accessed, full operands, for in-place or cached data);
+    a GEMM at twice the peak (a FLOP count doubled) passes the compute peak; however short."""
+    ops = pd.DataFrame({
+        "name": ["input_scatter_fusion", "loop_add_subtract_fusion", "gemm_doubled", "gemm_ok", "copy"],
+        "flops": [24576.0, 8323072.0, 2.2e12, 1.1e12, 0.0],
+        "bytes": [65568768.0, 16551840.0, 4.4e8, 4.4e8, 3e7],
+        "time_s": [1.717e-6, 2.016e-6, 1.1e-3, 1.34e-3, 5e-6],
+    })
+    ops["time_fraction"] = ops["time_s"] / ops["time_s"].sum()
+    ops["flops_per_sec"] = ops["flops"] / ops["time_s"]
+    ops["arithmetic_intensity"] = ops["flops"] / ops["bytes"]
+    above = A.above_roof(ops, peak_flops=989e12, peak_bytes_per_sec=4.8e12)
+    assert above == {"compute": ["gemm_doubled"], "memory": ["loop_add_subtract_fusion", "input_scatter_fusion"]}
+    assert A.above_roof(ops, peak_flops=1e18, peak_bytes_per_sec=1e18) == {"compute": [], "memory": []}
+
+
 # -- small multiples --------------------------------------------------------------------------
 
 def test_heatmap_panels_split_every_other_varied_column(gold):

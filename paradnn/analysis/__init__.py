@@ -22,7 +22,7 @@ from paradnn.analysis.framework import (
 )
 from paradnn.analysis.heatmap import heatmap
 from paradnn.analysis.ledger import ledger_frame, part_sensitivity
-from paradnn.analysis.oplevel import categorize, op_breakdown, op_roofline, top_ops
+from paradnn.analysis.oplevel import above_roof, categorize, op_breakdown, op_roofline, top_ops
 from paradnn.analysis.params_range import family_ranges, params_range
 from paradnn.analysis.roofline import roofline
 from paradnn.analysis.saturation import saturation, saturation_summary
@@ -34,7 +34,7 @@ from paradnn.analysis.speedup import (
 
 __all__ = [
     "ledger_frame", "part_sensitivity",
-    "KINDS", "Comparison", "across_fields", "best_stack_speedup", "categorize", "comparisons", "device_platform",
+    "KINDS", "Comparison", "above_roof", "across_fields", "best_stack_speedup", "categorize", "comparisons", "device_platform",
     "estimate_seconds", "family_ranges", "framework_of", "framework_speedup", "frameworks",
     "geometric_mean", "geometric_mean_ci", "headline_utilization", "heatmap", "hyperparameters",
     "label", "op_breakdown", "op_roofline", "params_range", "platform_column", "platform_label",

@@ -80,6 +80,25 @@ def op_roofline(
     return out
 
 
+def above_roof(ops: pd.DataFrame, peak_flops: float, peak_bytes_per_sec: float) -> dict[str, list[str]]:
+    """The operations that do FLOPs and lie above the roof of one device, however short, by the
+    part of the roof they pass (names, longest first):
+
+    * ``compute``: FLOP/s above ``peak_flops``: impossible, so the FLOP count or the time is
+      wrong (the H200's first profile counted each two-kernel GEMM twice);
+    * ``memory``: under the compute peak but above intensity x ``peak_bytes_per_sec``: the
+      ``bytes`` column (XLA's bytes accessed: every operand and output at its full size) is more
+      than the operation moved through device memory. An in-place update moves only what it
+      updates (an FC's softmax-gradient scatter on an H200: 65.6 MB counted in 1.7 us, 38 TB/s
+      against 4.8), and an operand the previous kernel left in the on-chip cache is read from
+      there. Not a physics error of the measurement, but a byte count that is only an upper bound.
+    """
+    every = op_roofline(ops, peak_flops, peak_bytes_per_sec, min_time_fraction=0.0)
+    above = every[every["roof_fraction"] > 1 + 1e-9]
+    compute = above["flops_per_sec"] > peak_flops * (1 + 1e-9)
+    return {"compute": above.loc[compute, "name"].tolist(), "memory": above.loc[~compute, "name"].tolist()}
+
+
 def op_breakdown(ops: pd.DataFrame) -> pd.DataFrame:
     """Time, FLOPs and bytes per category: ``DataFrame[category, ops, time_s, time_fraction,
     flops, bytes]`` (s, FLOP, B per step), longest first."""

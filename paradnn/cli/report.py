@@ -314,11 +314,12 @@ def _profile(args: argparse.Namespace) -> int:
     known = bool(peak_flops and peak_bw)
     orf = A.op_roofline(ops, peak_flops, peak_bw) if known else ops.iloc[0:0]
     top = A.top_ops(orf if len(orf) else ops, n=args.top)
-    # Physics check of every operation that does FLOPs, however short: one above the roof has a
-    # wrong FLOP count or time (the H200's first profile counted each two-kernel GEMM twice).
-    every = A.op_roofline(ops, peak_flops, peak_bw, min_time_fraction=0.0) if known else ops.iloc[0:0]
-    above = every.loc[every["roof_fraction"] > 1 + 1e-9, "name"].tolist() if len(every) else []
-    ops.attrs["above_roof_ops"] = above
+    # Physics check of every operation that does FLOPs, however short, by the part of the roof
+    # it passes (A.above_roof): above the compute peak is impossible; above the memory slope
+    # only, XLA's byte count is more than the operation moved.
+    above = A.above_roof(ops, peak_flops, peak_bw) if known else {"compute": [], "memory": []}
+    ops.attrs.update(above_roof_ops=above["compute"] + above["memory"], above_compute_peak_ops=above["compute"],
+                     above_memory_roof_ops=above["memory"])
     with pd.option_context("display.width", 160, "display.max_columns", 20,
                            "display.float_format", "{:.4g}".format):
         peaks = (f"{peak_flops:.4g} FLOP/s, {peak_bw:.4g} B/s ({ops.attrs['peak_source']})" if known else
@@ -328,13 +329,21 @@ def _profile(args: argparse.Namespace) -> int:
         print(A.op_breakdown(ops).to_string(index=False))
         print(top.to_string(index=False))
     print(f"note: {ops.attrs['note']}")
-    if above:
-        from paradnn.report.rows import plural
+    from paradnn.report.rows import plural
 
-        why = ("their times are approximate on CPU (operations run asynchronously)"
-               if ops.attrs["approximate"] else "impossible: their FLOP count or time is wrong")
-        print(f"warning: {plural(len(above), 'operation')} above the roof ({ops.attrs['peak_source']} peak), "
-              f"{why}: {', '.join(above[:8])}" + (" ..." if len(above) > 8 else ""))
+    for part, names in above.items():
+        if not names:
+            continue
+        if ops.attrs["approximate"]:
+            why = "their times are approximate on CPU (operations run asynchronously)"
+        elif part == "compute":
+            why = "above the compute peak, impossible: their FLOP count or time is wrong"
+        else:
+            why = ("above the memory slope only: their bytes (XLA's bytes accessed, every operand and output "
+                   "at full size) are more than they moved through device memory (an in-place update, an "
+                   "operand still in the on-chip cache); an upper bound, not a physics error")
+        print(f"warning: {plural(len(names), 'operation')} above the roof ({ops.attrs['peak_source']} peak), "
+              f"{why}: {', '.join(names[:8])}" + (" ..." if len(names) > 8 else ""))
     if args.out_dir:
         from paradnn import plots as P  # see the note on imports above
 
