@@ -27,7 +27,7 @@ def test_tiny_rehearsal_runs_every_pair(tmp_path):
     # torch eager: Inductor's C++ compile of even a tiny model takes tens of seconds on a 2-core
     # host; the GPU default (torch.compile) differs from it only in one wrapper call.
     done = subprocess.run([sys.executable, str(SCRIPT), "--tiny", "--models", "fc1024", "--frameworks", "jax,torch",
-                           "--torch-compile", "eager", "--json", str(out)],
+                           "--torch-compile", "eager", "--rounds", "2", "--json", str(out)],
                           capture_output=True, text=True, env=child_env(), timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr[-4000:]
     rows = json.loads(out.read_text())["pairs"]
@@ -39,6 +39,10 @@ def test_tiny_rehearsal_runs_every_pair(tmp_path):
         assert all(math.isfinite(x) and x > 0 for x in rates), r
         assert math.isfinite(r["ratio"]) and r["ratio"] > 0 and isinstance(r["pass"], bool)
         assert r["device_kind"] and r["policy"].startswith("both sides:")
+        # Two rounds: plain, paradnn, plain, paradnn, plain; the ratio is the rounds' median.
+        assert r["rounds"] == 2 and len(r["plain_examples_per_sec_before_after"]) == 3
+        assert len(r["paradnn_examples_per_sec_rounds"]) == 2 and len(r["paradnn_step_times_s_rounds"]) == 2
+        assert r["ratio"] == pytest.approx(sum(r["ratio_rounds"]) / 2)
     assert rows[0]["jax_version"] and rows[1]["torch_version"]
     assert "fc1024" in done.stdout and "ratio" in done.stdout  # the table
     # Both frameworks ran: the best-stack line and its JSON.
@@ -63,6 +67,14 @@ def test_its_cnn_and_lstm_are_the_cpu_comparisons_configs():
         spec, batch = gpu.model_spec(name, tiny=False)
         cpu_spec, cpu_batch = cpu.CONFIGS[name]
         assert (spec.to_dict(), batch) == (cpu_spec.to_dict(), cpu_batch), name
+
+
+def test_each_rounds_ratio_is_against_the_plain_timings_beside_it():
+    b = _load("bench_gpu_peers")
+    # plain 100, paradnn 99, plain 80 (the host slowed), paradnn 81, plain 82
+    assert b.round_ratios([99.0, 81.0], [100.0, 80.0, 82.0]) == pytest.approx([99 / 90, 81 / 81])
+    with pytest.raises(SystemExit):
+        b.parse_args(["--rounds", "0"])
 
 
 def _pair(model, framework, ours=None, plain=None, status="ok"):
