@@ -34,7 +34,8 @@ from paradnn.analysis.speedup import (
 
 __all__ = [
     "ledger_frame", "part_sensitivity",
-    "KINDS", "Comparison", "above_roof", "across_fields", "best_stack_speedup", "categorize", "comparisons", "device_platform",
+    "KINDS", "Comparison", "above_roof", "across_fields", "best_stack_speedup", "categorize", "comparisons",
+    "device_platform",
     "estimate_seconds", "family_ranges", "framework_of", "framework_speedup", "frameworks",
     "geometric_mean", "geometric_mean_ci", "headline_utilization", "heatmap", "hyperparameters",
     "label", "op_breakdown", "op_roofline", "params_range", "platform_column", "platform_label",
