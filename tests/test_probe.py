@@ -98,7 +98,7 @@ def test_a_probe_past_its_budget_keeps_one_pair_per_dtype_and_records_the_rest(c
     assert result["in_use"] is True and "within 0.3 s" in result["method"]
 
 
-def test_a_probe_cut_short_answers_only_probes_with_no_larger_budget(cache, monkeypatch):
+def test_a_probe_cut_short_answers_only_probes_with_no_larger_budget(cache, monkeypatch, capsys):
     """A probe that skipped pairs under a small budget (a test suite's) answers a later probe
     with the same budget, but not one with a larger budget, which would have measured the pairs
     it skipped (the fastest method among them: on an H200 a 2 s probe left in the cache read
@@ -112,6 +112,11 @@ def test_a_probe_cut_short_answers_only_probes_with_no_larger_budget(cache, monk
     assert set(short["gemm"]["float32"]) == {"a"}
     monkeypatch.setattr(probing, "_MEMO", {})
     assert hardware.probe(dtypes=("float32",))["id"] == short["id"]  # same budget: served
+    from paradnn.cli import main
+
+    assert main(["probe"]) == 0  # the command says what the budget left out
+    out = capsys.readouterr().out
+    assert "skipped    past the GEMM budget of 0.3 s (PARADNN_PROBE_BUDGET_S): float32: " in out, out
     monkeypatch.setenv("PARADNN_PROBE_BUDGET_S", "0.2")
     assert hardware.probe(dtypes=("float32",))["id"] == short["id"]  # smaller budget: served
     assert len(_measurements(cache)) == 1

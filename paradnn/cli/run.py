@@ -410,6 +410,10 @@ def _cmd_probe(args: argparse.Namespace) -> int:
     print(f"method     {result['method']}; measured {result['measured_utc']} (probe {result.get('id')}"
           + (f"; other processes kept {other:.2f} of {load.get('cpus')} cores busy" if other is not None else "")
           + ")")
+    if result.get("incomplete"):
+        skipped = "; ".join(f"{d}: {', '.join(pairs)}" for d, pairs in result["incomplete"].items())
+        print(f"skipped    past the GEMM budget of {result.get('budget_s', '?')} s (PARADNN_PROBE_BUDGET_S): "
+              f"{skipped}; a probe with a larger budget measures them")
     entries = on_record()
     quiet = sum(not e.get("contended") for e in entries)
     used = best_quiet(entries, "float32")
