@@ -7,7 +7,8 @@ on it. The head checks node health every second, so a killed node is declared de
 seconds (Ray's default takes tens of seconds).
 
 Ray 2.60 (the version this was written against) starts clusters without token authentication
-unless ``RAY_AUTH_MODE=token`` is set, so the nodes here join without a token. The nodes are
+unless ``RAY_AUTH_MODE=token`` is set or a token file exists, so the nodes here are started with
+``RAY_AUTH_MODE=disabled`` and join without a token. The nodes are
 started with ``ray start --block`` in their own process groups and stopped by signalling those
 groups, so the test never touches other Ray processes on the machine (``ray stop`` would).
 """
@@ -99,7 +100,10 @@ def free_port() -> int:
 
 def start_node(args: list[str], name: str, temp_dir: str, **env: str) -> subprocess.Popen:
     # The node's workers unpickle run_fns of this module: tests/ on their PYTHONPATH.
-    env = child_env(PARADNN_TEST_NODE=name, RAY_USAGE_STATS_ENABLED="0",
+    # RAY_AUTH_MODE disabled, as the driver's default: a token left in ~/.ray/auth_token by an
+    # earlier local `ray.init()` (Ray 2.60 makes one) would otherwise turn on token
+    # authentication in these nodes, and the driver could not connect.
+    env = child_env(PARADNN_TEST_NODE=name, RAY_USAGE_STATS_ENABLED="0", RAY_AUTH_MODE="disabled",
                     PARADNN_TEST_MARKS=str(Path(temp_dir) / "marks"), **env)
     log = open(Path(temp_dir) / f"{name}.log", "w")  # noqa: SIM115 - the node's, for its life
     return subprocess.Popen([RAY_BIN, "start", "--block", "--node-ip-address=127.0.0.1",
