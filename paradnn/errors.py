@@ -59,6 +59,14 @@ class StoreError(ParadnnError):
     """The results store cannot be read or written (read-only, full disk, corrupt file)."""
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (``kill``, ``timeout``, a job scheduler's time limit, a container's stop) as the
+    command line receives it: raised in the main thread, so the clean-up of a Ctrl-C runs (child
+    processes stopped, the store closed) before the command exits with status 143. A subclass
+    of KeyboardInterrupt because that is what it is to the code it unwinds: an outside stop,
+    which no ``except Exception`` may take for a workload's failure."""
+
+
 class ParadnnWarning(UserWarning):
     """Something the user should know that did not stop the command (a skipped corrupt row, a
     store opened immutable); the CLI prints it as one line ``paradnn: warning: ...``."""

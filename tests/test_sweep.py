@@ -199,6 +199,48 @@ def test_sigkill_at_several_points_then_resume_gives_every_config_once(tmp_path)
     assert count(db, "claims") == 0
 
 
+@pytest.mark.slow
+def test_sigterm_and_ctrl_c_stop_the_command_cleanly_then_resume_gives_every_config_once(tmp_path):
+    """`paradnn sweep` on the command line, real runner and XLA: SIGTERM (what `timeout` or a
+    job scheduler sends) and then SIGINT (Ctrl-C), each after rows were stored, end the command
+    with 143 and 130, one line saying how many rows this run wrote and how to go on, no
+    traceback, and no child process left behind; the same command then measures the rest."""
+    n = 16
+    sweep_file = tmp_path / "grid.yaml"
+    sweep_file.write_text(textwrap.dedent(f"""
+        family: fc
+        fixed: {{layers: 1, input: 8, output: 2, batch: 4}}
+        axes: {{nodes: {list(range(8, 8 + n))}}}
+        settings: {{steps_per_call: 2, warmup_calls: 1, min_calls: 6, max_calls: 6, time_budget_s: 0.2}}
+        """))
+    db = tmp_path / "r.db"
+    command = [sys.executable, "-m", "paradnn", "sweep", str(sweep_file), "--store", str(db), "--quiet"]
+    for stop, code, line in ((signal.SIGTERM, 143, "paradnn: terminated (SIGTERM)"),
+                             (signal.SIGINT, 130, "paradnn: interrupted")):
+        before = count(db, "records")
+        proc = subprocess.Popen(command, env=child_env(), stderr=subprocess.PIPE, text=True)
+        wait_for(lambda: count(db, "records") > before or proc.poll() is not None, timeout_s=180)
+        assert proc.poll() is None, "the sweep ended before it could be stopped"
+        children = children_of(proc.pid)
+        proc.send_signal(stop)
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode == code, err[-2000:]
+        assert "Traceback" not in err, err[-2000:]
+        written = count(db, "records") - before
+        assert 0 < written < n
+        assert err.rstrip().endswith(line), err[-500:]
+        assert (f"paradnn sweep: stopped; {written} row(s) written to {db} since this sweep started "
+                "are kept") in err, err[-1000:]
+        # The measuring child was stopped with its driver (the same check as after SIGKILL).
+        assert children
+        wait_for(lambda: not set(children) & set(children_of(proc.pid)), timeout_s=10)
+    proc = subprocess.run(command, env=child_env(), capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    df = load(db)
+    assert sorted(df["nodes"]) == list(range(8, 8 + n)) and df["key"].is_unique
+    assert count(db, "claims") == 0
+
+
 def test_two_sweeps_on_one_store_at_once(tmp_path):
     db, n = tmp_path / "r.db", 12
     procs = [start_driver(db, n, sleep=0.2) for _ in range(2)]

@@ -9,7 +9,9 @@ lists them all. Every ``PARADNN_*`` variable is checked first (:mod:`paradnn.env
 framework is imported. Bad input (any ``ParadnnError``, a plugin that fails to load included) and
 faults of the environment (an ``OSError``: an unwritable folder, a full disk) become one line on
 stderr and exit status 2; a ``ParadnnWarning`` becomes one line ``paradnn: warning: ...``. Set
-``PARADNN_DEBUG=1`` to see the traceback of an environment fault.
+``PARADNN_DEBUG=1`` to see the traceback of an environment fault. Ctrl-C and SIGTERM stop a
+command the same way, after its clean-up (child processes stopped, the store closed), with one
+line and exit status 130 or 143.
 """
 
 from __future__ import annotations
@@ -17,11 +19,12 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import signal
 import sys
 import warnings
 
 from paradnn.envcheck import os_cause
-from paradnn.errors import ParadnnError, ParadnnWarning
+from paradnn.errors import ParadnnError, ParadnnWarning, Terminated
 
 #: Module of paradnn.cli -> the subcommands its ``register`` adds, in the order of `paradnn --help`
 #: (tests/test_faults.py checks this table against the parsers the modules build).
@@ -155,12 +158,21 @@ def _check_environment(line: list[str]) -> None:
         hardware.check_cache_folder()
 
 
+def _terminate(signum: int, frame: object) -> None:
+    raise Terminated()
+
+
 def main(argv: list[str] | None = None) -> int:
     # The subcommand is the first argument (the top level has no option that takes a value);
     # anything else (--help, --version, a typo) gets the whole parser and its usage.
     line = sys.argv[1:] if argv is None else argv
     if argv is None and line[:1] and line[0] in IN_PROCESS_MEASURING and not {"--help", "-h"} & set(line):
         _restart_with_huge_pages()
+    if argv is None:
+        # The command line only (a caller of main() keeps its own handling): SIGTERM unwinds as
+        # Ctrl-C does, so a sweep stopped by `timeout` or a scheduler stops its children, closes
+        # its store and says what is kept, instead of dying mid-way without a word.
+        signal.signal(signal.SIGTERM, _terminate)
     try:
         _check_environment(line)
     except ParadnnError as exc:  # before the sweep's worker starts: it would import a framework
@@ -204,9 +216,13 @@ def _main(line: list[str]) -> int:
         where = f" ({exc.filename})" if getattr(exc, "filename", None) else ""
         print(f"paradnn: error: {os_cause(exc)}{where}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as stop:
+        # The shell's convention: 128 + the signal's number.
+        if isinstance(stop, Terminated):
+            print("paradnn: terminated (SIGTERM)", file=sys.stderr)
+            return 128 + signal.SIGTERM
         print("paradnn: interrupted", file=sys.stderr)
-        return 130
+        return 128 + signal.SIGINT
     finally:
         warnings.showwarning = _python_show_warning
 

@@ -41,7 +41,14 @@ def _sweep(args: argparse.Namespace) -> int:
     started = datetime.datetime.now(datetime.timezone.utc)
     run = from_flags(args)
     run["cache_dir"] = None if args.no_cache else run.get("cache_dir", DEFAULT_CACHE)
-    df = sweep(args.file, store=args.store, progress=not args.quiet, **run)
+    try:
+        df = sweep(args.file, store=args.store, progress=not args.quiet, **run)
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: what is kept, and how to go on (printed even with --quiet)
+        count = _rows_since(args.store, started)
+        print(f"paradnn sweep: stopped; {'the' if count is None else count} row(s) written to {args.store} "
+              "since this sweep started are kept (each committed as its config finished); the "
+              "same command measures the rest and skips the configs already stored", file=sys.stderr)
+        raise
     # "Measured now" is what this sweep committed itself (the sweeper lists those rows); of the
     # others, those stamped after it started were written meanwhile by another sweep sharing
     # the store, and the rest were already there and were skipped.
@@ -77,6 +84,21 @@ def _sweep(args: argparse.Namespace) -> int:
               + "; ".join(f"{name} [key {key}]" for name, key, _why in missing), file=sys.stderr)
         return 1
     return 0
+
+
+def _rows_since(store: str, started: datetime.datetime) -> int | None:
+    """Rows of ``store`` stamped at or after ``started`` (every attempt; 0 without a store;
+    None where the store cannot be read now: the stop must not end in another error)."""
+    if not Path(store).exists():
+        return 0
+    try:
+        df = load(store, attempts=True)
+    except (ParadnnError, OSError):
+        return None
+    if not len(df):
+        return 0
+    when = pd.to_datetime(df["time_utc"], utc=True, format="ISO8601", errors="coerce")
+    return int((when >= started).sum())
 
 
 def _status(args: argparse.Namespace) -> int:

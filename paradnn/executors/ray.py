@@ -31,7 +31,9 @@ from __future__ import annotations
 
 import math
 import os
+import signal
 import socket
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -190,11 +192,18 @@ class RayExecutor(Executor):
         if not ray.is_initialized():
             if address:
                 check_reachable(address)
+            sigterm = signal.getsignal(signal.SIGTERM)
             try:
                 ray.init(address=address, logging_level="WARNING", log_to_driver=True)
             except (ConnectionError, ValueError, RuntimeError) as exc:
                 raise ParadnnError(f"cannot connect to the Ray cluster at address={address!r}: "
                                    f"{exc}") from None
+            finally:
+                # ray.init replaces a SIGTERM handler with its own (sys.exit, then its shutdown at
+                # exit). A caller's own handler (the command line's: the sweep stops as on Ctrl-C,
+                # clean-up and what is kept, status 143) is put back; the default stays Ray's.
+                if callable(sigterm) and threading.current_thread() is threading.main_thread():
+                    signal.signal(signal.SIGTERM, sigterm)
             self._owns_ray = True
         if resources is not None:
             try:  # Ray checks the keywords and their values; its message says what is wrong
