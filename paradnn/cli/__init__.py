@@ -168,11 +168,6 @@ def main(argv: list[str] | None = None) -> int:
     line = sys.argv[1:] if argv is None else argv
     if argv is None and line[:1] and line[0] in IN_PROCESS_MEASURING and not {"--help", "-h"} & set(line):
         _restart_with_huge_pages()
-    if argv is None:
-        # The command line only (a caller of main() keeps its own handling): SIGTERM unwinds as
-        # Ctrl-C does, so a sweep stopped by `timeout` or a scheduler stops its children, closes
-        # its store and says what is kept, instead of dying mid-way without a word.
-        signal.signal(signal.SIGTERM, _terminate)
     try:
         _check_environment(line)
     except ParadnnError as exc:  # before the sweep's worker starts: it would import a framework
@@ -186,6 +181,11 @@ def main(argv: list[str] | None = None) -> int:
         from paradnn import frameworks, spawn
 
         spawn.prestart(frameworks.DEFAULT)
+    if argv is None:
+        # The command line only (a caller of main() keeps its own handling): from here, where
+        # _main catches it, SIGTERM unwinds as Ctrl-C does, so a sweep stopped by `timeout` or a
+        # scheduler stops its children, closes its store and says what is kept.
+        signal.signal(signal.SIGTERM, _terminate)
     try:
         return _main(line)
     finally:
