@@ -168,26 +168,33 @@ def main(argv: list[str] | None = None) -> int:
     line = sys.argv[1:] if argv is None else argv
     if argv is None and line[:1] and line[0] in IN_PROCESS_MEASURING and not {"--help", "-h"} & set(line):
         _restart_with_huge_pages()
-    try:
-        _check_environment(line)
-    except ParadnnError as exc:  # before the sweep's worker starts: it would import a framework
-        print(f"paradnn: error: {exc}", file=sys.stderr)
-        return 2
-    spawn = None
-    if line[:1] == ["sweep"] and not {"--dry-run", "--help", "-h"} & set(line):
-        # Its measuring worker starts Python and imports the default framework while this
-        # process imports the sweep's modules; the process executor adopts it, and it is killed
-        # below if none does (bad input, another executor).
-        from paradnn import frameworks, spawn
-
-        spawn.prestart(frameworks.DEFAULT)
     if argv is None:
-        # The command line only (a caller of main() keeps its own handling): from here, where
-        # _main catches it, SIGTERM unwinds as Ctrl-C does, so a sweep stopped by `timeout` or a
-        # scheduler stops its children, closes its store and says what is kept.
+        # The command line only (a caller of main() keeps its own handling): SIGTERM unwinds as
+        # Ctrl-C does, so a sweep stopped by `timeout` or a scheduler stops its children, closes
+        # its store and says what is kept, instead of dying mid-way without a word.
         signal.signal(signal.SIGTERM, _terminate)
+    spawn = None
     try:
+        try:
+            _check_environment(line)
+        except ParadnnError as exc:  # before the sweep's worker starts: it would import a framework
+            print(f"paradnn: error: {exc}", file=sys.stderr)
+            return 2
+        if line[:1] == ["sweep"] and not {"--dry-run", "--help", "-h"} & set(line):
+            # Its measuring worker starts Python and imports the default framework while this
+            # process imports the sweep's modules; the process executor adopts it, and it is
+            # killed below if none does (bad input, another executor).
+            from paradnn import frameworks, spawn
+
+            spawn.prestart(frameworks.DEFAULT)
         return _main(line)
+    except KeyboardInterrupt as stop:
+        # The shell's convention: 128 + the signal's number.
+        if isinstance(stop, Terminated):
+            print("paradnn: terminated (SIGTERM)", file=sys.stderr)
+            return 128 + signal.SIGTERM
+        print("paradnn: interrupted", file=sys.stderr)
+        return 128 + signal.SIGINT
     finally:
         if spawn is not None:
             spawn.discard()
@@ -216,13 +223,6 @@ def _main(line: list[str]) -> int:
         where = f" ({exc.filename})" if getattr(exc, "filename", None) else ""
         print(f"paradnn: error: {os_cause(exc)}{where}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt as stop:
-        # The shell's convention: 128 + the signal's number.
-        if isinstance(stop, Terminated):
-            print("paradnn: terminated (SIGTERM)", file=sys.stderr)
-            return 128 + signal.SIGTERM
-        print("paradnn: interrupted", file=sys.stderr)
-        return 128 + signal.SIGINT
     finally:
         warnings.showwarning = _python_show_warning
 
