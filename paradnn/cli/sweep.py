@@ -57,8 +57,7 @@ def _sweep(args: argparse.Namespace) -> int:
     if len(df):
         ours = pd.Series([(k, t) in mine for k, t in zip(df["key"], df["time_utc"])],
                          index=df.index, dtype=bool)
-        when = pd.to_datetime(df["time_utc"], utc=True, format="ISO8601", errors="coerce")
-        now, meanwhile = df[ours], df[~ours & (when >= started)]
+        now, meanwhile = df[ours], df[~ours & _stamped_since(df, started)]
     before = len(df) - len(now) - len(meanwhile)
 
     def summary(frame) -> str:
@@ -86,6 +85,11 @@ def _sweep(args: argparse.Namespace) -> int:
     return 0
 
 
+def _stamped_since(df: pd.DataFrame, started: datetime.datetime) -> pd.Series:
+    """Which rows of ``df`` are stamped (``time_utc``) at or after ``started``."""
+    return pd.to_datetime(df["time_utc"], utc=True, format="ISO8601", errors="coerce") >= started
+
+
 def _rows_since(store: str, started: datetime.datetime) -> int | None:
     """Rows of ``store`` stamped at or after ``started`` (every attempt; 0 without a store;
     None where the store cannot be read now: the stop must not end in another error)."""
@@ -95,10 +99,7 @@ def _rows_since(store: str, started: datetime.datetime) -> int | None:
         df = load(store, attempts=True)
     except (ParadnnError, OSError):
         return None
-    if not len(df):
-        return 0
-    when = pd.to_datetime(df["time_utc"], utc=True, format="ISO8601", errors="coerce")
-    return int((when >= started).sum())
+    return int(_stamped_since(df, started).sum()) if len(df) else 0
 
 
 def _status(args: argparse.Namespace) -> int:
