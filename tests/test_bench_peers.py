@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
 import subprocess
 import sys
 
@@ -21,15 +22,21 @@ def test_contenders_run_in_their_own_processes(tmp_path):
     pytest.importorskip("torch", reason="needs the torch extra (pip install 'paradnn[torch]') for the torch-eager peer")
     out = tmp_path / "peers.json"
     done = subprocess.run([sys.executable, str(SCRIPT), "--only", "fc", "--rounds", "2", "--steps-per-call", "2",
-                           "--contenders", "torch-eager", "--json", str(out)],
+                           "--contenders", "torch-eager", "--twin", "torch-eager", "--json", str(out)],
                           capture_output=True, text=True, env=child_env(), timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr[-4000:]
     (result,) = json.loads(out.read_text())
     eps = result["examples_per_sec"]
-    assert sorted(eps) == ["paradnn", "torch-eager"]
+    assert sorted(eps) == ["paradnn", "torch-eager", "torch-eager-twin"]
     assert all(len(v) == 2 and all(math.isfinite(x) and x > 0 for x in v) for v in eps.values()), eps
     assert result["best_stack"] == "jax" and result["best_stack_vs_fastest_peer"] > 0
     assert "a process of its own" in done.stdout and "paradnn / fastest peer per round" in done.stdout
+    # The twin is a reference, not a peer: the fastest peer per round is torch-eager's own rate,
+    # and the twin's statistic is its rate over that.
+    twin, peer = eps["torch-eager-twin"], eps["torch-eager"]
+    assert result["twin"]["of"] == "torch-eager"
+    assert result["twin"]["vs_fastest_peer"] == pytest.approx(statistics.median(t / p for t, p in zip(twin, peer)))
+    assert "torch-eager-twin / fastest peer per round" in done.stdout
 
 
 def test_an_unknown_contender_is_refused():
@@ -37,3 +44,10 @@ def test_an_unknown_contender_is_refused():
                           capture_output=True, text=True, env=child_env(), timeout=300)
     assert done.returncode == 2
     assert "--contenders: unknown contender 'no-such' (allowed: paradnn, paradnn-stock" in done.stderr
+
+
+def test_a_twin_that_is_not_run_is_refused():
+    done = subprocess.run([sys.executable, str(SCRIPT), "--only", "fc", "--contenders", "torch-eager",
+                           "--twin", "torch-compile"], capture_output=True, text=True, env=child_env(), timeout=300)
+    assert done.returncode == 2
+    assert "--twin: 'torch-compile' is not one of the contenders run (allowed: paradnn, torch-eager)" in done.stderr
