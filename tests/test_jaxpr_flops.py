@@ -110,3 +110,27 @@ def test_a_convolution_counts_its_real_taps_as_xla_does(side, kernel, stride, pa
     assert count_matmul_flops(grad((0, 1)), x, w) == 2 * forward
     if (side, kernel) == (1, 3):
         assert forward == 2.0 * 2 * 8 * 4  # batch x out features x in features, one tap
+
+
+def test_a_models_jaxpr_count_is_kept_and_a_warm_run_does_not_trace_its_step_again(tmp_path, monkeypatch):
+    """Models without a closed form (the zoo's) get their analytic count from a walk over the
+    step's jaxpr, which traces the whole step: the count is kept in the analyses folder, so a
+    new process with the same folder reads it instead of tracing again."""
+    from paradnn import Real, Workload
+    from paradnn.backends.jax import analyses, costs
+    from paradnn.backends.jax import jaxpr_flops
+
+    walks = []
+    real_count = jaxpr_flops.count_matmul_flops
+    monkeypatch.setattr(jaxpr_flops, "count_matmul_flops", lambda *a: walks.append(1) or real_count(*a))
+    work = Workload(Real("lstm_lm", length=4), batch=2)
+    restore = analyses.configure(tmp_path)
+    try:
+        first = costs.model_flops_per_step(work)
+        analyses._memory.clear()  # as in a new process: from the folder
+        again = costs.model_flops_per_step(work)
+    finally:
+        restore()
+        analyses._memory.clear()
+    assert first == again > 0 and walks == [1]
+    assert list((tmp_path / "analyses").glob(f"model_flops-{work.key}-*"))

@@ -3,7 +3,8 @@
 A sweep measures each config once per repeat, dtype, resume and re-run, and much of a small
 config's wall time is analyses whose answer is fixed by the workload and the software: the memory
 breakdown's residual split (two abstract evaluations), the unrolled loop variants' cost analysis
-of scanned models (two compiles), which step loop the measured program uses (a lowering), and the
+of scanned models (two compiles), which step loop the measured program uses (a lowering), the
+analytic FLOP count of models without a closed form (a walk over the step's jaxpr, a trace), the
 initial state and synthetic batch (a compile and a run, from a fixed seed), and the measured
 program this host compiled, serialized with its abstract inputs (``JaxBackend.compile``), so
 that a warm run neither traces nor lowers it. Each is kept here
