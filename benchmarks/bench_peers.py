@@ -553,9 +553,9 @@ def main(argv: list[str] | None = None) -> None:
     for label in only or ():
         if label not in BUILDERS:
             p.error(f"--contenders: unknown contender {label!r} (allowed: {', '.join(BUILDERS)})")
-    if args.twin is not None and (args.twin not in BUILDERS or (only and args.twin not in only and args.twin != "paradnn")):
-        allowed = [label for label in BUILDERS if not only or label in only or label == "paradnn"]
-        p.error(f"--twin: {args.twin!r} is not one of the contenders run (allowed: {', '.join(allowed)})")
+    run = [label for label in BUILDERS if not only or label in only or label == "paradnn"]
+    if args.twin is not None and args.twin not in run:
+        p.error(f"--twin: {args.twin!r} is not one of the contenders run (allowed: {', '.join(run)})")
     results = []
     for name in args.only.split(","):
         if name == "gemm":
