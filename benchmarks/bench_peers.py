@@ -375,12 +375,17 @@ class Child:
 TWIN_SUFFIX = "-twin"
 
 
+def selected(only: list[str] | None) -> list[str]:
+    """The contenders run for ``--contenders`` (None: all), in BUILDERS' order; paradnn always."""
+    return [label for label in BUILDERS if not only or label in only or label == "paradnn"]
+
+
 def contenders(name: str, k: int, only: list[str] | None = None, twin: str | None = None) -> dict[str, Child]:
     """Every contender asked for (paradnn always), each started and built in turn (one compiles
     at a time) in its own process; one whose framework is missing is reported and left out.
     ``twin``: one of them again, in a second process, as ``<twin>-twin``."""
     out: dict[str, Child] = {}
-    labels = [label for label in BUILDERS if not only or label in only or label == "paradnn"]
+    labels = selected(only)
     for label in labels + ([twin + TWIN_SUFFIX] if twin in labels else []):
         child = Child(name, label.removesuffix(TWIN_SUFFIX), k)
         if child.status == "ready":
@@ -553,9 +558,8 @@ def main(argv: list[str] | None = None) -> None:
     for label in only or ():
         if label not in BUILDERS:
             p.error(f"--contenders: unknown contender {label!r} (allowed: {', '.join(BUILDERS)})")
-    run = [label for label in BUILDERS if not only or label in only or label == "paradnn"]
-    if args.twin is not None and args.twin not in run:
-        p.error(f"--twin: {args.twin!r} is not one of the contenders run (allowed: {', '.join(run)})")
+    if args.twin is not None and args.twin not in selected(only):
+        p.error(f"--twin: {args.twin!r} is not one of the contenders run (allowed: {', '.join(selected(only))})")
     results = []
     for name in args.only.split(","):
         if name == "gemm":

@@ -233,7 +233,7 @@ def test_sigterm_and_ctrl_c_stop_the_command_cleanly_then_resume_gives_every_con
                 "are kept") in err, err[-1000:]
         # The measuring child was stopped with its driver (the same check as after SIGKILL).
         assert children
-        wait_for(lambda: not set(children) & set(children_of(proc.pid)), timeout_s=10)
+        wait_for(lambda: not children_of(proc.pid), timeout_s=10)
     proc = subprocess.run(command, env=child_env(), capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
     df = load(db)
