@@ -37,6 +37,11 @@ fastest of several peers that run at one speed is the better of noisy draws, so 
 peers: ``--twin CONTENDER`` runs that contender a second time, in a process of its own, as a
 reference (``CONTENDER-twin``), and prints the same statistic for it, its value at parity.
 
+``--reference CHECKOUT`` runs every paradnn contender a second time with the ``paradnn``
+package of another checkout (an old main, a branch: ``git worktree add``), as ``LABEL@ref``
+(references, never peers nor stacks), and prints ``LABEL / LABEL@ref`` per round: a change to
+paradnn measured against the code before it, interleaved in the same run.
+
 ``--only gemm`` instead compares the compute-bound FC (layers 4, nodes 4096, input 2000, output
 1000; batch ``--gemm-batch``) with the best square float32 GEMM that any library reaches here
 (XLA default options, XLA with the "best" preset, numpy's BLAS, torch, TensorFlow).
@@ -46,7 +51,7 @@ reported and skipped. Not a test: run it and copy the table into docs/performanc
 
     python benchmarks/bench_peers.py [--only fc,cnn,lstm|gemm] [--rounds 5] [--json out.json]
                                      [--contenders paradnn,paradnn-torch,torch-compile]
-                                     [--twin torch-compile]
+                                     [--twin torch-compile] [--reference ../old-main]
 """
 
 from __future__ import annotations
@@ -339,22 +344,27 @@ def child_main(name: str, label: str, k: int) -> None:
     except SpecError as exc:  # a paradnn backend whose framework is missing
         answers.write("skip " + " ".join(str(exc).split()) + "\n")  # one line
         return
-    answers.write("ready\n")
+    # Where this process's paradnn came from: the parent checks a --reference child's.
+    answers.write(f"ready {os.path.dirname(os.path.realpath(paradnn.__file__))}\n")
     for line in sys.stdin:
         answers.write(f"{run(int(line))!r}\n")
 
 
 class Child:
-    """One contender in its own process (:func:`child_main`); calling it runs N steps there."""
+    """One contender in its own process (:func:`child_main`); calling it runs N steps there.
+    ``checkout``: import paradnn from that checkout (first on the child's PYTHONPATH).
+    ``origin`` is the folder of the paradnn package the child imported."""
 
-    def __init__(self, name: str, label: str, k: int):
+    def __init__(self, name: str, label: str, k: int, checkout: str | None = None):
         self.label = label
         # paradnn's contenders start as paradnn starts the processes it measures in (huge pages
         # for malloc, paradnn.hostmem); the peers as a user starts a plain loop.
         env = {**os.environ, **(hostmem.child_env(os.environ) if label.startswith("paradnn") else {})}
+        if checkout is not None:
+            env["PYTHONPATH"] = os.pathsep.join(filter(None, [checkout, env.get("PYTHONPATH")]))
         self.proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--child", name, label, str(k)],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1, env=env)
-        self.status = self.proc.stdout.readline().strip()
+        self.status, _, self.origin = self.proc.stdout.readline().strip().partition(" ")
         if self.status != "ready":
             self.close()
 
@@ -373,6 +383,8 @@ class Child:
 
 #: The label of the second process of ``--twin``'s contender (a reference, never a peer).
 TWIN_SUFFIX = "-twin"
+#: The label suffix of a paradnn contender run from ``--reference``'s checkout.
+REF_SUFFIX = "@ref"
 
 
 def selected(only: list[str] | None) -> list[str]:
@@ -380,15 +392,26 @@ def selected(only: list[str] | None) -> list[str]:
     return [label for label in BUILDERS if not only or label in only or label == "paradnn"]
 
 
-def contenders(name: str, k: int, only: list[str] | None = None, twin: str | None = None) -> dict[str, Child]:
+def contenders(name: str, k: int, only: list[str] | None = None, twin: str | None = None,
+               reference: str | None = None) -> dict[str, Child]:
     """Every contender asked for (paradnn always), each started and built in turn (one compiles
     at a time) in its own process; one whose framework is missing is reported and left out.
-    ``twin``: one of them again, in a second process, as ``<twin>-twin``."""
+    ``twin``: one of them again, in a second process, as ``<twin>-twin``. ``reference``: a
+    checkout; each paradnn contender again with its paradnn, as ``<label>@ref``."""
     out: dict[str, Child] = {}
     labels = selected(only)
-    for label in labels + ([twin + TWIN_SUFFIX] if twin in labels else []):
-        child = Child(name, label.removesuffix(TWIN_SUFFIX), k)
+    refs = [label + REF_SUFFIX for label in labels if label.startswith("paradnn")] if reference else []
+    for label in labels + ([twin + TWIN_SUFFIX] if twin in labels else []) + refs:
+        checkout = reference if label.endswith(REF_SUFFIX) else None
+        child = Child(name, label.removesuffix(TWIN_SUFFIX).removesuffix(REF_SUFFIX), k, checkout)
         if child.status == "ready":
+            if checkout is not None and os.path.dirname(child.origin) != checkout:
+                # A reference that ran this checkout's code would compare it with itself.
+                for started in [*out.values(), child]:
+                    started.close()
+                print(f"--reference: {label} imported paradnn from {child.origin}, not from {checkout}",
+                      file=sys.stderr)
+                raise SystemExit(2)
             out[label] = child
         else:
             reason = child.status.removeprefix("skip ") or f"its process ended (exit {child.proc.returncode})"
@@ -408,17 +431,18 @@ def interleave(runners: dict[str, Runner], rounds: int) -> dict[str, list[float]
     return times
 
 
-def bench_config(name: str, rounds: int, k: int, only: list[str] | None = None, twin: str | None = None) -> dict:
+def bench_config(name: str, rounds: int, k: int, only: list[str] | None = None, twin: str | None = None,
+                 reference: str | None = None) -> dict:
     spec, batch = CONFIGS[name]
     print(f"\n{name}: {spec}, batch {batch}, float32, rmsprop; {rounds} interleaved rounds", flush=True)
-    children = contenders(name, k, only, twin)
+    children = contenders(name, k, only, twin, reference)
     try:
         times = interleave(children, rounds)
     finally:
         for child in children.values():
             child.close()
     peers = [label for label in times if not label.startswith("paradnn") and label not in REFERENCES
-             and not label.endswith(TWIN_SUFFIX)]
+             and not label.endswith((TWIN_SUFFIX, REF_SUFFIX))]
     eps = {label: [batch / t for t in ts] for label, ts in times.items()}
     print(f"  {'contender':15s} {'examples/s (median)':>20s} {'paradnn / this (median of per-round ratios)':>45s}")
     result = {"config": name, "batch": batch, "rounds": rounds, "examples_per_sec": eps, "ratios": {}}
@@ -471,6 +495,13 @@ def bench_config(name: str, rounds: int, k: int, only: list[str] | None = None, 
         ratio = statistics.median(a / b for a, b in zip(eps["paradnn-torch"], eps["torch-compile-reuse"]))
         result["backend_vs_same_allocator"] = ratio
         print(f"  paradnn-torch / torch-compile-reuse per round (same allocator): {ratio:.3f}x")
+    for label in [label for label in eps if label.endswith(REF_SUFFIX)]:
+        mine = label.removesuffix(REF_SUFFIX)
+        ratio = statistics.median(a / b for a, b in zip(eps[mine], eps[label]))
+        result.setdefault("vs_reference", {})[mine] = ratio
+        print(f"  {mine} / {label} per round: {ratio:.3f}x (this checkout against {reference})")
+    if reference:
+        result["reference"] = reference
     return result
 
 
@@ -547,6 +578,8 @@ def main(argv: list[str] | None = None) -> None:
                    "paradnn is always one: the ratios are to it)")
     p.add_argument("--twin", default=None, help="run this contender twice, in two processes (the second as "
                    "CONTENDER-twin, a reference): the 'fastest peer per round' statistic's value at parity")
+    p.add_argument("--reference", default=None, metavar="CHECKOUT", help="also run each paradnn contender with "
+                   "the paradnn package of this checkout (as LABEL@ref, a reference): this code against that")
     p.add_argument("--child", nargs=3, metavar=("CONFIG", "CONTENDER", "K"), help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.child:
@@ -560,12 +593,15 @@ def main(argv: list[str] | None = None) -> None:
             p.error(f"--contenders: unknown contender {label!r} (allowed: {', '.join(BUILDERS)})")
     if args.twin is not None and args.twin not in selected(only):
         p.error(f"--twin: {args.twin!r} is not one of the contenders run (allowed: {', '.join(selected(only))})")
+    reference = os.path.realpath(args.reference) if args.reference is not None else None
+    if reference is not None and not os.path.isfile(os.path.join(reference, "paradnn", "__init__.py")):
+        p.error(f"--reference: {args.reference!r} is not a checkout of paradnn (no paradnn/__init__.py in it)")
     results = []
     for name in args.only.split(","):
         if name == "gemm":
             results.append(bench_gemm(args.rounds, args.gemm_batch, args.gemm_n))
         elif name in CONFIGS:
-            results.append(bench_config(name, args.rounds, args.steps_per_call, only, args.twin))
+            results.append(bench_config(name, args.rounds, args.steps_per_call, only, args.twin, reference))
         else:
             p.error(f"--only: unknown config {name!r} (allowed: fc, cnn, lstm, gemm)")
     if args.json:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 import statistics
 import subprocess
 import sys
@@ -51,3 +52,31 @@ def test_a_twin_that_is_not_run_is_refused():
                            "--twin", "torch-compile"], capture_output=True, text=True, env=child_env(), timeout=300)
     assert done.returncode == 2
     assert "--twin: 'torch-compile' is not one of the contenders run (allowed: paradnn, torch-eager)" in done.stderr
+
+
+@pytest.mark.slow
+def test_a_reference_checkout_runs_beside_this_one(tmp_path):
+    """--reference: each paradnn contender runs again from another checkout's paradnn package
+    (here a copy of this one's), reported as LABEL@ref and never counted as a peer."""
+    checkout = tmp_path / "old-main"
+    shutil.copytree(ROOT / "paradnn", checkout / "paradnn", ignore=shutil.ignore_patterns("__pycache__"))
+    out = tmp_path / "peers.json"
+    done = subprocess.run([sys.executable, str(SCRIPT), "--only", "fc", "--rounds", "2", "--steps-per-call", "2",
+                           "--contenders", "paradnn", "--reference", str(checkout), "--json", str(out)],
+                          capture_output=True, text=True, env=child_env(), timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr[-4000:]
+    (result,) = json.loads(out.read_text())
+    eps = result["examples_per_sec"]
+    assert sorted(eps) == ["paradnn", "paradnn@ref"]
+    assert result["reference"] == str(checkout.resolve())
+    assert result["vs_reference"]["paradnn"] == pytest.approx(
+        statistics.median(a / b for a, b in zip(eps["paradnn"], eps["paradnn@ref"])))
+    assert "vs_fastest_peer" not in result  # the reference is not a peer
+    assert "paradnn / paradnn@ref per round" in done.stdout
+
+
+def test_a_reference_that_is_not_a_checkout_is_refused(tmp_path):
+    done = subprocess.run([sys.executable, str(SCRIPT), "--only", "fc", "--reference", str(tmp_path)],
+                          capture_output=True, text=True, env=child_env(), timeout=300)
+    assert done.returncode == 2
+    assert f"--reference: {str(tmp_path)!r} is not a checkout of paradnn (no paradnn/__init__.py in it)" in done.stderr
