@@ -444,12 +444,12 @@ def bench_config(name: str, rounds: int, k: int, only: list[str] | None = None, 
     peers = [label for label in times if not label.startswith("paradnn") and label not in REFERENCES
              and not label.endswith((TWIN_SUFFIX, REF_SUFFIX))]
     eps = {label: [batch / t for t in ts] for label, ts in times.items()}
-    print(f"  {'contender':15s} {'examples/s (median)':>20s} {'paradnn / this (median of per-round ratios)':>45s}")
+    print(f"  {'contender':19s} {'examples/s (median)':>20s} {'paradnn / this (median of per-round ratios)':>45s}")
     result = {"config": name, "batch": batch, "rounds": rounds, "examples_per_sec": eps, "ratios": {}}
     for label, values in eps.items():
         ratio = statistics.median(p / v for p, v in zip(eps["paradnn"], values))
         result["ratios"][label] = ratio
-        print(f"  {label:15s} {statistics.median(values):20.1f} {ratio:45.3f}")
+        print(f"  {label:19s} {statistics.median(values):20.1f} {ratio:45.3f}")
     if peers:
         # The fastest peer per round, then the median over rounds of paradnn's ratio to it.
         best = [max(eps[p][i] for p in peers) for i in range(rounds)]
