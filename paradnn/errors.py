@@ -60,11 +60,16 @@ class StoreError(ParadnnError):
 
 
 class Terminated(KeyboardInterrupt):
-    """SIGTERM (``kill``, ``timeout``, a job scheduler's time limit, a container's stop) as the
-    command line receives it: raised in the main thread, so the clean-up of a Ctrl-C runs (child
-    processes stopped, the store closed) before the command exits with status 143. A subclass
-    of KeyboardInterrupt because that is what it is to the code it unwinds: an outside stop,
-    which no ``except Exception`` may take for a workload's failure."""
+    """SIGTERM (``kill``, ``timeout``, a job scheduler's time limit, a container's stop) or
+    SIGHUP (the terminal of a sweep started without ``nohup`` closed) as the command line
+    receives it: raised in the main thread, so the clean-up of a Ctrl-C runs (child processes
+    stopped, the store closed) before the command exits with status 128 + ``signum`` (143,
+    129). A subclass of KeyboardInterrupt because that is what it is to the code it unwinds: an
+    outside stop, which no ``except Exception`` may take for a workload's failure."""
+
+    def __init__(self, signum: int = 15) -> None:
+        super().__init__(signum)
+        self.signum = signum  # the signal's number (15 = SIGTERM, 1 = SIGHUP)
 
 
 class ParadnnWarning(UserWarning):

@@ -438,3 +438,24 @@ def test_one_row_per_config_a_later_attempt_replaces_the_unstable_one(tmp_path):
     with Store(db) as s:
         assert len(s) == len(rows) and len(s.frame()) == 6 and len(s.frame(attempts=True)) == len(rows)
         assert s.counts_by_key(["a", "b", "c", "d", "f"]) == {"a": 1, "b": 2, "c": 1, "f": 1}
+
+
+def test_time_stamps_are_every_rows_time_read_alone(tmp_path):
+    """time_stamps: the time_utc of every row, every attempt (what `paradnn sweep` counts when it
+    is stopped), the same as a full load gives; empty for a missing or empty store."""
+    from paradnn.store import time_stamps
+
+    db = tmp_path / "t.db"
+    assert time_stamps(db).tolist() == []
+    Store(db).close()
+    assert time_stamps(db).tolist() == []
+    times = ["2026-01-01T00:00:00+00:00", "2026-01-02T00:00:00+00:00", "2026-01-03T00:00:00.5+00:00"]
+    with Store(db) as s:
+        s.add(record(32, t=times[0]))
+        s.add(record(32, t=times[1]))  # the same config again: both attempts count
+        s.add(record(64, "oom", t=times[2]))
+    assert sorted(time_stamps(db)) == sorted(load(db, attempts=True)["time_utc"]) == times
+    foreign = tmp_path / "mine.db"
+    foreign.write_text("not a store")
+    with pytest.raises(ParadnnError, match="not a paradnn store"):
+        time_stamps(foreign)

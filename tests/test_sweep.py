@@ -202,10 +202,11 @@ def test_sigkill_at_several_points_then_resume_gives_every_config_once(tmp_path)
 @pytest.mark.slow
 def test_sigterm_and_ctrl_c_stop_the_command_cleanly_then_resume_gives_every_config_once(tmp_path):
     """`paradnn sweep` on the command line, real runner and XLA: SIGTERM (what `timeout` or a
-    job scheduler sends) and then SIGINT (Ctrl-C), each after rows were stored, end the command
-    with 143 and 130, one line saying how many rows this run wrote and how to go on, no
-    traceback, and no child process left behind; the same command then measures the rest."""
-    n = 16
+    job scheduler sends), SIGHUP (its terminal closed) and then SIGINT (Ctrl-C), each after rows
+    were stored, end the command with 143, 129 and 130, one line saying how many rows this run
+    wrote and how to go on, no traceback, and no child process left behind; a SIGHUP the command
+    was started ignoring (nohup) does not stop it; the same command then measures the rest."""
+    n = 20
     sweep_file = tmp_path / "grid.yaml"
     sweep_file.write_text(textwrap.dedent(f"""
         family: fc
@@ -215,13 +216,25 @@ def test_sigterm_and_ctrl_c_stop_the_command_cleanly_then_resume_gives_every_con
         """))
     db = tmp_path / "r.db"
     command = [sys.executable, "-m", "paradnn", "sweep", str(sweep_file), "--store", str(db), "--quiet"]
-    for stop, code, line in ((signal.SIGTERM, 143, "paradnn: terminated (SIGTERM)"),
-                             (signal.SIGINT, 130, "paradnn: interrupted")):
+    for stop, code, line, nohup in ((signal.SIGTERM, 143, "paradnn: terminated (SIGTERM)", False),
+                                    (signal.SIGHUP, 129, "paradnn: terminated (SIGHUP)", False),
+                                    (signal.SIGHUP, 143, "paradnn: terminated (SIGTERM)", True),
+                                    (signal.SIGINT, 130, "paradnn: interrupted", False)):
         before = count(db, "records")
-        proc = subprocess.Popen(command, env=child_env(), stderr=subprocess.PIPE, text=True)
+        # nohup's way: SIGHUP ignored, then exec (an ignored signal stays ignored across exec).
+        started = ([sys.executable, "-c", "import os, signal, sys; signal.signal(signal.SIGHUP, signal.SIG_IGN); "
+                    "os.execv(sys.executable, [sys.executable, *sys.argv[1:]])", *command[1:]]
+                   if nohup else command)
+        proc = subprocess.Popen(started, env=child_env(), stderr=subprocess.PIPE, text=True)
         wait_for(lambda: count(db, "records") > before or proc.poll() is not None, timeout_s=180)
         assert proc.poll() is None, "the sweep ended before it could be stopped"
         children = children_of(proc.pid)
+        if nohup:  # the hangup is ignored: the sweep stores another row, then SIGTERM stops it
+            proc.send_signal(stop)
+            seen = count(db, "records")
+            wait_for(lambda: count(db, "records") > seen or proc.poll() is not None, timeout_s=180)
+            assert proc.poll() is None, "the sweep ended after a SIGHUP it was started ignoring"
+            stop = signal.SIGTERM
         proc.send_signal(stop)
         _, err = proc.communicate(timeout=120)
         assert proc.returncode == code, err[-2000:]

@@ -9,9 +9,9 @@ lists them all. Every ``PARADNN_*`` variable is checked first (:mod:`paradnn.env
 framework is imported. Bad input (any ``ParadnnError``, a plugin that fails to load included) and
 faults of the environment (an ``OSError``: an unwritable folder, a full disk) become one line on
 stderr and exit status 2; a ``ParadnnWarning`` becomes one line ``paradnn: warning: ...``. Set
-``PARADNN_DEBUG=1`` to see the traceback of an environment fault. Ctrl-C and SIGTERM stop a
-command the same way, after its clean-up (child processes stopped, the store closed), with one
-line and exit status 130 or 143.
+``PARADNN_DEBUG=1`` to see the traceback of an environment fault. Ctrl-C, SIGTERM and SIGHUP
+(unless ignored, as under ``nohup``) stop a command the same way, after its clean-up (child
+processes stopped, the store closed), with one line and exit status 130, 143 or 129.
 """
 
 from __future__ import annotations
@@ -159,7 +159,16 @@ def _check_environment(line: list[str]) -> None:
 
 
 def _terminate(signum: int, frame: object) -> None:
-    raise Terminated()
+    raise Terminated(signum)
+
+
+def _last_words(text: str) -> None:
+    """Print the stop's line on stderr, which a hangup may have closed (EIO on a gone terminal):
+    the exit status still tells."""
+    try:
+        print(text, file=sys.stderr)
+    except OSError:
+        pass
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -171,8 +180,11 @@ def main(argv: list[str] | None = None) -> int:
     if argv is None:
         # The command line only (a caller of main() keeps its own handling): SIGTERM unwinds as
         # Ctrl-C does, so a sweep stopped by `timeout` or a scheduler stops its children, closes
-        # its store and says what is kept, instead of dying mid-way without a word.
+        # its store and says what is kept, instead of dying mid-way without a word. SIGHUP (the
+        # terminal closed) likewise, unless it is ignored (nohup): then the sweep goes on.
         signal.signal(signal.SIGTERM, _terminate)
+        if signal.getsignal(signal.SIGHUP) is signal.SIG_DFL:
+            signal.signal(signal.SIGHUP, _terminate)
     spawn = None
     try:
         try:
@@ -191,9 +203,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt as stop:
         # The shell's convention: 128 + the signal's number.
         if isinstance(stop, Terminated):
-            print("paradnn: terminated (SIGTERM)", file=sys.stderr)
-            return 128 + signal.SIGTERM
-        print("paradnn: interrupted", file=sys.stderr)
+            _last_words(f"paradnn: terminated ({signal.Signals(stop.signum).name})")
+            return 128 + stop.signum
+        _last_words("paradnn: interrupted")
         return 128 + signal.SIGINT
     finally:
         if spawn is not None:

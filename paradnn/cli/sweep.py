@@ -16,7 +16,7 @@ from paradnn.grids.runsettings import RUN_SETTINGS, add_flags, from_flags
 from paradnn.outputs import path_type, write_output
 from paradnn.record import PHASES, format_phase_totals, phase_metric, phase_totals
 from paradnn.status import failures
-from paradnn.store import EXPORT_SUFFIXES, check_store, export, load, merge
+from paradnn.store import EXPORT_SUFFIXES, check_store, export, load, merge, time_stamps
 from paradnn.sweeper import DEFAULT_CACHE, RETRY_BUDGET_FACTOR, is_retry, sweep
 from paradnn.units import parse_int, parse_number
 
@@ -43,11 +43,14 @@ def _sweep(args: argparse.Namespace) -> int:
     run["cache_dir"] = None if args.no_cache else run.get("cache_dir", DEFAULT_CACHE)
     try:
         df = sweep(args.file, store=args.store, progress=not args.quiet, **run)
-    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: what is kept, and how to go on (printed even with --quiet)
+    except KeyboardInterrupt:  # Ctrl-C, SIGTERM, SIGHUP: what is kept, and how to go on (even with --quiet)
         count = _rows_since(args.store, started)
-        print(f"paradnn sweep: stopped; {'the' if count is None else count} row(s) written to {args.store} "
-              "since this sweep started are kept (each committed as its config finished); the "
-              "same command measures the rest and skips the configs already stored", file=sys.stderr)
+        try:  # after a hangup stderr may be a terminal that is gone
+            print(f"paradnn sweep: stopped; {'the' if count is None else count} row(s) written to {args.store} "
+                  "since this sweep started are kept (each committed as its config finished); the "
+                  "same command measures the rest and skips the configs already stored", file=sys.stderr)
+        except OSError:
+            pass
         raise
     # "Measured now" is what this sweep committed itself (the sweeper lists those rows); of the
     # others, those stamped after it started were written meanwhile by another sweep sharing
@@ -57,7 +60,7 @@ def _sweep(args: argparse.Namespace) -> int:
     if len(df):
         ours = pd.Series([(k, t) in mine for k, t in zip(df["key"], df["time_utc"])],
                          index=df.index, dtype=bool)
-        now, meanwhile = df[ours], df[~ours & _stamped_since(df, started)]
+        now, meanwhile = df[ours], df[~ours & _stamped_since(df["time_utc"], started)]
     before = len(df) - len(now) - len(meanwhile)
 
     def summary(frame) -> str:
@@ -85,21 +88,22 @@ def _sweep(args: argparse.Namespace) -> int:
     return 0
 
 
-def _stamped_since(df: pd.DataFrame, started: datetime.datetime) -> pd.Series:
-    """Which rows of ``df`` are stamped (``time_utc``) at or after ``started``."""
-    return pd.to_datetime(df["time_utc"], utc=True, format="ISO8601", errors="coerce") >= started
+def _stamped_since(times: pd.Series, started: datetime.datetime) -> pd.Series:
+    """Which of ``times`` (rows' ``time_utc``) are at or after ``started``."""
+    return pd.to_datetime(times, utc=True, format="ISO8601", errors="coerce") >= started
 
 
 def _rows_since(store: str, started: datetime.datetime) -> int | None:
     """Rows of ``store`` stamped at or after ``started`` (every attempt; 0 without a store;
-    None where the store cannot be read now: the stop must not end in another error)."""
+    None where the store cannot be read now: the stop must not end in another error). Reads
+    the rows' times only (:func:`time_stamps`): after SIGTERM a scheduler waits only so long."""
     if not Path(store).exists():
         return 0
     try:
-        df = load(store, attempts=True)
+        times = time_stamps(store)
     except (ParadnnError, OSError):
         return None
-    return int(_stamped_since(df, started).sum()) if len(df) else 0
+    return int(_stamped_since(times, started).sum()) if len(times) else 0
 
 
 def _status(args: argparse.Namespace) -> int:

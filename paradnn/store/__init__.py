@@ -39,15 +39,16 @@ The package, one module per job (each imports only those listed before it):
 * :mod:`~paradnn.store.damage`: reading rows past damaged pages (:class:`Unreadable`), quick_check,
   the damage warning;
 * :mod:`~paradnn.store.writer`: :class:`Store` (writes, migration, claims) and :func:`check_store`;
-* :mod:`~paradnn.store.reader`: :func:`load`, :func:`merge`, :func:`export`, :func:`status_counts`.
+* :mod:`~paradnn.store.reader`: :func:`load`, :func:`merge`, :func:`export`, :func:`status_counts`,
+  :func:`time_stamps`.
 """
 
 from paradnn.store.damage import DAMAGE_ATTR, QUICK_CHECK_MESSAGES, UNREADABLE_CAUSES, Unreadable, damage_message
 from paradnn.store.files import BUSY_TIMEOUT_S
-from paradnn.store.reader import EXPORT_SUFFIXES, export, load, merge, status_counts
+from paradnn.store.reader import EXPORT_SUFFIXES, export, load, merge, status_counts, time_stamps
 from paradnn.store.schema import COLUMNS, STORE_SCHEMA_VERSION, PathLike, current_rows, migrate_row
 from paradnn.store.writer import Store, check_store
 
 __all__ = ["STORE_SCHEMA_VERSION", "COLUMNS", "EXPORT_SUFFIXES", "Store", "load", "merge", "export", "migrate_row",
-           "status_counts", "check_store", "Unreadable", "UNREADABLE_CAUSES", "DAMAGE_ATTR",
+           "status_counts", "time_stamps", "check_store", "Unreadable", "UNREADABLE_CAUSES", "DAMAGE_ATTR",
            "damage_message", "current_rows", "BUSY_TIMEOUT_S", "QUICK_CHECK_MESSAGES", "PathLike"]

@@ -1,6 +1,6 @@
 """Reading stores out: :func:`load` (one DataFrame of one store or several, one row per config),
-:func:`merge` (stores combined into one without duplicates), :func:`export` (CSV or Parquet) and
-:func:`status_counts`."""
+:func:`merge` (stores combined into one without duplicates), :func:`export` (CSV or Parquet),
+:func:`status_counts` and :func:`time_stamps` (the rows' times alone)."""
 
 from __future__ import annotations
 
@@ -227,6 +227,24 @@ def _parquet_columns(frame: pd.DataFrame) -> pd.DataFrame:
             out[name] = [None if _missing(v) else json.dumps(v) if isinstance(v, list) else str(v)
                          for v in column]
     return out
+
+
+def time_stamps(path: PathLike) -> pd.Series:
+    """The ``time_utc`` text of every row of the store at ``path`` (every attempt), read from its
+    indexed column alone: no row is decoded, so it stays fast on a large store (a full
+    :func:`load` of 40,000 rows takes about 7 s), which is what a sweep stopped by SIGTERM
+    needs to say what it kept within a scheduler's grace period. Empty for a new or empty
+    store; a damaged or unreadable one raises StoreError (:func:`load` reads past damage)."""
+    path = Path(path)
+    if check_file(path) == "new" or check_meta(path) == 0:
+        return pd.Series([], dtype=object, name="time_utc")
+    con = open_readonly(path)
+    try:
+        with Guard(path, "be read"):
+            stamps = [row[0] for row in con.execute("SELECT time_utc FROM records")]
+    finally:
+        con.close()
+    return pd.Series(stamps, dtype=object, name="time_utc")
 
 
 def status_counts(paths: PathLike | Sequence[PathLike]) -> dict[str, pd.DataFrame]:
