@@ -232,7 +232,7 @@ def _parquet_columns(frame: pd.DataFrame) -> pd.DataFrame:
 def time_stamps(path: PathLike) -> pd.Series:
     """The ``time_utc`` text of every row of the store at ``path`` (every attempt), read from its
     indexed column alone: no row is decoded, so it stays fast on a large store (a full
-    :func:`load` of 40,000 rows takes about 7 s), which is what a sweep stopped by SIGTERM
+    :func:`load` of 38,880 rows took 6 s, this 0.04 s), which is what a sweep stopped by SIGTERM
     needs to say what it kept within a scheduler's grace period. Empty for a new or empty
     store; a damaged or unreadable one raises StoreError (:func:`load` reads past damage)."""
     path = Path(path)
