@@ -13,6 +13,7 @@ A workload's own outcomes (``ok``, ``oom``, ``error``, ``timeout``, ``crashed``)
 from __future__ import annotations
 
 import reprlib
+import signal
 
 #: Longest echo of a user's value in a message, in characters.
 ECHO_CHARS = 80
@@ -67,9 +68,9 @@ class Terminated(KeyboardInterrupt):
     129). A subclass of KeyboardInterrupt because that is what it is to the code it unwinds: an
     outside stop, which no ``except Exception`` may take for a workload's failure."""
 
-    def __init__(self, signum: int = 15) -> None:
+    def __init__(self, signum: int = signal.SIGTERM) -> None:
         super().__init__(signum)
-        self.signum = signum  # the signal's number (15 = SIGTERM, 1 = SIGHUP)
+        self.signum = int(signum)  # the signal's number: the exit status is 128 + it
 
 
 class ParadnnWarning(UserWarning):

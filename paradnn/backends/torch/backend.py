@@ -7,7 +7,7 @@ optimizer update. The setting ``torch_compile`` (``COMPILE_MODES``) picks eager 
 ``torch.compile`` mode; compiled, the forward (with the backward AOTAutograd derives from it)
 and the optimizer update are the two compiled regions, and the loss runs eagerly between them, as
 in a plain ``torch.compile(model)`` loop (ATen's fused cross-entropy kernels: Inductor's CPU code
-for it took 1.5x their time).
+for it took about 1.5x their time).
 
 torch compiles lazily, so :meth:`TorchBackend.compile` builds everything and runs two warm
 steps (the first compiles; the second recompiles once where the optimizer created its state
@@ -337,8 +337,8 @@ class TorchBackend:
             # the optimizer update: the graph breaks torch.compile of the whole step makes anyway
             # (at zero_grad and backward), made explicit. The loss stays eager, as in a plain
             # torch.compile(model) loop: compiled with the forward, Inductor's CPU kernels for the
-            # cross-entropy and its gradient took 1.5x ATen's fused ones (1280x1024 logits), and
-            # the bench LSTM ran 0.96-0.97x its speed with the loss eager (docs/performance.md).
+            # cross-entropy and its gradient took about 1.5x ATen's (1280x1024 logits), and the
+            # bench LSTM's step ran 3-5% slower than with the loss eager (docs/performance.md).
             options = {"mode": None if mode == "default" else mode}
             forward = torch.compile(forward, **options)
             update = torch.compile(opt.step, **options)
