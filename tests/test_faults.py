@@ -31,7 +31,7 @@ from pathlib import Path
 import pytest
 
 from helpers import SMALL_FILE, TINY, TINY_FIELDS, child_env, paradnn_messages
-from paradnn.errors import InfrastructureError, ParadnnError
+from paradnn.errors import InfrastructureError, ParadnnError, ParadnnWarning
 from paradnn.grids import grid
 from paradnn.record import Record
 from paradnn.store import Store, load
@@ -348,8 +348,10 @@ def test_merge_refuses_two_different_rows_with_one_key_and_time(tmp_path):
     assert cli("merge", a, "-o", out).returncode == 0
     one_error_line(cli("merge", b, "-o", out), "share key and time")
     assert list(load(out)["examples_per_sec"]) == [1.0]
-    # Both rows survive side by side when read together, rather than one hiding the other.
-    assert sorted(load([a, b])["examples_per_sec"]) == [1.0, 2.0]
+    # Both rows survive side by side when read together, rather than one hiding the other, and
+    # the reader says so.
+    with pytest.warns(ParadnnWarning, match=r"1 row\(s\) share key and time with a different row of another store"):
+        assert sorted(load([a, b])["examples_per_sec"]) == [1.0, 2.0]
 
 
 def test_merge_counts_identical_rows_as_present(tmp_path):
@@ -1246,8 +1248,9 @@ OUTCOMES = ("ok", "oom", "error", "timeout", "crashed")
 def without_progress(proc: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
     """``proc`` with the progress lines of ``run`` left out of its stderr (the first line
     naming what it measures, and heartbeats naming a phase): what is left is the outcome."""
-    lines = [l for l in proc.stderr.strip().splitlines()
-             if not l.startswith("paradnn: measuring ") and not re.match(r"paradnn: [^:]+: .* for .* so far\)", l)]
+    lines = [line for line in proc.stderr.strip().splitlines()
+             if not line.startswith("paradnn: measuring ")
+             and not re.match(r"paradnn: [^:]+: .* for .* so far\)", line)]
     return subprocess.CompletedProcess(proc.args, proc.returncode, proc.stdout, "\n".join(lines))
 
 
@@ -1256,7 +1259,7 @@ def one_outcome_line(proc: subprocess.CompletedProcess, status: str, *words: str
     last one (after the progress lines)."""
     assert "Traceback" not in proc.stderr, proc.stderr
     lines = proc.stderr.strip().splitlines()
-    outcomes = [l for l in lines if any(l.startswith(f"paradnn: {o}: ") for o in OUTCOMES)]
+    outcomes = [line for line in lines if any(line.startswith(f"paradnn: {o}: ") for o in OUTCOMES)]
     assert proc.returncode == 1, (proc.returncode, proc.stderr)
     assert outcomes == lines[-1:] and outcomes[0].startswith(f"paradnn: {status}: "), proc.stderr
     lines = outcomes
@@ -1347,8 +1350,8 @@ def test_collectives_defaults_on_simulated_cpu_devices_finish_with_progress():
     assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
     assert time.monotonic() - t0 < 120
     lines = proc.stderr.splitlines()
-    assert any(l.startswith("paradnn: collectives: defaults for a CPU host: --sizes 1KB..1MB") for l in lines)
-    progress = [l for l in lines if re.match(r"paradnn: collectives \d+/40: ", l)]
+    assert any(line.startswith("paradnn: collectives: defaults for a CPU host: --sizes 1KB..1MB") for line in lines)
+    progress = [line for line in lines if re.match(r"paradnn: collectives \d+/40: ", line)]
     assert len(progress) == 40, proc.stderr
 
 
