@@ -172,11 +172,11 @@ def test_a_config_longer_than_the_heartbeat_prints_its_phase(tmp_path, monkeypat
     sweep(g, store=tmp_path / "r.db", cache_dir=None, settings=TINY, progress=out, timeout_s=120,
           run_fn=slow_compile)
     lines = out.getvalue().splitlines()
-    beats = [l for l in lines if re.fullmatch(r"paradnn sweep: fc layers=1 nodes=8 \S.*: compiling for "
-                                              r"\S+ \(\S+ so far\)", l)]
+    beats = [s for s in lines if re.fullmatch(r"paradnn sweep: fc layers=1 nodes=8 \S.*: compiling for "
+                                              r"\S+ \(\S+ so far\)", s)]
     assert beats, out.getvalue()
     # The progress line's own history is unchanged: one line per started and finished config.
-    assert sum("running fc" in l for l in lines) == 1
+    assert sum("running fc" in s for s in lines) == 1
 
 
 def test_overlap_is_checked_where_it_is_given(tmp_path):

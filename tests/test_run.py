@@ -188,11 +188,11 @@ def test_cli_summary_says_units_and_sources(paradnn_cmd):
                  "per device (the device's, as the framework reports it)"):
         assert text in out, text
     # The headline utilization is the useful-FLOP one, the executed one beside it.
-    line = next(l for l in out.splitlines() if l.startswith("utilization"))
+    line = next(s for s in out.splitlines() if s.startswith("utilization"))
     assert line.index("useful") < line.index("executed")
     # The ceiling beside the peak: on a CPU it is the peak's own probe.
     lines = out.splitlines()
-    peak_at = next(i for i, l in enumerate(lines) if l.startswith("peak "))
+    peak_at = next(i for i, s in enumerate(lines) if s.startswith("peak "))
     assert lines[peak_at + 1] == "ceiling           the peak's own probe"
 
 
