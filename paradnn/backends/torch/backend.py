@@ -327,24 +327,25 @@ class TorchBackend:
         amp = {"float32": None, "bfloat16": torch.bfloat16, "float16": torch.float16}[workload.dtype]
         scaler = (torch.amp.GradScaler("cuda") if amp is torch.float16 and device.type == "cuda" else None)
 
-        def forward(inputs: Any) -> Any:
-            with torch.autocast(device.type, dtype=amp or torch.float32, enabled=amp is not None):
-                return module(inputs)
-
-        update = opt.step
+        forward, update = module, opt.step
         if mode != "eager":
-            # Two compiled regions, the forward (whose backward AOTAutograd compiles with it) and
-            # the optimizer update: the graph breaks torch.compile of the whole step makes anyway
-            # (at zero_grad and backward), made explicit. The loss stays eager, as in a plain
-            # torch.compile(model) loop: compiled with the forward, Inductor's CPU kernels for the
-            # cross-entropy and its gradient took about 1.5x ATen's (1280x1024 logits), and the
-            # bench LSTM's step ran 3-5% slower than with the loss eager (docs/performance.md).
+            # Two compiled regions, the module's forward (whose backward AOTAutograd compiles with
+            # it) and the optimizer update: the graph breaks torch.compile of the whole step makes
+            # anyway (at zero_grad and backward), made explicit. As in a plain torch.compile(model)
+            # loop, autocast is entered outside the compiled module and the loss runs eagerly.
+            # Compiled with the forward, Inductor's CPU kernels for the cross-entropy and its
+            # gradient took about 1.5x ATen's (1280x1024 logits): the bench LSTM's step ran 3-5%
+            # slower (docs/performance.md). Autocast inside the compiled function put the fused
+            # recurrent kernels' graph break inside a `with` block, which cost TorchDynamo extra
+            # frames on every step (0.9 ms against 0.5 ms on that LSTM).
             options = {"mode": None if mode == "default" else mode}
-            forward = torch.compile(forward, **options)
+            forward = torch.compile(module, **options)
             update = torch.compile(opt.step, **options)
 
         def forward_loss(batch: dict[str, Any]) -> Any:
-            return model.loss(forward(batch["inputs"]), batch)  # float32: the loss casts the logits
+            with torch.autocast(device.type, dtype=amp or torch.float32, enabled=amp is not None):
+                outputs = forward(batch["inputs"])
+            return model.loss(outputs, batch)  # float32: the loss casts the logits
 
         def fn(batch: dict[str, Any]) -> Any:
             opt.zero_grad(set_to_none=True)
