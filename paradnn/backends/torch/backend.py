@@ -337,7 +337,7 @@ class TorchBackend:
             # gradient took about 1.5x ATen's (1280x1024 logits): the bench LSTM's step ran 3-5%
             # slower (docs/performance.md). Autocast inside the compiled function put the fused
             # recurrent kernels' graph break inside a `with` block, which cost TorchDynamo extra
-            # frames on every step (0.9 ms against 0.5 ms on that LSTM).
+            # frames on every step (0.9 ms against 0.4 ms on that LSTM).
             options = {"mode": None if mode == "default" else mode}
             forward = torch.compile(module, **options)
             update = torch.compile(opt.step, **options)
