@@ -162,9 +162,9 @@ def _terminate(signum: int, frame: object) -> None:
     raise Terminated(signum)
 
 
-def _last_words(text: str) -> None:
-    """Print the stop's line on stderr, which a hangup may have closed (EIO on a gone terminal):
-    the exit status still tells."""
+def last_words(text: str) -> None:
+    """Print a line of a command's stop on stderr, which a hangup may have closed (EIO on a gone
+    terminal): the exit status still tells."""
     try:
         print(text, file=sys.stderr)
     except OSError:
@@ -203,9 +203,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt as stop:
         # The shell's convention: 128 + the signal's number.
         if isinstance(stop, Terminated):
-            _last_words(f"paradnn: terminated ({signal.Signals(stop.signum).name})")
+            last_words(f"paradnn: terminated ({signal.Signals(stop.signum).name})")
             return 128 + stop.signum
-        _last_words("paradnn: interrupted")
+        last_words("paradnn: interrupted")
         return 128 + signal.SIGINT
     finally:
         if spawn is not None:

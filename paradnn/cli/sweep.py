@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from paradnn.cli import DEFAULT_STORE, typed
+from paradnn.cli import DEFAULT_STORE, last_words, typed
 from paradnn.cli.plan import show_plan
 from paradnn.errors import ParadnnError
 from paradnn.grids.runsettings import RUN_SETTINGS, add_flags, from_flags
@@ -45,12 +45,9 @@ def _sweep(args: argparse.Namespace) -> int:
         df = sweep(args.file, store=args.store, progress=not args.quiet, **run)
     except KeyboardInterrupt:  # Ctrl-C, SIGTERM, SIGHUP: what is kept, and how to go on (even with --quiet)
         count = _rows_since(args.store, started)
-        try:  # after a hangup stderr may be a terminal that is gone
-            print(f"paradnn sweep: stopped; {'the' if count is None else count} row(s) written to {args.store} "
-                  "since this sweep started are kept (each committed as its config finished); the "
-                  "same command measures the rest and skips the configs already stored", file=sys.stderr)
-        except OSError:
-            pass
+        last_words(f"paradnn sweep: stopped; {'the' if count is None else count} row(s) written to {args.store} "
+                   "since this sweep started are kept (each committed as its config finished); the "
+                   "same command measures the rest and skips the configs already stored")
         raise
     # "Measured now" is what this sweep committed itself (the sweeper lists those rows); of the
     # others, those stamped after it started were written meanwhile by another sweep sharing
@@ -97,13 +94,11 @@ def _rows_since(store: str, started: datetime.datetime) -> int | None:
     """Rows of ``store`` stamped at or after ``started`` (every attempt; 0 without a store;
     None where the store cannot be read now: the stop must not end in another error). Reads
     the rows' times only (:func:`time_stamps`): after SIGTERM a scheduler waits only so long."""
-    if not Path(store).exists():
-        return 0
     try:
         times = time_stamps(store)
     except (ParadnnError, OSError):
         return None
-    return int(_stamped_since(times, started).sum()) if len(times) else 0
+    return int(_stamped_since(times, started).sum())
 
 
 def _status(args: argparse.Namespace) -> int:
