@@ -80,3 +80,24 @@ def test_a_reference_that_is_not_a_checkout_is_refused(tmp_path):
                           capture_output=True, text=True, env=child_env(), timeout=300)
     assert done.returncode == 2
     assert f"--reference: {str(tmp_path)!r} is not a checkout of paradnn (no paradnn/__init__.py in it)" in done.stderr
+
+
+@pytest.mark.slow
+def test_a_reference_whose_package_hands_over_to_another_paradnn_stops_the_bench(tmp_path):
+    """A checkout whose ``import paradnn`` ends in another paradnn (here: its package steps aside
+    for the one installed) would compare this code with itself: the bench stops with exit 2 and
+    names both folders, before any round."""
+    checkout = tmp_path / "old-main"
+    (checkout / "paradnn").mkdir(parents=True)
+    (checkout / "paradnn" / "__init__.py").write_text(
+        "import sys\n"
+        f"sys.path[:] = [p for p in sys.path if p != {str(checkout)!r}]\n"
+        "del sys.modules['paradnn']\n"
+        "import paradnn\n")
+    done = subprocess.run([sys.executable, str(SCRIPT), "--only", "fc", "--rounds", "2", "--steps-per-call", "2",
+                           "--contenders", "paradnn", "--reference", str(checkout)],
+                          capture_output=True, text=True, env=child_env(), timeout=600)
+    assert done.returncode == 2, done.stdout + done.stderr[-4000:]
+    assert (f"--reference: paradnn@ref imported paradnn from {(ROOT / 'paradnn').resolve()}, "
+            f"not from {checkout.resolve()}") in done.stderr
+    assert "per round" not in done.stdout and "Traceback" not in done.stderr

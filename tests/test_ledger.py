@@ -178,16 +178,19 @@ def test_planted_causes_come_out_on_top():
     assert share["useful"] + share["below_roof"] > 0.5, ledger.summary(big)
     assert big["ledger_largest_part"] in ("useful", "below_roof"), ledger.summary(big)
     # Element-wise-heavy (a wide, shallow RNN: its gates are element-wise work over 256 units at
-    # every step): memory-bound time above 5% of its operations' time (about 18% on a quiet host),
-    # and a larger share than the large FC's. Of the operations' time, not of the step: a loaded
-    # host stretches the 4-ms step's time outside operations (dispatch), not its bytes.
+    # every step): memory-bound time is a larger share of its operations' time at their roofs
+    # (compute bound plus memory bound) than the large FC's: 18-27% against 9-10% in 12 runs, on a
+    # quiet host and with both cores busy. At their roofs, not of the measured time: a loaded
+    # host stretches the measured operations (it shows as below roof), not their FLOPs or bytes;
+    # of the measured operations' time the wide RNN's share fell to 1.5x the FC's under load.
     wide = _run(RNN(cell="rnn", layers=1, embed=256, length=8, vocab=16), 32, steps_per_call=4)
     _check_adds_up(wide)
 
-    def memory_of_ops(m):
-        return m[ledger_metric("memory")] / m["ledger_ops_s"]
+    def memory_at_roofs(m):
+        memory = m[ledger_metric("memory")]
+        return memory / (m[ledger_metric("useful")] + m[ledger_metric("extra")] + memory)
 
-    assert memory_of_ops(wide) > max(0.05, memory_of_ops(big)), (ledger.summary(wide), ledger.summary(big))
+    assert memory_at_roofs(wide) > max(0.12, 1.3 * memory_at_roofs(big)), (ledger.summary(wide), ledger.summary(big))
 
 
 @pytest.mark.slow
