@@ -591,6 +591,25 @@ def test_first_section_is_every_runs_throughput_step_time_and_utilization(trust_
     assert "How fast: every run" in page
 
 
+def test_every_run_table_reads_in_the_grids_order_whatever_order_the_runs_were_stored_in():
+    """Runs stored in any order (a sweep's planner, retries, several sweeps) read by family, then
+    by their sizes as numbers (nodes=64 before nodes=128, not as text), then batch."""
+    import random
+
+    from paradnn.report.summary import summary_table
+
+    cpu = {"dtype": "float32", "status": "ok", "step_time_s": 1e-3, "device_platform": "cpu", "device_kind": "cpu"}
+    rows = [{"family": "fc", "layers": 2, "nodes": n, "input": 512, "output": 100, "batch": b,
+             "examples_per_sec": b / 1e-3, **cpu} for n in (64, 128, 512) for b in (16, 256)]
+    rows.append({"family": "cnn", "block": "residual", "blocks": 1, "filters": 8, "image": 32, "output": 10,
+                 "batch": 16, "examples_per_sec": 1.6e4, **cpu})
+    random.Random(0).shuffle(rows)
+    table = summary_table(pd.DataFrame(rows))
+    fc = [(w.split()[2], int(b)) for w, b in zip(table["workload"], table["batch"]) if w.startswith("fc")]
+    assert table["workload"].iloc[0].startswith("cnn")
+    assert fc == [(f"nodes={n}", b) for n in (64, 128, 512) for b in (16, 256)]
+
+
 def test_remeasure_recipe_lists_exactly_the_unstable_configs_with_the_flag(trust):
     import yaml
 

@@ -302,9 +302,10 @@ def _child_main(payload: str) -> None:
 def _os_threads() -> int | None:
     """Threads of this process now (Linux ``/proc/self/status``), to show the pool's size."""
     try:
-        for line in open("/proc/self/status"):
-            if line.startswith("Threads:"):
-                return int(line.split()[1])
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("Threads:"):
+                    return int(line.split()[1])
     except OSError:
         return None
     return None

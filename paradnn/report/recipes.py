@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -277,7 +278,7 @@ def _repository_file(df: pd.DataFrame, m: Unsupported, path: str) -> None:
     """``m``'s estimate for a sweep file of this repository (``sweeps/...``): from the file
     where it can be read here, else from the store's median config time."""
     try:
-        text = open(path, encoding="utf-8").read()
+        text = Path(path).read_text(encoding="utf-8")
     except OSError:
         text = None
     if text is not None:

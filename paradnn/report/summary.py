@@ -4,6 +4,8 @@ the figures."""
 
 from __future__ import annotations
 
+import re
+
 import pandas as pd
 
 from paradnn import gpuclocks, ledger
@@ -31,7 +33,7 @@ LARGEST_LOSS = "largest loss (time ledger, share of the step)"
 
 
 def summary_table(df: pd.DataFrame) -> pd.DataFrame:
-    """One row per record of ``df``, in the store's order grouped by family: ``workload`` (its
+    """One row per record of ``df``, in reading order (:func:`reading_order`): ``workload`` (its
     short name), ``batch``, ``platform``, ``framework`` (where the store has several),
     :data:`THROUGHPUT` and :data:`STEP_TIME` (median, with the 95% CI) as text with
     :data:`DIGITS` significant digits, trailing zeros kept (47.9k beside 8.19k, 96.0 µs beside
@@ -89,13 +91,29 @@ def summary_table(df: pd.DataFrame) -> pd.DataFrame:
             "notes": ", ".join(_note(code, r) for code in notes.loc[i]),
         })
         out.append(rec)
-    table = pd.DataFrame(out)
+    families = df["family"].astype(str).tolist() if "family" in df.columns else [""] * len(out)
+    table = pd.DataFrame([out[i] for i in reading_order(families, out)])
     table["batch"] = table_column(list(table["batch"]))  # whole, as every table writes a count
-    order = df["family"].astype(str).reset_index(drop=True) if "family" in df.columns else None
-    if order is not None:
-        table = table.assign(_f=order).sort_values("_f", kind="stable").drop(columns="_f")
     table.attrs["utilization"] = util
     return table.reset_index(drop=True)
+
+
+def natural_key(text: str) -> tuple:
+    """A sort key of ``text`` whose digit runs compare as numbers (``nodes=64`` before
+    ``nodes=128``); keys of any two texts compare (text and numbers alternate in each)."""
+    return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", text))
+
+
+def reading_order(families: list[str], rows: list[dict]) -> list[int]:
+    """Positions of the table's ``rows`` (dicts of its columns) grouped by family (``families``,
+    one per row), then by workload with its sizes as numbers, batch, platform and framework: a
+    sweep's grid reads in its axes' order whatever order its runs were measured or retried in."""
+    def key(i: int) -> tuple:
+        row = rows[i]
+        batch = row["batch"] if row["batch"] is not None else -1.0
+        return (families[i], natural_key(row["workload"]), batch, natural_key(row["platform"]),
+                str(row.get("framework", "")))
+    return sorted(range(len(rows)), key=key)
 
 
 def _note(code: str, row: pd.Series) -> str:
