@@ -421,3 +421,13 @@ def test_the_stderr_filter_drops_only_installed_packages_python_warnings():
     assert _without_python_warnings_of_installed_packages(stderr) == [
         "paradnn: run: fc ...", "I0000 00:00:1 port.cc:153] oneDNN custom operations are on",
         "/work/paradnn/a.py:4: UserWarning: ours"]
+
+
+def test_an_error_about_a_value_with_line_breaks_stays_on_one_line(tmp_path):
+    # A value with a line break or a tab (a path pasted from somewhere) is shown escaped: the
+    # error is the one line a script or a log reads (found by the fuzzing suite with 200 cases
+    # per property: `--ops $'line\nbreak'` printed "paradnn: error: --ops line", then "break: ...").
+    store = grid_store(tmp_path / "s.db")
+    one_error_line(cli("report", store, "-o", tmp_path / "r", "--ops", "line\nbreak\tx"),
+                   "--ops line\\nbreak\\tx: no such file")
+    one_error_line(cli("run", "fc", "--layers", "4\n5"), "layers='4\\n5'")

@@ -69,7 +69,17 @@ class Parser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
 
     def error(self, message: str):  # type: ignore[override]
-        self.exit(2, f"paradnn: error: {message}\n")
+        self.exit(2, error_line(message) + "\n")
+
+
+def error_line(message: object) -> str:
+    """``paradnn: error: MESSAGE`` as one line: characters that would break it (a line break, a
+    carriage return, any other control character in a value the user gave: a path, a flag's
+    value) are shown escaped (``\\n``), so that a script or a log reads the whole error on its
+    one line."""
+    text = str(message)
+    return "paradnn: error: " + "".join(
+        c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
 
 
 def typed(parse, *args, **kwargs):
@@ -190,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             _check_environment(line)
         except ParadnnError as exc:  # before the sweep's worker starts: it would import a framework
-            print(f"paradnn: error: {exc}", file=sys.stderr)
+            print(error_line(exc), file=sys.stderr)
             return 2
         if line[:1] == ["sweep"] and not {"--dry-run", "--help", "-h"} & set(line):
             # Its measuring worker starts Python and imports the default framework while this
@@ -218,14 +228,14 @@ def _main(line: list[str]) -> int:
         # $PARADNN_PLUGINS: a bad one is the user's error, one line.
         parser = build_parser(line[0] if line else None)
     except ParadnnError as exc:
-        print(f"paradnn: error: {exc}", file=sys.stderr)
+        print(error_line(exc), file=sys.stderr)
         return 2
     args = parser.parse_args(line)
     warnings.showwarning = _show_warning
     try:
         return int(args.func(args) or 0)
     except ParadnnError as exc:
-        print(f"paradnn: error: {exc}", file=sys.stderr)
+        print(error_line(exc), file=sys.stderr)
         return 2
     except OSError as exc:
         # A fault of the environment that no check above classified (a folder that vanished,
@@ -233,7 +243,7 @@ def _main(line: list[str]) -> int:
         if os.environ.get("PARADNN_DEBUG"):
             raise
         where = f" ({exc.filename})" if getattr(exc, "filename", None) else ""
-        print(f"paradnn: error: {os_cause(exc)}{where}", file=sys.stderr)
+        print(error_line(f"{os_cause(exc)}{where}"), file=sys.stderr)
         return 2
     finally:
         warnings.showwarning = _python_show_warning
