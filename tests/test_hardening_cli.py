@@ -423,7 +423,7 @@ def test_the_stderr_filter_drops_only_installed_packages_python_warnings():
         "/work/paradnn/a.py:4: UserWarning: ours"]
 
 
-def test_an_error_about_a_value_with_line_breaks_stays_on_one_line(tmp_path):
+def test_an_error_about_a_hostile_value_is_one_line_that_says_what_is_allowed(tmp_path):
     # A value with a line break or a tab (a path pasted from somewhere) is shown escaped: the
     # error is the one line a script or a log reads (found by the fuzzing suite with 200 cases
     # per property: `--ops $'line\nbreak'` printed "paradnn: error: --ops line", then "break: ...").
@@ -431,3 +431,6 @@ def test_an_error_about_a_value_with_line_breaks_stays_on_one_line(tmp_path):
     one_error_line(cli("report", store, "-o", tmp_path / "r", "--ops", "line\nbreak\tx"),
                    "--ops line\\nbreak\\tx: no such file")
     one_error_line(cli("run", "fc", "--layers", "4\n5"), "layers='4\\n5'")
+    # A store name longer than the file system allows (fuzzing, 500 cases): what a store may be.
+    one_error_line(cli("collectives", "--store", "x" * 300), "argument --store", "File name too long",
+                   "allowed: a new path or an existing paradnn store")

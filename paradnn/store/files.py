@@ -252,7 +252,9 @@ def check_file(path: Path) -> str:
                                "(an SQLite file); choose a file path")
         head = _head(path, len(_SQLITE_MAGIC))
     except OSError as exc:
-        raise StoreError(f"store {path}: cannot be read: {exc.strerror or exc}") from None
+        # A name too long, a folder without permission: say what a store path may be.
+        raise StoreError(f"store {path}: cannot be read: {exc.strerror or exc}; allowed: a new path "
+                         "or an existing paradnn store that this user can read") from None
     if head is None:
         return "sqlite"  # a Store of this process has it open
     if not head:
