@@ -95,7 +95,7 @@ def summary_table(df: pd.DataFrame) -> pd.DataFrame:
     table = pd.DataFrame([out[i] for i in reading_order(families, out)])
     table["batch"] = table_column(list(table["batch"]))  # whole, as every table writes a count
     table.attrs["utilization"] = util
-    return table.reset_index(drop=True)
+    return table
 
 
 def natural_key(text: str) -> tuple:
