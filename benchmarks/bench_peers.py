@@ -29,6 +29,11 @@ peers with the environment as it is, as a user starts a plain loop.
                   backend sets on a CPU (``cpu_allocator="reuse"``): not a peer (a plain loop
                   as users write it keeps glibc's defaults) but the reference that tells
                   paradnn-torch's own overhead from the allocator's gain
+* torch-compile-cl: the torch-compile loop with the CNN in ``channels_last`` (model and input),
+                  as PyTorch's performance guide advises for convolutional networks: a peer (CNN
+                  only; NHWC is what paradnn-torch runs image models in by default)
+* paradnn-torch-nchw: paradnn-torch with ``memory_format="contiguous"`` (CNN only): a
+                  reference, never a peer nor a stack, for what the layout option gives
 
 Besides "paradnn / fastest peer per round" (JAX/XLA, the reference), a line gives paradnn at its
 best stack: the paradnn contender fastest by median (what ``framework="best"`` chooses), per
@@ -91,7 +96,7 @@ SETTLE_S = 0.3
 
 Runner = Callable[[int], float]  # steps -> seconds for that many steps (data resident)
 #: Contenders that are references, not peers: never the "fastest peer".
-REFERENCES = ("torch-compile-reuse",)
+REFERENCES = ("torch-compile-reuse", "paradnn-torch-nchw")
 
 
 # --------------------------------------------------------------------------------- paradnn
@@ -118,14 +123,15 @@ def paradnn_runner(spec, batch: int, preset: str, k: int) -> Runner:
     return run
 
 
-def backend_runner(spec, batch: int, framework: str, k: int) -> Runner:
+def backend_runner(spec, batch: int, framework: str, k: int, **options) -> Runner:
     """The K-step call paradnn.run measures with ``framework``'s backend (paradnn's torch or
-    TensorFlow backend at its default options): ``Backend.compile``, ``init``, ``Program.call``."""
+    TensorFlow backend at its default options, or at ``options``): ``Backend.compile``, ``init``,
+    ``Program.call``."""
     from paradnn import backends
     from paradnn.measure import MeasureSettings
 
     backend = backends.get(framework)
-    program = backend.compile(Workload(spec, batch, "float32", None, 1, framework), MeasureSettings(steps_per_call=k))
+    program = backend.compile(Workload(spec, batch, "float32", None, 1, framework), MeasureSettings(steps_per_call=k, **options))
     state, data = backend.init(program)
     box = [state]
 
@@ -207,10 +213,12 @@ def torch_data(name: str, spec, batch: int):
     return ids[:, :-1].contiguous(), ids[:, 1:].contiguous()
 
 
-def torch_runner(name: str, spec, batch: int, compiled: bool, allocator: str = "system") -> Runner:
+def torch_runner(name: str, spec, batch: int, compiled: bool, allocator: str = "system",
+                 channels_last: bool = False) -> Runner:
     """A plain PyTorch training loop; torch.optim.RMSprop with ParaDnn's constants (torch adds
     epsilon outside the square root, TF1/optax inside: same work, slightly other maths).
-    ``allocator`` is paradnn's ``cpu_allocator`` setting (``system``: as a plain loop has it)."""
+    ``allocator`` is paradnn's ``cpu_allocator`` setting (``system``: as a plain loop has it);
+    ``channels_last``: the CNN's model and input in NHWC order."""
     import torch
 
     from paradnn.backends.torch import allocator as malloc
@@ -219,8 +227,11 @@ def torch_runner(name: str, spec, batch: int, compiled: bool, allocator: str = "
     torch.set_num_threads(os.cpu_count() or 1)
     torch.manual_seed(0)
     model = torch_model(name, spec)
-    opt = torch.optim.RMSprop(model.parameters(), lr=LR, alpha=DECAY, eps=EPS, momentum=MOMENTUM)
     x, y = torch_data(name, spec, batch)
+    if channels_last:
+        model = model.to(memory_format=torch.channels_last)
+        x = x.contiguous(memory_format=torch.channels_last)
+    opt = torch.optim.RMSprop(model.parameters(), lr=LR, alpha=DECAY, eps=EPS, momentum=MOMENTUM)
     xent = torch.nn.CrossEntropyLoss()
     forward = torch.compile(model) if compiled else model
     opt_step = torch.compile(opt.step) if compiled else opt.step
@@ -315,6 +326,17 @@ def keras_runner(name: str, spec, batch: int, k: int) -> Runner:
 
 
 # --------------------------------------------------------------------------------- driver
+class NotApplicable(Exception):
+    """A contender that has nothing to measure on this config (its child answers ``skip``)."""
+
+
+def image_only(name: str) -> None:
+    """Refuse a layout contender on a config without image inputs, where NHWC and NCHW are the
+    same program."""
+    if name != "cnn":
+        raise NotApplicable("a layout contender: the image config (cnn) only")
+
+
 #: What each contender is made of (config name, spec, batch, K) -> its runner, built in its child.
 BUILDERS: dict[str, Callable[[str, object, int, int], Runner]] = {
     "paradnn": lambda name, spec, batch, k: paradnn_runner(spec, batch, "best", k),
@@ -325,6 +347,10 @@ BUILDERS: dict[str, Callable[[str, object, int, int], Runner]] = {
     "torch-compile": lambda name, spec, batch, k: torch_runner(name, spec, batch, compiled=True),
     "torch-compile-reuse": lambda name, spec, batch, k: torch_runner(name, spec, batch, compiled=True,
                                                                     allocator="reuse"),
+    "torch-compile-cl": lambda name, spec, batch, k: image_only(name) or torch_runner(
+        name, spec, batch, compiled=True, channels_last=True),
+    "paradnn-torch-nchw": lambda name, spec, batch, k: image_only(name) or backend_runner(
+        spec, batch, "torch", k, memory_format="contiguous"),
     "keras-tf": lambda name, spec, batch, k: keras_runner(name, spec, batch, k),
 }
 
@@ -343,6 +369,9 @@ def child_main(name: str, label: str, k: int) -> None:
         return
     except SpecError as exc:  # a paradnn backend whose framework is missing
         answers.write("skip " + " ".join(str(exc).split()) + "\n")  # one line
+        return
+    except NotApplicable as exc:
+        answers.write(f"skip {exc}\n")
         return
     # Where this process's paradnn came from: the parent checks a --reference child's.
     answers.write(f"ready {os.path.dirname(os.path.realpath(paradnn.__file__))}\n")
@@ -490,6 +519,11 @@ def bench_config(name: str, rounds: int, k: int, only: list[str] | None = None, 
             result.setdefault("backend_vs_plain", {})[mine] = ratio
             print(f"  {mine} / {plain} per round: {ratio:.3f}x; target >= 0.97x: "
                   + ("meets" if ratio >= 0.97 else f"SHORT by {100 * (0.97 - ratio):.1f} points"))
+    if "paradnn-torch" in eps and "paradnn-torch-nchw" in eps:
+        # The memory_format option's effect: the same backend, channels_last against NCHW.
+        ratio = statistics.median(a / b for a, b in zip(eps["paradnn-torch"], eps["paradnn-torch-nchw"]))
+        result["channels_last_vs_nchw"] = ratio
+        print(f"  paradnn-torch / paradnn-torch-nchw per round (channels_last against NCHW): {ratio:.3f}x")
     if "paradnn-torch" in eps and "torch-compile-reuse" in eps:
         # The same allocator on both sides: what is left is paradnn's own step.
         ratio = statistics.median(a / b for a, b in zip(eps["paradnn-torch"], eps["torch-compile-reuse"]))

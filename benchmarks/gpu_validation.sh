@@ -137,6 +137,7 @@ if [ "$MODE" = gpu ]; then
   PEERS_RESNET_ARGS=(--models resnet50 --frameworks torch --pair-timeout 190)
   PEERS_CNN_LSTM_ARGS=(--models cnn,lstm --pair-timeout 110)
   PEERS_LSTM_TORCH_ARGS=(--models lstm --frameworks torch --rounds 3 --pair-timeout 190)
+  PEERS_CNN_TORCH_ARGS=(--models cnn --frameworks torch --rounds 3 --pair-timeout 140)
   # bench_peers.py's CNN (issue 37), bfloat16 as every GPU comparison here.
   BEST_CNN_ARGS=(--block residual --blocks 1 --filters 16 --image 64 --output 100 --batch 32 --dtype bfloat16)
   TRANSFORMER_FIXED="{layers: 2, d_model: 1024, heads: 16, d_ff: 4096, length: 512, vocab: 32000}"
@@ -159,6 +160,7 @@ else
   PEERS_RESNET_ARGS=(--tiny --models resnet50 --frameworks torch --torch-compile eager)
   PEERS_CNN_LSTM_ARGS=(--tiny --models cnn,lstm --torch-compile eager)
   PEERS_LSTM_TORCH_ARGS=(--tiny --models lstm --frameworks torch --rounds 2 --torch-compile eager)
+  PEERS_CNN_TORCH_ARGS=(--tiny --models cnn --frameworks torch --rounds 2 --torch-compile eager)
   BEST_CNN_ARGS=(--block residual --blocks 1 --filters 4 --image 32 --output 10 --batch 2)
   TRANSFORMER_FIXED="{layers: 1, d_model: 32, heads: 2, d_ff: 64, length: 8, vocab: 64}"
   TRANSFORMER_BATCH="[2, 4, 8]"
@@ -298,6 +300,11 @@ step gpu_peers_cnn_lstm 330 "$PY" benchmarks/bench_gpu_peers.py "${PEERS_CNN_LST
 #     times 3.18-3.79 ms) beside plain timings of 3.11 and 3.17 ms.
 step gpu_peers_lstm_torch 200 "$PY" benchmarks/bench_gpu_peers.py "${PEERS_LSTM_TORCH_ARGS[@]}" \
   --json "$RES/gpu_peers_lstm_torch.json"
+# 6b''. The PyTorch CNN pair, three rounds: paradnn's torch backend runs image models in
+#     channels_last since record schema 7 (measured 1.084x on the CPU host; on a GPU the layout
+#     cuDNN's Tensor Core convolutions run in), the plain loop in torch's default NCHW.
+step gpu_peers_cnn_torch 150 "$PY" benchmarks/bench_gpu_peers.py "${PEERS_CNN_TORCH_ARGS[@]}" \
+  --json "$RES/gpu_peers_cnn_torch.json"
 # 6c. `--framework best` on issue 37's CNN: its calibration on this GPU (JAX and PyTorch timed in
 #     child processes; this image has no TensorFlow) and the record that names the framework that ran.
 step best_cnn 180 --stdout "$RES/best_cnn.json" "$PY" -m paradnn run cnn "${BEST_CNN_ARGS[@]}" --framework best \
@@ -555,7 +562,8 @@ else:
     check("ResNet-50 vs hand-written Flax loop", steps.get("resnet_loop", {}).get("status"), ">= 0.97x", False,
           step="resnet_loop")
 
-for peers_step in ("gpu_peers", "gpu_peers_resnet", "gpu_peers_cnn_lstm", "gpu_peers_lstm_torch"):
+for peers_step in ("gpu_peers", "gpu_peers_resnet", "gpu_peers_cnn_lstm", "gpu_peers_lstm_torch",
+                   "gpu_peers_cnn_torch"):
   loaded = load(f"{peers_step}.json") or {}
   peers = loaded.get("pairs")
   # paradnn at its best stack against the fastest plain loop, per model (issue 37; the bench

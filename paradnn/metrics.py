@@ -115,6 +115,10 @@ METRICS: dict[str, tuple[str, str]] = {
     "cpu_allocator_used": ("", "PyTorch on a CPU: how malloc served the run's tensors (glibc "
                            "thresholds that keep freed memory for reuse, or the system's), "
                            "settings cpu_allocator; empty on a GPU and for other frameworks"),
+    "memory_format_used": ("", "PyTorch, image models: the layout their input, convolution weights and "
+                           "activations ran in (channels_last: NHWC in memory; contiguous: NCHW), "
+                           "settings memory_format; empty for models without image inputs and for other "
+                           "frameworks"),
     "warmup_calls_used": ("1", "measured: untimed warm-up calls"),
     "warmup_elapsed_s": ("s", "measured: wall time of the warm-up calls (the setting warmup_s is "
                          "their minimum)"),
@@ -197,10 +201,11 @@ METRICS: dict[str, tuple[str, str]] = {
 
 #: Metrics that only some measured records carry (None on the others, by design): the row an
 #: attempt replaces exists only for a retry or a remeasurement; how malloc served the tensors
-#: only for PyTorch on a CPU; the XLA options that compiled the program only for JAX; the time
-#: ledger's metrics and its phase only for a run with the ``ledger`` setting (added below, with
-#: the ledger's metrics).
-ONLY_SOME_METRICS: frozenset[str] = frozenset({"retry_of", "cpu_allocator_used", "xla_options_used"})
+#: only for PyTorch on a CPU; the layout of an image model's tensors only for PyTorch; the XLA
+#: options that compiled the program only for JAX; the time ledger's metrics and its phase only
+#: for a run with the ``ledger`` setting (added below, with the ledger's metrics).
+ONLY_SOME_METRICS: frozenset[str] = frozenset({"retry_of", "cpu_allocator_used", "memory_format_used",
+                                               "xla_options_used"})
 
 #: Where a config's wall time goes, in the order the work happens: phase -> what it covers. Each
 #: is the metric ``phase_<name>_s`` (s, measured with ``time.perf_counter`` in the process that did

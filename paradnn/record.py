@@ -43,20 +43,20 @@ from paradnn.workload import Workload, short_name, stable_hash
 #    stop_rule "cv" (their ci_target was not used: the value the setting had when it came).
 # 6: PyTorch's option cpu_allocator (glibc malloc kept freed memory for reuse on a CPU); rows
 #    before it ran with the system's malloc and read as cpu_allocator "system".
-SCHEMA_VERSION = 6
+# 7: PyTorch's option memory_format; rows before it ran image models in NCHW: memory_format "contiguous".
+SCHEMA_VERSION = 7
 #: Settings added after the first schema: schema version -> {setting: the value rows of earlier
 #: versions ran with}. Migration (``paradnn.store.migrate_row``) fills in a protocol setting on
 #: every row and a framework option where the row's framework declares it, so that an old row
 #: keys as the same config run now with those values.
 SETTINGS_ADDED: dict[int, dict[str, Any]] = {4: {"matmul_precision": "default"},
                                              5: {"stop_rule": "cv", "ci_target": 0.02},
-                                             6: {"cpu_allocator": "system"}}
+                                             6: {"cpu_allocator": "system"}, 7: {"memory_format": "contiguous"}}
 
 #: A predicted row (paradnn.predictor) is not a measurement: no analysis or figure of measured
 #: rows uses it (they take ``ok`` rows), and it never counts as a config's record on resume.
 PREDICTED = "predicted"
 STATUSES = ("ok", "oom", "error", "timeout", "crashed", PREDICTED)
-
 
 
 class Flag(NamedTuple):

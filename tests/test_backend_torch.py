@@ -687,3 +687,36 @@ def test_the_allocator_setting_is_an_option_and_bad_values_say_what_is_allowed()
     assert MeasureSettings().options_for("torch").cpu_allocator == "reuse"
     with pytest.raises(SpecError, match="cpu_allocator='fast'.*reuse, system"):
         MeasureSettings(cpu_allocator="fast")
+
+
+def test_an_image_model_runs_in_the_layout_asked_for_with_the_same_losses(tiny_settings):
+    """``memory_format`` changes where the CNN's tensors keep their elements, not what the step
+    computes: channels_last puts the input and every 4-D weight in NHWC order (the record says
+    which), contiguous leaves torch's NCHW; both give the same losses step by step. A model
+    without image inputs has no layout to choose (None)."""
+    name, fields, batch = next(c.values for c in TINY_CASES if c.values[0] == "cnn")
+    losses = {}
+    for layout in ("channels_last", "contiguous"):
+        _, program = _compiled(name, fields, batch, tiny_settings.replace(memory_format=layout))
+        assert program.metrics["memory_format_used"] == layout
+        state, data = B.init(program)
+        fmt = torch.channels_last if layout == "channels_last" else torch.contiguous_format
+        weights = [p for p in state["module"].parameters() if p.dim() == 4]
+        assert weights and all(p.is_contiguous(memory_format=fmt) for p in [*weights, data["inputs"]])
+        if layout == "channels_last":  # a C x H x W tensor in NHWC order is not NCHW-contiguous
+            assert not data["inputs"].is_contiguous()
+        losses[layout] = []
+        for _ in range(3):
+            state, loss = program.call(state, data, 1)
+            losses[layout].append(B.loss_value(loss))
+    assert losses["channels_last"] == pytest.approx(losses["contiguous"], rel=1e-4)
+    fc = next(c.values for c in TINY_CASES if c.values[0] == "fc")
+    assert _compiled(*fc, tiny_settings)[1].metrics["memory_format_used"] is None
+
+
+def test_the_memory_format_is_an_option_and_bad_values_say_what_is_allowed():
+    from paradnn.measure import MeasureSettings
+
+    assert MeasureSettings().options_for("torch").memory_format == "channels_last"
+    with pytest.raises(SpecError, match="memory_format='nhwc'.*channels_last, contiguous"):
+        MeasureSettings(memory_format="nhwc")

@@ -95,7 +95,7 @@ def test_registry_lists_the_frameworks_and_reads_their_packages():
     jax = backends.meta("jax")
     assert jax.package == "paradnn.backends.jax" and "jax_version" in jax.software_fields
     assert backends.option_names("jax") == ("step_loop", "xla_preset", "matmul_precision")
-    assert backends.option_names("torch") == ("torch_compile", "matmul_precision", "cpu_allocator")
+    assert backends.option_names("torch") == ("torch_compile", "matmul_precision", "cpu_allocator", "memory_format")
     assert backends.option_names("tensorflow") == ("step_loop", "matmul_precision")
     assert backends.meta("torch").extra == "torch" and "tensorflow" in backends.meta("torch").exclusive_with
     with pytest.raises(SpecError, match="framework='caffe'"):

@@ -24,14 +24,14 @@ from paradnn.store import STORE_SCHEMA_VERSION, Store, migrate_row
 
 OLD = Path(__file__).parent / "data" / "store_schema2.db"
 SPEC, BATCH = FC(2, 16, 8, 4), 8
-#: The settings the old store's records ran with (PyTorch's record with torch_compile eager and
-#: the system's malloc),
+#: The settings the old store's records ran with (PyTorch's record with torch_compile eager, the
+#: system's malloc and torch's default layout),
 #: but for their 2-3 timed calls, which the protocol refuses since record schema 5 (at least 6):
 #: the resume test gives the old rows 6 (:func:`_as_if_written_here`). The old rows stopped by
 #: the calls' spread: stop_rule cv, as the migration reads them.
 SETTINGS = MeasureSettings(steps_per_call=2, warmup_calls=1, warmup_s=0.0, min_calls=6, max_calls=6,
                            cv_target=0.5, time_budget_s=0.2, torch_compile="eager", stop_rule="cv",
-                           cpu_allocator="system")
+                           cpu_allocator="system", memory_format="contiguous")
 
 
 def _raw_rows() -> list[dict]:
@@ -58,11 +58,12 @@ def test_reading_and_opening_give_the_current_keys(tmp_path):
     assert list(df["matmul_precision"]) == ["default", "default"]  # what paradnn then ran with
     assert list(df["stop_rule"]) == ["cv", "cv"]  # the spread of calls stopped their timing
     assert df["cpu_allocator"].tolist()[1] == "system" and pd.isna(df["cpu_allocator"].tolist()[0])  # torch's only
+    assert df["memory_format"].tolist()[1] == "contiguous" and pd.isna(df["memory_format"].tolist()[0])
     copy = tmp_path / "old.db"
     shutil.copy(OLD, copy)
     with Store(copy) as db:
         version = db._con.execute("SELECT value FROM paradnn_meta WHERE name='schema_version'").fetchone()[0]
-        assert int(version) == STORE_SCHEMA_VERSION == 6
+        assert int(version) == STORE_SCHEMA_VERSION == 7
         assert db.counts_by_key() == {k: 1 for k in df["key"]}
     assert paradnn.load(copy).equals(df)
 
@@ -199,3 +200,24 @@ def test_a_schema_5_torch_row_keys_as_the_same_config_with_the_systems_malloc():
     jax_platform, jax_software = context("jax")
     jax = Record("ok", Workload(SPEC, BATCH).to_dict(), jax_platform, jax_software, SETTINGS.to_dict("jax"))
     assert "cpu_allocator" not in migrate_row({**jax.to_dict(), "schema_version": 5})
+
+
+def test_a_schema_6_torch_row_keys_as_the_same_config_in_torchs_default_layout():
+    """Rows before schema 7 ran PyTorch's image models in NCHW: they read as memory_format
+    "contiguous" and key as a run of today with that setting does; today's default
+    (channels_last) is another config. A JAX row does not gain the option."""
+    from paradnn.runner import context
+
+    platform, software = context("torch")
+    workload = Workload(SPEC, BATCH, framework="torch").to_dict()
+    new = Record("ok", workload, platform, software, SETTINGS.to_dict("torch"))
+    old = {**new.to_dict(), "schema_version": 6}
+    del old["memory_format"]
+    migrated = migrate_row(dict(old))
+    assert (migrated["memory_format"], migrated["schema_version"]) == ("contiguous", SCHEMA_VERSION)
+    assert migrated["key"] == new.key
+    today = Record("ok", workload, platform, software, SETTINGS.replace(memory_format="channels_last").to_dict("torch"))
+    assert today.key != new.key
+    jax_platform, jax_software = context("jax")
+    jax = Record("ok", Workload(SPEC, BATCH).to_dict(), jax_platform, jax_software, SETTINGS.to_dict("jax"))
+    assert "memory_format" not in migrate_row({**jax.to_dict(), "schema_version": 6})

@@ -27,7 +27,7 @@ from paradnn.record import (
 
 #: Version of the file layout (tables, columns). Bump when the layout changes; readers refuse
 #: stores with a higher version. Independent of ``record.SCHEMA_VERSION`` (meaning of fields).
-STORE_SCHEMA_VERSION = 6
+STORE_SCHEMA_VERSION = 7
 #: The ``format`` a paradnn store names in its ``paradnn_meta`` table.
 STORE_FORMAT = "paradnn-store"
 
@@ -48,7 +48,7 @@ def migrate_row(row: dict[str, Any]) -> dict[str, Any]:
     ``backend``: it becomes ``device_platform`` and the row gains ``framework: "jax"``.
     Record schema 2 keyed a row on every framework's version fields and options (JAX rows on
     ``tf_version: None`` and ``torch_compile``, PyTorch rows on JAX's versions); rows before
-    schema 6 lack the settings added since (``paradnn.record.SETTINGS_ADDED``: they ran with the
+    schema 7 lack the settings added since (``paradnn.record.SETTINGS_ADDED``: they ran with the
     value filled in; protocol settings on every row, options where the framework declares them). An older row's ``key`` becomes the one the current code gives the same
     config (:func:`paradnn.record.row_key`), so sweeps resume across the upgrade; rows whose
     family or framework is not registered keep theirs. Every field is kept. Idempotent, so rows of any version pass through it on every
