@@ -108,9 +108,9 @@ def apply_memory_format(module: Any, batch: dict[str, Any], setting: str) -> str
 
     Why ``channels_last`` by default: on a CPU, oneDNN's convolutions run in NHWC and reorder an
     NCHW input and its gradients on every call; the bench CNN's step (``bench_peers.py``) ran
-    1.084x faster in it (median of 15 interleaved rounds, docs/performance.md). On NVIDIA GPUs it
-    is the layout of cuDNN's Tensor Core convolutions (PyTorch's own performance guide), not
-    measured by paradnn yet."""
+    1.03-1.08x faster in it and torchvision's ResNet-18 1.06x (medians of interleaved rounds,
+    docs/performance.md). On NVIDIA GPUs it is the layout of cuDNN's Tensor Core convolutions
+    (PyTorch's own performance guide), not measured by paradnn yet."""
     import torch
 
     if batch["inputs"].dim() != 4:
