@@ -382,7 +382,8 @@ def child_main(name: str, label: str, k: int) -> None:
 class Child:
     """One contender in its own process (:func:`child_main`); calling it runs N steps there.
     ``checkout``: import paradnn from that checkout (first on the child's PYTHONPATH).
-    ``origin`` is the folder of the paradnn package the child imported."""
+    ``detail`` is the folder of the paradnn package the child imported (status ``ready``) or why
+    the contender was left out (status ``skip``)."""
 
     def __init__(self, name: str, label: str, k: int, checkout: str | None = None):
         self.label = label
@@ -393,7 +394,8 @@ class Child:
             env["PYTHONPATH"] = os.pathsep.join(filter(None, [checkout, env.get("PYTHONPATH")]))
         self.proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--child", name, label, str(k)],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1, env=env)
-        self.status, _, self.origin = self.proc.stdout.readline().strip().partition(" ")
+        # "ready ORIGIN" or "skip REASON" (an empty line: the process ended before answering)
+        self.status, _, self.detail = self.proc.stdout.readline().strip().partition(" ")
         if self.status != "ready":
             self.close()
 
@@ -434,16 +436,16 @@ def contenders(name: str, k: int, only: list[str] | None = None, twin: str | Non
         checkout = reference if label.endswith(REF_SUFFIX) else None
         child = Child(name, label.removesuffix(TWIN_SUFFIX).removesuffix(REF_SUFFIX), k, checkout)
         if child.status == "ready":
-            if checkout is not None and os.path.dirname(child.origin) != checkout:
+            if checkout is not None and os.path.dirname(child.detail) != checkout:
                 # A reference that ran this checkout's code would compare it with itself.
                 for started in [*out.values(), child]:
                     started.close()
-                print(f"--reference: {label} imported paradnn from {child.origin}, not from {checkout}",
+                print(f"--reference: {label} imported paradnn from {child.detail}, not from {checkout}",
                       file=sys.stderr)
                 raise SystemExit(2)
             out[label] = child
         else:
-            reason = child.status.removeprefix("skip ") or f"its process ended (exit {child.proc.returncode})"
+            reason = child.detail or f"its process ended (exit {child.proc.returncode})"
             print(f"  {label}: skipped ({reason})", file=sys.stderr)
     return out
 

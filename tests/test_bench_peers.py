@@ -23,12 +23,14 @@ def test_contenders_run_in_their_own_processes(tmp_path):
     pytest.importorskip("torch", reason="needs the torch extra (pip install 'paradnn[torch]') for the torch-eager peer")
     out = tmp_path / "peers.json"
     done = subprocess.run([sys.executable, str(SCRIPT), "--only", "fc", "--rounds", "2", "--steps-per-call", "2",
-                           "--contenders", "torch-eager", "--twin", "torch-eager", "--json", str(out)],
+                           "--contenders", "torch-eager,torch-compile-cl", "--twin", "torch-eager", "--json", str(out)],
                           capture_output=True, text=True, env=child_env(), timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr[-4000:]
     (result,) = json.loads(out.read_text())
     eps = result["examples_per_sec"]
     assert sorted(eps) == ["paradnn", "torch-eager", "torch-eager-twin"]
+    # A layout contender has nothing to measure on the FC: its child says so and is left out.
+    assert "torch-compile-cl: skipped (a layout contender: the image config (cnn) only)" in done.stderr
     assert all(len(v) == 2 and all(math.isfinite(x) and x > 0 for x in v) for v in eps.values()), eps
     assert result["best_stack"] == "jax" and result["best_stack_vs_fastest_peer"] > 0
     assert "a process of its own" in done.stdout and "paradnn / fastest peer per round" in done.stdout
