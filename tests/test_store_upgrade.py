@@ -181,43 +181,27 @@ def test_a_schema_4_row_keys_as_the_same_config_under_the_cv_rule():
     assert today.key != new.key
 
 
-def test_a_schema_5_torch_row_keys_as_the_same_config_with_the_systems_malloc():
-    """Rows before schema 6 ran PyTorch on the system's malloc: they read as cpu_allocator
-    "system" and key as a run of today with that setting does; today's default (reuse) is
-    another config. A JAX row does not gain the option."""
+@pytest.mark.parametrize("version, option, then, now", [
+    (5, "cpu_allocator", "system", "reuse"),              # schema 6: before it, the system's malloc
+    (6, "memory_format", "contiguous", "channels_last"),  # schema 7: before it, image models in NCHW
+])
+def test_an_older_torch_row_keys_as_the_same_config_with_the_option_it_ran_with(version, option, then, now):
+    """Rows of schema ``version`` predate PyTorch's ``option``: they read as the value they ran
+    with (``then``) and key as a run of today with that setting does; today's default (``now``)
+    is another config. A JAX row does not gain the option."""
     from paradnn.runner import context
 
     platform, software = context("torch")
     workload = Workload(SPEC, BATCH, framework="torch").to_dict()
+    assert getattr(SETTINGS, option) == then and getattr(MeasureSettings(), option) == now
     new = Record("ok", workload, platform, software, SETTINGS.to_dict("torch"))
-    old = {**new.to_dict(), "schema_version": 5}
-    del old["cpu_allocator"]
+    old = {**new.to_dict(), "schema_version": version}
+    del old[option]
     migrated = migrate_row(dict(old))
-    assert (migrated["cpu_allocator"], migrated["schema_version"]) == ("system", SCHEMA_VERSION)
+    assert (migrated[option], migrated["schema_version"]) == (then, SCHEMA_VERSION)
     assert migrated["key"] == new.key
-    today = Record("ok", workload, platform, software, SETTINGS.replace(cpu_allocator="reuse").to_dict("torch"))
+    today = Record("ok", workload, platform, software, SETTINGS.replace(**{option: now}).to_dict("torch"))
     assert today.key != new.key
     jax_platform, jax_software = context("jax")
     jax = Record("ok", Workload(SPEC, BATCH).to_dict(), jax_platform, jax_software, SETTINGS.to_dict("jax"))
-    assert "cpu_allocator" not in migrate_row({**jax.to_dict(), "schema_version": 5})
-
-
-def test_a_schema_6_torch_row_keys_as_the_same_config_in_torchs_default_layout():
-    """Rows before schema 7 ran PyTorch's image models in NCHW: they read as memory_format
-    "contiguous" and key as a run of today with that setting does; today's default
-    (channels_last) is another config. A JAX row does not gain the option."""
-    from paradnn.runner import context
-
-    platform, software = context("torch")
-    workload = Workload(SPEC, BATCH, framework="torch").to_dict()
-    new = Record("ok", workload, platform, software, SETTINGS.to_dict("torch"))
-    old = {**new.to_dict(), "schema_version": 6}
-    del old["memory_format"]
-    migrated = migrate_row(dict(old))
-    assert (migrated["memory_format"], migrated["schema_version"]) == ("contiguous", SCHEMA_VERSION)
-    assert migrated["key"] == new.key
-    today = Record("ok", workload, platform, software, SETTINGS.replace(memory_format="channels_last").to_dict("torch"))
-    assert today.key != new.key
-    jax_platform, jax_software = context("jax")
-    jax = Record("ok", Workload(SPEC, BATCH).to_dict(), jax_platform, jax_software, SETTINGS.to_dict("jax"))
-    assert "memory_format" not in migrate_row({**jax.to_dict(), "schema_version": 6})
+    assert option not in migrate_row({**jax.to_dict(), "schema_version": version})
