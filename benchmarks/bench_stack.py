@@ -55,6 +55,10 @@ CANDIDATES = {
     # The best preset's fallback on a CPU (paradnn/backends/jax/xla_stack.py, FALLBACKS): no
     # algebraic simplifier, so no operand-swapped, loop-emitted convolutions.
     "no-algsimp": {"xla_disable_hlo_passes": "algsimp"},
+    # XLA's oneDNN custom calls for convolutions and some dots (docs/performance.md, "XLA:CPU's
+    # oneDNN custom calls"): not in "best" while paradnn cannot count their FLOPs.
+    "onednn-conv": {"xla_cpu_experimental_onednn_custom_call": True},
+    "onednn-conv+no-algsimp": {"xla_cpu_experimental_onednn_custom_call": True, "xla_disable_hlo_passes": "algsimp"},
 }
 CONFIGS = {
     "fc": (paradnn.FC(layers=4, nodes=1024, input=2000, output=1000), 256),
