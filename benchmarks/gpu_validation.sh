@@ -301,7 +301,7 @@ step gpu_peers_cnn_lstm 330 "$PY" benchmarks/bench_gpu_peers.py "${PEERS_CNN_LST
 step gpu_peers_lstm_torch 200 "$PY" benchmarks/bench_gpu_peers.py "${PEERS_LSTM_TORCH_ARGS[@]}" \
   --json "$RES/gpu_peers_lstm_torch.json"
 # 6b''. The PyTorch CNN pair, three rounds: paradnn's torch backend runs image models in
-#     channels_last since record schema 7 (measured 1.084x on the CPU host; on a GPU the layout
+#     channels_last since record schema 7 (1.03-1.08x on the 2-core CPU host; on a GPU the layout
 #     cuDNN's Tensor Core convolutions run in), the plain loop in torch's default NCHW.
 step gpu_peers_cnn_torch 150 "$PY" benchmarks/bench_gpu_peers.py "${PEERS_CNN_TORCH_ARGS[@]}" \
   --json "$RES/gpu_peers_cnn_torch.json"
