@@ -323,6 +323,47 @@ def test_native_convolutions_count_what_xla_counts_padding_and_input_holes_left_
     assert ops["flops"].sum() == pytest.approx(_xla_count(compiled), rel=1e-3)
 
 
+def _convolution_flops_by_output(hlo: str) -> dict[tuple[int, ...], set[float]]:
+    """Output dims -> the FLOPs counted for the convolutions (instructions or custom calls) giving them."""
+    comps, _, _ = profile.parse_hlo(hlo)
+    found: dict[tuple[int, ...], set[float]] = {}
+    for comp in comps.values():
+        for i in comp.instructions:
+            if i.opcode == "convolution" or "onednn$convolution" in i.attrs:
+                dims = tuple(profile._arrays(i.shape)[0][1])
+                found.setdefault(dims, set()).add(profile._flops(i, comp, comps)[0])
+    return found
+
+
+ONEDNN_CONV = {"xla_cpu_experimental_onednn_custom_call": True}
+
+
+@pytest.mark.parametrize("stride,pad,groups,dilation", [
+    (2, [(3, 3), (3, 3)], 1, 1), (1, "SAME", 2, 1), (2, [(2, 1), (0, 3)], 1, 1), (1, "VALID", 1, 2)])
+def test_onednn_convolution_calls_count_what_the_same_convolutions_count_without_them(stride, pad, groups, dilation):
+    # XLA:CPU's oneDNN convolution calls (the option above) carry no dim_labels or window: their
+    # dimensions, strides, padding and dilation are in the backend config. Before it was read,
+    # each call counted 0 FLOPs and a CNN compiled with the option read a third of its count.
+    x, w = jnp.ones((2, 9, 9, 8)), jnp.ones((3, 3, 8 // groups, 16))
+
+    def loss(x, w):
+        y = jax.lax.conv_general_dilated(x, w, (stride, stride), pad, rhs_dilation=(dilation, dilation),
+                                         dimension_numbers=("NHWC", "HWIO", "NHWC"), feature_group_count=groups)
+        return jnp.sum(y * y)
+
+    lowered = jax.jit(jax.grad(loss, argnums=(0, 1))).lower(x, w)
+    plain, onednn = lowered.compile().as_text(), lowered.compile(ONEDNN_CONV).as_text()
+    if "__onednn$convolution" not in onednn:
+        pytest.skip("this jaxlib's XLA:CPU makes no oneDNN convolution calls (oneDNN is built for x86 only)")
+    assert profile.custom_call_flops(onednn) > 0
+    # Matched by output shape (forward, input gradient, kernel gradient: three distinct shapes
+    # here), not summed: XLA may run a oneDNN forward convolution twice where it keeps one
+    # native convolution (measured with jaxlib 0.12.0.1 on sum(y * y)).
+    counted = _convolution_flops_by_output(onednn)
+    assert counted == _convolution_flops_by_output(plain) and len(counted) == 3
+    assert all(len(f) == 1 and min(f) > 0 for f in counted.values())
+
+
 def _fmha_module(backward: bool, mask: str, b=2, t=128, h=4, d=64):
     """cuDNN fused-attention calls as ``jax.nn.dot_product_attention(implementation="cudnn")``
     compiles them on a GPU: Q, K, V ``[batch, length, heads, head_dim]`` first, the score matrix

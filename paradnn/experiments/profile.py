@@ -200,12 +200,43 @@ _FORWARD_ROLES = (("operand", 0), ("operand", 1), ("result", 0))
 _WINDOW_FIELD = re.compile(r"(size|stride|pad|lhs_dilate|rhs_dilate)=([-0-9x_]+)")
 
 
+def _onednn_conv_flops(ins: Instruction, comp: Computation) -> float:
+    """FLOPs of an XLA:CPU oneDNN convolution call (``__onednn$convolution``), counted as
+    :func:`_conv_flops` counts a ``convolution``. Its ``backend_config`` JSON replaces
+    ``dim_labels``/``window``: ``onednn_conv_config`` names the input's, kernel's and output's
+    dimensions and the strides, low padding and kernel dilation (1: none); oneDNN has no input
+    dilation. 0.0 where the config or shapes cannot be read."""
+    at = ins.attrs.find("backend_config={") + len("backend_config=")
+    arrays = [_arrays(comp.shapes.get(o, "")) for o in ins.operands[:2]] + [_arrays(ins.shape)]
+    if len(ins.operands) < 2 or not all(arrays):
+        return 0.0
+    lhs, rhs, out = (a[0][1] for a in arrays)
+    try:
+        config = json.loads(ins.attrs[at:_matching(ins.attrs, at)])["onednn_conv_config"]
+        data_in, data_out = config["input"]["data"], config["output"]["data"]
+        kernel, window = config["kernel"]["filter"], config["window"]
+        spatial = [(int(i), int(k), int(o)) for i, k, o in
+                   zip(data_in["spatial_dims"], kernel["spatial_dims"], data_out["spatial_dims"], strict=True)]
+        n = len(spatial)
+        stride, pad_lo, dilation = ([int(x) for x in window.get(key) or [default] * n]
+                                    for key, default in (("strides", 1), ("pad_left", 0), ("window_dilations", 1)))
+        taps = 1
+        for d, (i, k, o) in enumerate(spatial):
+            taps *= valid_taps(lhs[i], out[o], rhs[k], stride[d], pad_lo[d], 1, dilation[d])
+        in_features = lhs[int(data_in["feature_dim"])] // int(config.get("feature_groups") or 1)
+        return 2.0 * lhs[int(data_in["batch_dim"])] * out[int(data_out["feature_dim"])] * in_features * taps
+    except (KeyError, IndexError, TypeError, ValueError):
+        return 0.0
+
+
 def _conv_flops(ins: Instruction, comp: Computation) -> float:
     """FLOPs of one execution of a convolution (the ``convolution`` instruction or a convolution
     custom call): 2 x batch x output features x input features per group x the valid (output
     position, kernel tap) pairs of its window, so padding and the holes of a dilated input (a
     strided convolution's input gradient) count nothing, as in XLA's cost analysis. 0.0 where the
     shapes or labels cannot be read."""
+    if '"onednn_conv_config"' in ins.attrs:
+        return _onednn_conv_flops(ins, comp)
     labels = re.search(r"dim_labels=([0-9a-z]+)_([0-9a-z]+)->([0-9a-z]+)", ins.attrs)
     roles = _FORWARD_ROLES
     if ins.opcode == "custom-call":

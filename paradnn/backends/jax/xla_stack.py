@@ -42,7 +42,9 @@ PRESETS: dict[str, dict[str, dict[str, Any]]] = {
     # switches leave the program unchanged; Eigen alone is slower (docs/performance.md). So
     # "best" is XLA's defaults on the CPU (jaxlib 0.12 too: docs/performance.md, "XLA:CPU
     # options new in jaxlib 0.12"), plus the fallback below for convolutions smaller than their
-    # kernel.
+    # kernel. XLA:CPU's oneDNN convolution calls (``xla_cpu_experimental_onednn_custom_call``)
+    # are left out: 1.05-1.125x on 64-pixel CNN steps, 0.73x on small ones and 0.13-0.18x
+    # inside the K-step loop (docs/performance.md).
     "best": {"cpu": {}},
     "stock": {},
 }
