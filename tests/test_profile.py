@@ -352,7 +352,11 @@ def test_onednn_convolution_calls_count_what_the_same_convolutions_count_without
         return jnp.sum(y * y)
 
     lowered = jax.jit(jax.grad(loss, argnums=(0, 1))).lower(x, w)
-    plain, onednn = lowered.compile().as_text(), lowered.compile(ONEDNN_CONV).as_text()
+    try:
+        onednn = lowered.compile(ONEDNN_CONV).as_text()
+    except jax.errors.JaxRuntimeError as e:  # an older jaxlib without the option
+        pytest.skip(f"this jaxlib has no {next(iter(ONEDNN_CONV))} compile option: {e}")
+    plain = lowered.compile().as_text()
     if "__onednn$convolution" not in onednn:
         pytest.skip("this jaxlib's XLA:CPU makes no oneDNN convolution calls (oneDNN is built for x86 only)")
     assert profile.custom_call_flops(onednn) > 0
