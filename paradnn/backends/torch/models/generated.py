@@ -8,6 +8,7 @@ is odd, the extra row at the end), so the feature-map sides equal the JAX model'
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
@@ -165,23 +166,35 @@ def tf1_to_torch_gates(hidden: int) -> torch.Tensor:
     return torch.cat([i, f, j, o])
 
 
-#: torch's checks of whether this CPU's oneDNN has kernels for a reduced dtype: the ones torch
-#: itself routes explicit reduced-dtype RNNs away from oneDNN by (private ops of torch 2.x).
-_ONEDNN_DTYPE_CHECKS = {torch.bfloat16: "_is_mkldnn_bf16_supported", torch.float16: "_is_mkldnn_fp16_supported"}
+@functools.cache
+def _onednn_lstm_builds(dtype: torch.dtype) -> bool:
+    """Whether torch's fused LSTM runs under CPU autocast to ``dtype`` on this CPU, found by
+    running a 1x1x1 one once (cached per process). torch's own capability checks
+    (``torch.ops.mkldnn._is_mkldnn_fp16_supported``) are not enough: on an Intel Sapphire
+    Rapids (AVX512-FP16) the float16 check says yes and oneDNN still cannot build a float16
+    LSTM primitive (torch 2.14; a plain ``nn.LSTM`` fails too), as bfloat16 fails on AVX2-only
+    CPUs."""
+    x, w_ih, w_hh, b = torch.zeros(1, 1, 1), torch.zeros(4, 1), torch.zeros(4, 1), torch.zeros(4)
+    try:
+        # Grad mode on whatever the caller's: under no_grad torch takes another oneDNN path that
+        # builds where the training one does not (measured: float16 on the host above).
+        with torch.inference_mode(False), torch.enable_grad(), torch.autocast("cpu", dtype=dtype):
+            torch.lstm(x, (torch.zeros(1, 1, 1),) * 2, [w_ih, w_hh, b, b], True, 1, 0.0, True, False, True)
+    except RuntimeError:  # oneDNN's "could not create a primitive descriptor"
+        return False
+    return True
 
 
 def _autocast_dtype_onednn_lacks(device: torch.device) -> torch.dtype | None:
-    """The reduced dtype CPU autocast computes in on ``device``, where oneDNN has no kernels for
-    it on this CPU (:data:`_ONEDNN_DTYPE_CHECKS`), or where this torch has no such check (then
-    the explicit cast, whose ATen LSTM runs on every CPU, is the safe path); None on a GPU,
-    without autocast, for float32, or where oneDNN has the kernels."""
+    """The reduced dtype CPU autocast computes in on ``device``, where torch's fused LSTM cannot
+    run in it on this CPU (:func:`_onednn_lstm_builds`); None on a GPU, without autocast, for
+    float32, or where it runs."""
     if device.type != "cpu" or not torch.is_autocast_enabled("cpu"):
         return None
     dtype = torch.get_autocast_dtype("cpu")
-    if dtype not in _ONEDNN_DTYPE_CHECKS:
+    if dtype not in (torch.bfloat16, torch.float16):
         return None
-    supported = getattr(torch.ops.mkldnn, _ONEDNN_DTYPE_CHECKS[dtype], None)
-    return dtype if supported is None or not supported() else None
+    return None if _onednn_lstm_builds(dtype) else dtype
 
 
 class Recurrent(nn.Module):
