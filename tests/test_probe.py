@@ -98,6 +98,24 @@ def test_a_probe_past_its_budget_keeps_one_pair_per_dtype_and_records_the_rest(c
     assert result["in_use"] is True and "within 0.3 s" in result["method"]
 
 
+def test_a_pair_predicted_to_end_past_the_deadline_is_skipped():
+    """The budget bounds the probe even where one method is far slower than the others (jax
+    0.10.2's oneDNN float16 GEMM on an Intel host: one 2048^3 pair took 66 s of a 40 s budget):
+    its time at the smaller size, scaled by N^3, predicts the larger pair, which is skipped."""
+    def cubic(base):  # a method whose call takes base x (N / 1000)^3 seconds
+        return lambda dtype, n: (lambda: time.sleep(base * (n / 1000) ** 3))
+
+    start = time.perf_counter()
+    # slow at 1000: a warm call and two timed ones, 0.15 s; at 2000 they would take 1.2 s.
+    out = probing.measure_gemm("float32", {"fast": cubic(0.002), "slow": cubic(0.05)}, sizes=(1000, 2000),
+                               deadline=start + 1.0)
+    assert out["skipped"] == ["slow 2000"] and set(out["by_method"]) == {"fast", "slow"}
+    assert out["best_method"] == "fast" and time.perf_counter() - start < 1.0
+    # Without a deadline every pair runs.
+    assert probing.measure_gemm("float32", {"fast": cubic(0.001), "slow": cubic(0.01)},
+                                sizes=(1000, 2000))["skipped"] == []
+
+
 def test_a_probe_cut_short_answers_only_probes_with_no_larger_budget(cache, monkeypatch, capsys):
     """A probe that skipped pairs under a small budget (a test suite's) answers a later probe
     with the same budget, but not one with a larger budget, which would have measured the pairs
@@ -302,7 +320,9 @@ _CONCURRENT = textwrap.dedent("""
 @pytest.mark.slow
 def test_two_probes_at_once_measure_once(tmp_path):
     cache, log = tmp_path / "probe.json", tmp_path / "calls.log"
-    env = {**os.environ, "PARADNN_PROBE_MAX_CV": "5", "PARADNN_PROBE_MAX_LOAD": "1000"}  # quiet even on a busy host
+    # Quiet even on a busy host, and every pair measured: its sleeps take the same time at every
+    # size, which the budget's N^3 prediction (from the suite's 2 s budget) would cut short.
+    env = {**os.environ, "PARADNN_PROBE_MAX_CV": "5", "PARADNN_PROBE_MAX_LOAD": "1000", "PARADNN_PROBE_BUDGET_S": "40"}
     procs = [subprocess.Popen([sys.executable, "-c", _CONCURRENT, str(cache), str(log)],
                               stdout=subprocess.PIPE, text=True, env=env) for _ in range(2)]
     outs = [p.communicate(timeout=300)[0].strip() for p in procs]
