@@ -110,7 +110,8 @@ def test_a_pair_predicted_to_end_past_the_deadline_is_skipped():
     out = probing.measure_gemm("float32", {"fast": cubic(0.002), "slow": cubic(0.05)}, sizes=(1000, 2000),
                                deadline=start + 1.0)
     assert out["skipped"] == ["slow 2000"] and set(out["by_method"]) == {"fast", "slow"}
-    assert out["best_method"] == "fast" and time.perf_counter() - start < 1.0
+    # Without the prediction the slow pairs alone take 1.35 s; about 0.3 s with it (slack for a busy host).
+    assert out["best_method"] == "fast" and time.perf_counter() - start < 1.3
     # Without a deadline every pair runs.
     assert probing.measure_gemm("float32", {"fast": cubic(0.001), "slow": cubic(0.01)},
                                 sizes=(1000, 2000))["skipped"] == []
