@@ -100,7 +100,7 @@ def test_a_probe_past_its_budget_keeps_one_pair_per_dtype_and_records_the_rest(c
 
 def test_a_pair_predicted_to_end_past_the_deadline_is_skipped():
     """The budget bounds the probe even where one method is far slower than the others (jax
-    0.10.2's oneDNN float16 GEMM on an Intel host: one 2048^3 pair took 66 s of a 40 s budget):
+    0.10.2's oneDNN float16 GEMM on an Intel host: one 2048^3 pair took about 66 s of a 40 s budget):
     its time at the smaller size, scaled by N^3, predicts the larger pair, which is skipped."""
     def cubic(base):  # a method whose call takes base x (N / 1000)^3 seconds
         return lambda dtype, n: (lambda: time.sleep(base * (n / 1000) ** 3))

@@ -123,12 +123,12 @@ def measure_gemm(dtype: str, methods: dict[str, Callable[[str, int], Callable[[]
     skipped: list[str] = []
     best: tuple[float, str, int, Callable] | None = None
     for name, factory in methods.items():
-        last = None  # (N, seconds of one timed call) of this method's previous size
+        last_n, last_s = 0, 0.0  # this method's previous size and seconds of one timed call there
         for n in sizes:
             # The prediction makes the budget a bound where one method is far slower than the
             # rest for a dtype: jax 0.10.2's oneDNN float16 GEMM ran at 0.8 GFLOP/s on an Intel
-            # Sapphire Rapids host, and its one 2048^3 pair took 66 s of a 40 s budget.
-            predicted = (1 + _PROBE_REPS) * last[1] * (n / last[0]) ** 3 if last else 0.0
+            # Sapphire Rapids host, so its one 2048^3 pair (3 calls) took about 66 s of a 40 s budget.
+            predicted = (1 + _PROBE_REPS) * last_s * (n / last_n) ** 3 if last_n else 0.0
             if best is not None and deadline is not None and time.perf_counter() + predicted > deadline:
                 skipped.append(f"{name} {n}")
                 continue
@@ -137,8 +137,8 @@ def measure_gemm(dtype: str, methods: dict[str, Callable[[str, int], Callable[[]
                 if fn is None:
                     continue
                 flop = 2.0 * n**3 * getattr(fn, "matmuls", 1)
-                last = (n, min(_times(fn, _PROBE_REPS)))
-                rate = flop / last[1]
+                last_n, last_s = n, min(_times(fn, _PROBE_REPS))
+                rate = flop / last_s
             except Exception:  # noqa: BLE001 - a library path this build lacks (or a method that
                 # cannot run here, e.g. out of device memory beside another framework) is absent
                 continue
